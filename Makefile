@@ -1,0 +1,126 @@
+# deskbox build.  Out-of-tree objects under $(BUILD); `make V=1` shows commands;
+# `make SANITIZE=address,undefined` (what `make check` does) builds with sanitizers.
+
+BUILD ?= build
+CC ?= cc
+V ?= 0
+SANITIZE ?=
+DEVELOPER ?= 1
+
+PKGS := libmicrohttpd libcjson libvncclient libpng zlib libseccomp x11
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(PKG_CFLAGS)
+CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter -Wmissing-prototypes -Wvla
+ifeq ($(DEVELOPER),1)
+CFLAGS += -Werror
+endif
+ifneq ($(SANITIZE),)
+CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all -DDBX_SANITIZE=1
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+DEPFLAGS = -MMD -MP
+LDFLAGS += -pthread
+
+ifeq ($(V),1)
+Q :=
+quiet = @true
+else
+Q := @
+quiet = @printf '  %-6s %s\n'
+endif
+
+# Modules: each top-level folder is one static archive.
+COMMON_SRC := $(wildcard common/*.c)
+INPUT_SRC := $(wildcard input/*.c)
+CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
+BRIDGE_SRC := $(wildcard capture/bridge*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+INIT_SRC := $(wildcard desktop-image/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIBCOMMON := $(BUILD)/libcommon.a
+LIBINPUT := $(BUILD)/libinput.a
+LIBCAPTURE := $(BUILD)/libcapture.a
+LIBSERVER := $(BUILD)/libserver.a
+
+DESKBOXD := $(BUILD)/deskboxd
+BRIDGE := $(BUILD)/deskbox-bridge
+INIT := $(BUILD)/deskbox-init
+
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng zlib x11)
+BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
+INIT_LIBS := $(call PKG_LIBS,x11)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT)
+
+.PHONY: all run test check format clean install-deps unit integration bench compile_commands.json
+all: $(BINARIES) $(UNIT_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(quiet) CC $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(BUILD)/lib%.a:
+	$(quiet) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBCOMMON): $(call obj,$(COMMON_SRC))
+$(LIBINPUT): $(call obj,$(INPUT_SRC))
+$(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
+$(LIBSERVER): $(call obj,$(SERVER_SRC))
+
+$(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(BRIDGE): $(call obj,$(BRIDGE_SRC)) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BRIDGE_LIBS) $(call PKG_LIBS,libpng zlib)
+
+$(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(INIT_LIBS)
+
+$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
+
+install-deps:
+	@sh scripts/install-deps.sh
+
+# Starts deskboxd on 127.0.0.1:8080 (override with LISTEN=, STATE=).
+LISTEN ?= 127.0.0.1:8080
+STATE ?= /var/lib/deskbox
+run: install-deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
+
+test: install-deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/run.sh
+
+# The tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+check: install-deps
+	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined CFLAGS="-O1 -g" all
+	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+compile_commands.json:
+	$(MAKE) clean && bear -- $(MAKE) all
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
