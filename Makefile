@@ -89,10 +89,23 @@ $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(INIT_LIBS)
 
-$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+# A unit test links only the modules it tests: test_input* the input module,
+# test_capture* and test_png* capture and input, test_runtime* the runtime
+# and image files, the rest all of the server.
+TEST_LINK = $(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
+$(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
+		$(LIBINPUT) $(LIBCOMMON)
+$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: \
+		$(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+$(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
+		$(call obj,server/runtime.c server/image.c) $(LIBCOMMON)
+$(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \
+		$(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: \
+		$(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+$(UNIT_BIN):
 	@mkdir -p $(dir $@)
 	$(quiet) LINK $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
+	$(Q)$(TEST_LINK)
 
 install-deps:
 	@sh scripts/install-deps.sh
