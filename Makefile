@@ -13,7 +13,7 @@ PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(PKG_CFLAGS)
-CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter -Wmissing-prototypes -Wvla
+CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-format-truncation -Wno-unused-parameter -Wmissing-prototypes -Wvla
 ifeq ($(DEVELOPER),1)
 CFLAGS += -Werror
 endif
