@@ -98,7 +98,7 @@ $(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,t
 $(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: \
 		$(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 $(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
-		$(call obj,server/runtime.c server/image.c) $(LIBCOMMON)
+		$(call obj,$(wildcard server/runtime*.c) server/image.c) $(LIBCOMMON)
 $(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \
 		$(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: \
 		$(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)

@@ -1,0 +1,359 @@
+/* deskbox-bridge: one per sandbox.  Speaks RFB (libvncclient) to the
+ * sandbox's VNC server and mirrors its framebuffer into the shared memory
+ * deskboxd created; turns deskboxd's input events into RFB messages.
+ *
+ * Started by capture_start() with exactly these fds:
+ *   3  a connected stream socket to the VNC server
+ *   4  the memfd (struct capture_hdr, then pixels)
+ *   5  the control socket (SOCK_SEQPACKET, capture/internal.h)
+ * It exits non-zero when the VNC connection drops or deskboxd goes away.
+ * Everything the VNC server sends is hostile: the bridge drops privileges and
+ * confines itself with seccomp before parsing anything beyond the handshake.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <rfb/rfbclient.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bridge.h"
+#include "capture.h"
+#include "internal.h"
+
+#define FD_VNC 3
+#define FD_MEM 4
+#define FD_CTL 5
+
+/* Exit statuses, for whoever reads the bridge's wait status. */
+enum {
+	EXIT_SETUP = 2,	   /* bad fds or shared memory */
+	EXIT_RFB = 3,	   /* handshake failed or the VNC connection dropped */
+	EXIT_CONTROL = 4,  /* deskboxd closed the control socket */
+	EXIT_SANDBOX = 5,  /* could not drop privileges or install seccomp */
+};
+
+/* Per-connection state, attached to the rfbClient (no globals). */
+struct bridge {
+	struct capture_hdr *hdr;
+	uint8_t *pixels; /* shared, hdr->width x hdr->height */
+	uint32_t width, height; /* read once from the header and validated */
+	int have_damage;
+	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
+	int ready;
+	int buttons; /* RFB button mask */
+	int px, py;  /* pointer position */
+};
+
+static int client_tag; /* address used as the rfbClientGetClientData key */
+
+static void log_nothing(const char *fmt, ...)
+{
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct bridge *bridge_of(rfbClient *cl)
+{
+	return rfbClientGetClientData(cl, &client_tag);
+}
+
+static rfbBool malloc_fb(rfbClient *cl)
+{
+	/* SECURITY: width and height come from the VNC server. */
+	if (cl->width <= 0 || cl->height <= 0 || (unsigned)cl->width > CAPTURE_MAX_DIM ||
+	    (unsigned)cl->height > CAPTURE_MAX_DIM)
+		return FALSE;
+	size_t sz;
+	if (__builtin_mul_overflow((size_t)cl->width, (size_t)cl->height, &sz) ||
+	    __builtin_mul_overflow(sz, (size_t)4, &sz))
+		return FALSE;
+	free(cl->frameBuffer);
+	cl->frameBuffer = calloc(1, sz);
+	/* After a resize, the whole mirror is refreshed by the next update. */
+	struct bridge *b = bridge_of(cl);
+	if (b) {
+		b->have_damage = 1;
+		b->dx0 = b->dy0 = 0;
+		b->dx1 = cl->width;
+		b->dy1 = cl->height;
+	}
+	return cl->frameBuffer != NULL;
+}
+
+static void got_update(rfbClient *cl, int x, int y, int w, int h)
+{
+	struct bridge *b = bridge_of(cl);
+	if (w <= 0 || h <= 0)
+		return;
+	if (!b->have_damage) {
+		b->have_damage = 1;
+		b->dx0 = x, b->dy0 = y, b->dx1 = x + w, b->dy1 = y + h;
+		return;
+	}
+	if (x < b->dx0)
+		b->dx0 = x;
+	if (y < b->dy0)
+		b->dy0 = y;
+	if (x + w > b->dx1)
+		b->dx1 = x + w;
+	if (y + h > b->dy1)
+		b->dy1 = y + h;
+}
+
+static void futex_wake(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Copies the damaged box, clipped to both framebuffers, into shared memory
+ * under the seqlock.  Returns whether any pixel changed. */
+static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y1)
+{
+	int maxw = cl->width < (int)b->width ? cl->width : (int)b->width;
+	int maxh = cl->height < (int)b->height ? cl->height : (int)b->height;
+	if (x0 < 0)
+		x0 = 0;
+	if (y0 < 0)
+		y0 = 0;
+	if (x1 > maxw)
+		x1 = maxw;
+	if (y1 > maxh)
+		y1 = maxh;
+	if (x0 >= x1 || y0 >= y1)
+		return 0;
+	size_t row = (size_t)(x1 - x0) * 4;
+	size_t src_stride = (size_t)cl->width * 4, dst_stride = (size_t)b->width * 4;
+	const uint8_t *src = cl->frameBuffer + (size_t)y0 * src_stride + (size_t)x0 * 4;
+	uint8_t *dst = b->pixels + (size_t)y0 * dst_stride + (size_t)x0 * 4;
+
+	/* Servers resend unchanged areas (x11vnc's pointer-driven updates,
+	 * full refreshes); only real changes count as frames, so agents can
+	 * wait for the screen to settle. */
+	int changed = !b->ready;
+	for (int y = 0; !changed && y < y1 - y0; y++)
+		changed = memcmp(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row) != 0;
+	if (!changed)
+		return 0;
+
+	struct capture_hdr *h = b->hdr;
+	uint64_t seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, seq + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (int y = 0; y < y1 - y0; y++)
+		memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
+	uint64_t frame = atomic_load_explicit(&h->frame, memory_order_relaxed) + 1;
+	atomic_store_explicit(&h->frame, frame, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, seq + 2, memory_order_release);
+
+	atomic_store(&h->damage_x, x0);
+	atomic_store(&h->damage_y, y0);
+	atomic_store(&h->damage_w, x1 - x0);
+	atomic_store(&h->damage_h, y1 - y0);
+	atomic_store(&h->last_change_ns, now_ns());
+	if (!b->ready) {
+		b->ready = 1;
+		atomic_store(&h->state, CAPTURE_READY);
+	}
+	atomic_store(&h->frame_futex, (uint32_t)frame);
+	futex_wake(&h->frame_futex);
+	return 1;
+}
+
+static void finished_update(rfbClient *cl)
+{
+	struct bridge *b = bridge_of(cl);
+	if (!b->ready) {
+		/* The first update answers the full, non-incremental request
+		 * made during the handshake: mirror all of it. */
+		mirror(b, cl, 0, 0, cl->width, cl->height);
+	} else if (b->have_damage) {
+		mirror(b, cl, b->dx0, b->dy0, b->dx1, b->dy1);
+	}
+	b->have_damage = 0;
+}
+
+static int send_events(struct bridge *b, rfbClient *cl, const struct input_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		rfbBool ok = TRUE;
+		switch (ev[i].type) {
+		case INPUT_MOVE: {
+			/* RFB coordinates are 16-bit; keep them on the screen. */
+			int x = ev[i].x, y = ev[i].y;
+			int maxx = cl->width > 0 ? cl->width - 1 : 0;
+			int maxy = cl->height > 0 ? cl->height - 1 : 0;
+			b->px = x < 0 ? 0 : x > maxx ? maxx : x;
+			b->py = y < 0 ? 0 : y > maxy ? maxy : y;
+			ok = SendPointerEvent(cl, b->px, b->py, b->buttons);
+			atomic_store(&b->hdr->pointer_x, b->px);
+			atomic_store(&b->hdr->pointer_y, b->py);
+			break;
+		}
+		case INPUT_BUTTON:
+			if (ev[i].button < 1 || ev[i].button > 8)
+				break;
+			if (ev[i].down)
+				b->buttons |= 1 << (ev[i].button - 1);
+			else
+				b->buttons &= ~(1 << (ev[i].button - 1));
+			ok = SendPointerEvent(cl, b->px, b->py, b->buttons);
+			break;
+		case INPUT_KEY:
+			ok = SendKeyEvent(cl, ev[i].keysym, ev[i].down ? TRUE : FALSE);
+			break;
+		default:
+			break;
+		}
+		if (!ok)
+			return -1;
+	}
+	return 0;
+}
+
+/* Handles one control datagram.  Returns 0, or the exit status. */
+static int handle_control(struct bridge *b, rfbClient *cl)
+{
+	static union {
+		struct capture_msg m;
+		uint8_t raw[sizeof(struct capture_msg) +
+			    CAPTURE_MSG_EVENTS * sizeof(struct input_event) + 1];
+	} buf;
+	ssize_t n = recv(FD_CTL, buf.raw, sizeof(buf.raw), MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : EXIT_CONTROL;
+	if (n == 0)
+		return EXIT_CONTROL;
+	/* deskboxd is trusted, but a size check costs nothing. */
+	size_t len = (size_t)n;
+	if (len < sizeof(buf.m) || buf.m.magic != CAPTURE_MSG_MAGIC ||
+	    buf.m.n > CAPTURE_MSG_EVENTS ||
+	    len != sizeof(buf.m) + (size_t)buf.m.n * sizeof(struct input_event))
+		return EXIT_CONTROL;
+	struct input_event ev[CAPTURE_MSG_EVENTS];
+	memcpy(ev, buf.raw + sizeof(buf.m), (size_t)buf.m.n * sizeof(ev[0]));
+	int st = send_events(b, cl, ev, buf.m.n);
+	struct capture_ack ack = {.magic = CAPTURE_ACK_MAGIC, .seq = buf.m.seq, .status = st};
+	if (send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL) != (ssize_t)sizeof(ack))
+		return EXIT_CONTROL;
+	return st < 0 ? EXIT_RFB : 0;
+}
+
+static int map_shared(struct bridge *b)
+{
+	struct stat st;
+	if (fstat(FD_MEM, &st) < 0 || st.st_size < (off_t)CAPTURE_HDR_SIZE)
+		return -1;
+	size_t len = (size_t)st.st_size;
+	uint8_t *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, FD_MEM, 0);
+	if (map == MAP_FAILED)
+		return -1;
+	close(FD_MEM);
+	struct capture_hdr *h = (struct capture_hdr *)map;
+	if (h->magic != CAPTURE_MAGIC || h->version != CAPTURE_VERSION || h->width == 0 ||
+	    h->height == 0 || h->width > CAPTURE_MAX_DIM || h->height > CAPTURE_MAX_DIM)
+		return -1;
+	b->width = h->width;
+	b->height = h->height;
+	/* Never write past the mapping, whatever the header says. */
+	if ((size_t)b->width * b->height * 4 > len - CAPTURE_HDR_SIZE)
+		return -1;
+	b->hdr = h;
+	b->pixels = map + CAPTURE_HDR_SIZE;
+	return 0;
+}
+
+static void fail(struct bridge *b, int status)
+{
+	if (b->hdr) {
+		atomic_store(&b->hdr->state, CAPTURE_FAILED);
+		atomic_fetch_add(&b->hdr->frame_futex, 1);
+		futex_wake(&b->hdr->frame_futex);
+	}
+	_exit(status);
+}
+
+int main(void)
+{
+	struct bridge b = {0};
+	rfbClientLog = log_nothing;
+	rfbClientErr = log_nothing;
+	if (map_shared(&b) < 0)
+		fail(&b, EXIT_SETUP);
+
+	rfbClient *cl = rfbGetClient(8, 3, 4);
+	if (!cl)
+		fail(&b, EXIT_SETUP);
+	rfbClientSetClientData(cl, &client_tag, &b);
+	/* Xvfb's own layout, so x11vnc sends pixels without translating them:
+	 * 0x00RRGGBB little-endian, bytes B, G, R, X. */
+	cl->format.bitsPerPixel = 32;
+	cl->format.depth = 24;
+	cl->format.bigEndian = FALSE;
+	cl->format.trueColour = TRUE;
+	cl->format.redMax = cl->format.greenMax = cl->format.blueMax = 255;
+	cl->format.redShift = 16;
+	cl->format.greenShift = 8;
+	cl->format.blueShift = 0;
+	/* Over a local socket, decoding costs more than the bytes: raw plus
+	 * copyrect for scrolling and window moves. */
+	cl->appData.encodingsString = "copyrect raw";
+	cl->appData.useRemoteCursor = FALSE;
+	cl->canHandleNewFBSize = TRUE;
+	cl->MallocFrameBuffer = malloc_fb;
+	cl->GotFrameBufferUpdate = got_update;
+	cl->FinishedFrameBufferUpdate = finished_update;
+	/* The connection is already open: with listenSpecified set,
+	 * rfbInitClient skips its own connect and handshakes on `sock`. */
+	cl->sock = FD_VNC;
+	cl->listenSpecified = TRUE;
+	/* Bounds how long a server that stops mid-message can stall us. */
+	cl->readTimeout = 30;
+	if (!rfbInitClient(cl, NULL, NULL)) /* frees cl on failure */
+		fail(&b, EXIT_RFB);
+
+	/* Non-blocking from here, so that readTimeout applies: libvncclient
+	 * then waits in select() and gives up on a server that stalls mid
+	 * message instead of blocking input forever. */
+	if (!SetNonBlocking(cl->sock))
+		fail(&b, EXIT_SETUP);
+	if (bridge_sandbox() < 0)
+		fail(&b, EXIT_SANDBOX);
+
+	for (;;) {
+		struct pollfd p[2] = {{.fd = cl->sock, .events = POLLIN},
+				      {.fd = FD_CTL, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fail(&b, EXIT_SETUP);
+		}
+		if (p[1].revents) {
+			int st = handle_control(&b, cl);
+			if (st)
+				fail(&b, st);
+		}
+		if (p[0].revents) {
+			/* One read may buffer several messages; poll() would not
+			 * report those again. */
+			do {
+				if (!HandleRFBServerMessage(cl))
+					fail(&b, EXIT_RFB);
+			} while (cl->buffered > 0);
+		}
+	}
+}

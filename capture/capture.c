@@ -1,0 +1,404 @@
+/* capture: deskboxd's side of the bridge (process, shared memory, input). */
+#include "capture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/cleanup.h"
+#include "internal.h"
+
+struct capture {
+	pid_t pid;   /* -1 once reaped */
+	int pidfd;   /* readable once the bridge exited; used to signal it safely */
+	int ctl;     /* our end of the control socket */
+	uint8_t *map;
+	size_t map_len;
+	struct capture_hdr *hdr;
+	uint32_t width, height; /* our own copy: never trust the header's */
+	pthread_mutex_t send_lock;
+	uint32_t send_seq; /* under send_lock */
+};
+
+/* Snapshot retries before giving up on a bridge that keeps the seqlock odd. */
+#define SNAPSHOT_TRIES 1000
+/* Bridge liveness is checked at least this often while waiting on the futex. */
+#define WAIT_SLICE_MS 20
+/* How long one message of events may take to be acknowledged. */
+#define SEND_ACK_TIMEOUT_MS 5000
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int pidfd_exited(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	return poll(&p, 1, 0) > 0;
+}
+
+uint32_t capture_width(const struct capture *c)
+{
+	return c->width;
+}
+
+uint32_t capture_height(const struct capture *c)
+{
+	return c->height;
+}
+
+uint64_t capture_frame(const struct capture *c)
+{
+	return atomic_load_explicit(&c->hdr->frame, memory_order_acquire);
+}
+
+uint64_t capture_last_change_ns(const struct capture *c)
+{
+	return atomic_load_explicit(&c->hdr->last_change_ns, memory_order_acquire);
+}
+
+void capture_pointer(const struct capture *c, int32_t *x, int32_t *y)
+{
+	*x = atomic_load_explicit(&c->hdr->pointer_x, memory_order_relaxed);
+	*y = atomic_load_explicit(&c->hdr->pointer_y, memory_order_relaxed);
+}
+
+pid_t capture_pid(const struct capture *c)
+{
+	if (c->pid < 0 || pidfd_exited(c->pidfd))
+		return -1;
+	return c->pid;
+}
+
+int capture_alive(struct capture *c)
+{
+	if (!c || c->pid < 0 || pidfd_exited(c->pidfd))
+		return 0;
+	return atomic_load(&c->hdr->state) != CAPTURE_FAILED;
+}
+
+/* Builds the bridge's environment before fork (no allocation after it).
+ * The bridge faces the sandbox, so it gets nothing of deskboxd's environment
+ * except, in sanitizer builds, the sanitizer options. */
+static void bridge_env(char **env, size_t max)
+{
+	size_t n = 0;
+#ifdef DBX_SANITIZE
+	static const char *const keep[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS="};
+	extern char **environ;
+	for (char **p = environ; p && *p && n + 1 < max; p++)
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			if (strncmp(*p, keep[i], strlen(keep[i])) == 0)
+				env[n++] = *p;
+#endif
+	(void)max;
+	env[n] = NULL;
+}
+
+/* In the child after fork: only async-signal-safe calls.  Moves the three
+ * fds to 3, 4, 5 without CLOEXEC, closes everything else, execs. */
+static void __attribute__((noreturn)) child_exec(const char *path, int vnc, int mem, int ctl,
+						char **env)
+{
+	sigset_t all;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* deskboxd may ignore SIGPIPE; the bridge should die of a broken pipe
+	 * like any client whose server went away. */
+	signal(SIGPIPE, SIG_DFL);
+	int fds[3] = {vnc, mem, ctl};
+	/* Copy above 5 first so a source that is already 3..5 is not
+	 * clobbered by an earlier dup2. */
+	for (int i = 0; i < 3; i++) {
+		fds[i] = fcntl(fds[i], F_DUPFD, 10);
+		if (fds[i] < 0)
+			_exit(127);
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[i], 3 + i) < 0)
+			_exit(127);
+	if (syscall(SYS_close_range, 6u, ~0u, 0u) < 0)
+		for (int fd = 6; fd < 1024; fd++)
+			close(fd);
+	char *argv[] = {(char *)"deskbox-bridge", NULL};
+	execve(path, argv, env);
+	_exit(127);
+}
+
+int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd, struct err *e)
+{
+	_cleanup_fd_ int vnc = vnc_fd;
+	*out = NULL;
+	if (!o || !o->bridge_path)
+		return err_set(e, ERR_INVALID, EINVAL, "no bridge binary configured");
+	if (o->width == 0 || o->height == 0 || o->width > CAPTURE_MAX_DIM ||
+	    o->height > CAPTURE_MAX_DIM)
+		return err_set(e, ERR_INVALID, EINVAL, "display size %ux%u out of range 1-%u",
+			       o->width, o->height, CAPTURE_MAX_DIM);
+	/* SECURITY: w*h*4 + header with both dimensions <= 8192 fits easily in
+	 * 64-bit size_t, checked anyway so the limit can change safely. */
+	size_t px;
+	if (__builtin_mul_overflow((size_t)o->width, (size_t)o->height, &px) ||
+	    __builtin_mul_overflow(px, (size_t)4, &px) ||
+	    __builtin_add_overflow(px, (size_t)CAPTURE_HDR_SIZE, &px) || px > (size_t)LLONG_MAX)
+		return err_set(e, ERR_INVALID, EOVERFLOW, "display size %ux%u too large", o->width,
+			       o->height);
+
+	_cleanup_fd_ int mem = memfd_create("deskbox-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mem < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "creating the capture memfd");
+	if (ftruncate(mem, (off_t)px) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "sizing the capture memfd to %zu bytes", px);
+	/* SECURITY: a bridge that shrank the file would make our reads fault
+	 * (SIGBUS) and kill deskboxd; seal its size. */
+	if (fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "sealing the capture memfd");
+	void *map = mmap(NULL, px, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+	if (map == MAP_FAILED)
+		return err_sys(e, ERR_INTERNAL, errno, "mapping the capture memfd");
+
+	struct capture_hdr *h = map;
+	h->magic = CAPTURE_MAGIC;
+	h->version = CAPTURE_VERSION;
+	h->width = o->width;
+	h->height = o->height;
+	atomic_store(&h->state, CAPTURE_CONNECTING);
+
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		int r = err_sys(e, ERR_INTERNAL, errno, "creating the bridge control socket");
+		munmap(map, px);
+		return r;
+	}
+	_cleanup_fd_ int ctl = sp[0];
+	_cleanup_fd_ int ctl_child = sp[1];
+
+	struct capture *c = calloc(1, sizeof(*c));
+	if (!c) {
+		munmap(map, px);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	c->pid = -1;
+	c->pidfd = -1;
+	c->ctl = -1;
+	c->map = map;
+	c->map_len = px;
+	c->hdr = h;
+	c->width = o->width;
+	c->height = o->height;
+	pthread_mutex_init(&c->send_lock, NULL);
+
+	char *env[4];
+	bridge_env(env, sizeof(env) / sizeof(env[0]));
+	pid_t pid = fork();
+	if (pid < 0) {
+		int r = err_sys(e, ERR_INTERNAL, errno, "forking the bridge");
+		capture_free(c);
+		return r;
+	}
+	if (pid == 0)
+		child_exec(o->bridge_path, vnc, mem, ctl_child, env);
+	c->pid = pid;
+	/* Only we reap this child, so the pid cannot be reused before this. */
+	c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (c->pidfd < 0) {
+		int r = err_sys(e, ERR_INTERNAL, errno, "pidfd_open of the bridge");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		c->pid = -1;
+		capture_free(c);
+		return r;
+	}
+	c->ctl = TAKE_FD(ctl);
+	*out = c;
+	return 0;
+}
+
+void capture_free(struct capture *c)
+{
+	if (!c)
+		return;
+	if (c->pid > 0) {
+		if (c->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	if (c->ctl >= 0)
+		close(c->ctl);
+	if (c->map)
+		munmap(c->map, c->map_len);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}
+
+static int futex_wait(_Atomic uint32_t *addr, uint32_t val, int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	/* Shared mapping between processes: not FUTEX_PRIVATE_FLAG. */
+	return (int)syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+/* Waits until `done(c, arg)` or the bridge dies or the time runs out.
+ * Returns 1 when done, 0 on timeout, negative when the bridge is gone. */
+static int wait_until(struct capture *c, int (*done)(struct capture *, uint64_t), uint64_t arg,
+		      int timeout_ms, struct err *e)
+{
+	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	for (;;) {
+		uint32_t fw = atomic_load(&c->hdr->frame_futex);
+		if (done(c, arg))
+			return 1;
+		if (!capture_alive(c))
+			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the capture bridge is gone");
+		uint64_t now = now_ms();
+		if (now >= deadline)
+			return 0;
+		uint64_t left = deadline - now;
+		futex_wait(&c->hdr->frame_futex, fw, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
+	}
+}
+
+static int is_ready(struct capture *c, uint64_t unused)
+{
+	return atomic_load(&c->hdr->state) == CAPTURE_READY;
+}
+
+int capture_wait_ready(struct capture *c, int timeout_ms, struct err *e)
+{
+	int r = wait_until(c, is_ready, 0, timeout_ms, e);
+	if (r < 0)
+		return err_wrap(e, "waiting for the first frame");
+	if (r == 0)
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "no first frame from the vnc server in %d ms",
+			       timeout_ms);
+	return 0;
+}
+
+static int frame_differs(struct capture *c, uint64_t since)
+{
+	return capture_frame(c) != since;
+}
+
+int capture_wait_frame(struct capture *c, uint64_t since, int timeout_ms, struct err *e)
+{
+	return wait_until(c, frame_differs, since, timeout_ms, e);
+}
+
+int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
+		     uint64_t *frame, struct err *e)
+{
+	if (r.w == 0 || r.h == 0 || r.x >= c->width || r.y >= c->height ||
+	    r.w > c->width - r.x || r.h > c->height - r.y)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "region %ux%u+%u+%u outside the %ux%u display", r.w, r.h, r.x, r.y,
+			       c->width, c->height);
+	size_t row = (size_t)r.w * 4;
+	if (dst_stride < row)
+		return err_set(e, ERR_INVALID, EINVAL, "destination stride %zu below %zu", dst_stride,
+			       row);
+	size_t src_stride = (size_t)c->width * 4;
+	const uint8_t *src = c->map + CAPTURE_HDR_SIZE + (size_t)r.y * src_stride + (size_t)r.x * 4;
+	for (int i = 0; i < SNAPSHOT_TRIES; i++) {
+		uint64_t s1 = atomic_load_explicit(&c->hdr->seq, memory_order_acquire);
+		if (s1 & 1) {
+			if (i > 16) {
+				struct timespec ts = {0, 50000};
+				nanosleep(&ts, NULL);
+			} else {
+				sched_yield();
+			}
+			continue;
+		}
+		uint64_t f = atomic_load_explicit(&c->hdr->frame, memory_order_relaxed);
+		for (uint32_t y = 0; y < r.h; y++)
+			memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&c->hdr->seq, memory_order_relaxed) == s1) {
+			if (frame)
+				*frame = f;
+			return 0;
+		}
+	}
+	return err_set(e, ERR_UNAVAILABLE, EAGAIN, "the framebuffer did not settle after %d tries",
+		       SNAPSHOT_TRIES);
+}
+
+/* Receives acks until the one for `seq`.  Returns 0, or negative. */
+static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
+{
+	uint64_t deadline = now_ms() + SEND_ACK_TIMEOUT_MS;
+	for (;;) {
+		uint64_t now = now_ms();
+		if (now >= deadline)
+			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+				       "the capture bridge did not take input in %d ms",
+				       SEND_ACK_TIMEOUT_MS);
+		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
+		int n = poll(&p, 1, (int)(deadline - now));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_sys(e, ERR_INTERNAL, errno, "waiting for the capture bridge");
+		if (n == 0)
+			continue;
+		struct capture_ack ack;
+		ssize_t got = recv(c->ctl, &ack, sizeof(ack), MSG_DONTWAIT);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got < 0)
+			return err_sys(e, ERR_UNAVAILABLE, errno, "reading from the capture bridge");
+		if (got == 0)
+			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the capture bridge is gone");
+		if (got != (ssize_t)sizeof(ack) || ack.magic != CAPTURE_ACK_MAGIC)
+			return err_set(e, ERR_INTERNAL, EPROTO, "malformed reply from the capture bridge");
+		/* An ack for an earlier message that timed out: skip it. */
+		if (ack.seq != seq)
+			continue;
+		if (ack.status != 0)
+			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the vnc server connection failed");
+		return 0;
+	}
+}
+
+int capture_send(struct capture *c, const struct input_event *ev, size_t n, struct err *e)
+{
+	pthread_mutex_lock(&c->send_lock);
+	int r = 0;
+	for (size_t off = 0; r == 0 && off < n;) {
+		size_t k = n - off < CAPTURE_MSG_EVENTS ? n - off : CAPTURE_MSG_EVENTS;
+		struct capture_msg msg = {
+			.magic = CAPTURE_MSG_MAGIC, .seq = ++c->send_seq, .n = (uint32_t)k};
+		struct iovec iov[2] = {{&msg, sizeof(msg)}, {(void *)(ev + off), k * sizeof(*ev)}};
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+		ssize_t w = sendmsg(c->ctl, &mh, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			r = err_sys(e, ERR_UNAVAILABLE, errno, "sending input to the capture bridge");
+			break;
+		}
+		r = wait_ack(c, msg.seq, e);
+		off += k;
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return r;
+}

@@ -1,0 +1,35 @@
+/* capture module internals: the control protocol between deskboxd
+ * (capture.c) and the bridge (bridge.c) over a SOCK_SEQPACKET socketpair. */
+#ifndef DESKBOX_CAPTURE_INTERNAL_H
+#define DESKBOX_CAPTURE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "../input/input.h"
+
+#define CAPTURE_MSG_MAGIC 0x4e495844u /* "DXIN" */
+#define CAPTURE_ACK_MAGIC 0x4b415844u /* "DXAK" */
+
+/* Events per message: 256 * 16 bytes keeps a message within one page, and
+ * an ack per message bounds how far deskboxd runs ahead of the VNC socket. */
+#define CAPTURE_MSG_EVENTS 256u
+
+/* deskboxd -> bridge: this header, then `n` struct input_event, as one
+ * datagram. */
+struct capture_msg {
+	uint32_t magic;
+	uint32_t seq; /* echoed in the ack */
+	uint32_t n;
+	uint32_t pad;
+};
+
+/* bridge -> deskboxd, once the message's events were written to the VNC
+ * socket (status 0) or that failed (status -1, the bridge then exits). */
+struct capture_ack {
+	uint32_t magic;
+	uint32_t seq;
+	int32_t status;
+	uint32_t pad;
+};
+
+#endif

@@ -1,0 +1,23 @@
+/* text: UTF-8 and base64, for text that crosses JSON. */
+#ifndef DESKBOX_COMMON_TEXT_H
+#define DESKBOX_COMMON_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes one code point at s[*i] (len bytes in all), advancing *i.
+ * Returns 0, or -1 for invalid UTF-8 (overlong forms, surrogates, values past
+ * U+10FFFF, truncated or stray continuation bytes); *i is then unchanged. */
+int utf8_decode(const char *s, size_t len, size_t *i, uint32_t *cp);
+
+/* 1 when all `len` bytes are valid UTF-8. */
+int utf8_valid(const char *s, size_t len);
+
+/* A copy of `s` with every invalid sequence replaced by U+FFFD; malloc'd,
+ * NUL-terminated, NULL on allocation failure. */
+char *utf8_sanitize(const char *s, size_t len);
+
+/* Standard base64 (with padding) of `len` bytes; malloc'd, NUL-terminated. */
+char *base64_encode(const void *data, size_t len);
+
+#endif

@@ -1,0 +1,477 @@
+/* deskbox-init: PID 1 of a sandbox container (see README.md for the
+ * contract).  Starts Xvfb, then openbox and x11vnc in parallel, announces
+ * readiness with /run/deskbox/ready, restarts openbox and x11vnc when they
+ * die, reaps every orphan, and tears the desktop down when Xvfb dies or on
+ * SIGTERM/SIGINT.  Signals arrive through a signalfd; nothing runs in a
+ * signal handler. */
+#include <X11/Xatom.h>
+#include <X11/Xlib.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DISPLAY_NAME ":0"
+#define RUN_DIR "/run/deskbox"
+#define VNC_SOCK RUN_DIR "/vnc.sock"
+#define READY_FILE RUN_DIR "/ready"
+#define HOME_DIR "/home/user"
+
+#define DEFAULT_WIDTH 1280
+#define DEFAULT_HEIGHT 800
+#define MAX_SIDE 8192
+
+/* How long Xvfb may take to accept clients. */
+#define XVFB_TIMEOUT_MS 10000
+/* SIGTERM, then SIGKILL after this long. */
+#define STOP_GRACE_MS 2000
+/* Restart backoff for openbox and x11vnc: doubles per quick death, reset
+ * when the process ran for a while. */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define BACKOFF_RESET_MS 10000
+/* Poll interval for the VNC socket to appear. */
+#define SOCK_POLL_MS 5
+
+enum child_kind { XVFB, WM, VNC, N_CHILDREN };
+
+struct child {
+	const char *name;
+	pid_t pid;          /* 0: not running */
+	long long started;  /* ms */
+	long long restart_at; /* ms; 0: no restart pending */
+	int backoff_ms;
+};
+
+struct init {
+	int sigfd;
+	int displayfd;      /* read end of Xvfb's -displayfd pipe, -1 when done */
+	char display_buf[16];
+	size_t display_len;
+	struct child c[N_CHILDREN];
+	char geometry[32];
+	Display *dpy;
+	Atom wm_check;
+	int wm_ready, vnc_ready, ready;
+	int stopping, exit_code;
+	long long stop_deadline, t0;
+};
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One line on stderr per event, written at once. */
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "deskbox-init: ");
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	size_t len = (size_t)n + ((size_t)m < sizeof(line) - (size_t)n - 1
+					  ? (size_t)m
+					  : sizeof(line) - (size_t)n - 2);
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}
+
+/* Starts argv with the init's environment, a clean signal state and only
+ * fds 0-2 (plus `pass_fd` as fd 3 when >= 0). */
+static pid_t start(const char *const argv[], int pass_fd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	/* Own process group: a signal to the init's group does not hit them. */
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr,
+				 POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	if (pass_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, pass_fd >= 0 ? 4 : 3);
+	pid_t pid = 0;
+	extern char **environ;
+	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	if (rc != 0) {
+		say("cannot start %s: %s", argv[0], strerror(rc));
+		return 0;
+	}
+	return pid;
+}
+
+/* Schedules a restart of openbox or x11vnc after a backoff that doubles
+ * while it keeps dying quickly. */
+static void schedule_restart(struct child *c)
+{
+	long long ran = now_ms() - c->started;
+	if (ran > BACKOFF_RESET_MS || !c->backoff_ms)
+		c->backoff_ms = BACKOFF_MIN_MS;
+	else
+		c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+	c->restart_at = now_ms() + c->backoff_ms;
+}
+
+static int start_xvfb(struct init *in)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		say("pipe: %s", strerror(errno));
+		return -1;
+	}
+	/* Keep the write end away from fd 3 so the dup2 to 3 is a real one
+	 * (and drops O_CLOEXEC). */
+	int w = fcntl(p[1], F_DUPFD_CLOEXEC, 10);
+	close(p[1]);
+	const char *argv[] = {"Xvfb", DISPLAY_NAME, "-screen", "0", in->geometry, "-nolisten",
+			      "tcp",
+			      /* no reset when the last client leaves (our probe) */
+			      "-noreset",
+			      /* GLX loads LLVM: twice the start time, +45 MB */
+			      "-extension", "GLX", "-displayfd", "3", NULL};
+	in->c[XVFB].pid = w >= 0 ? start(argv, w) : 0;
+	if (w >= 0)
+		close(w);
+	if (!in->c[XVFB].pid) {
+		close(p[0]);
+		return -1;
+	}
+	in->c[XVFB].started = now_ms();
+	in->displayfd = p[0];
+	return 0;
+}
+
+static void start_wm(struct init *in)
+{
+	const char *argv[] = {"openbox", NULL};
+	in->c[WM].started = now_ms();
+	in->c[WM].pid = start(argv, -1);
+	if (!in->c[WM].pid)
+		schedule_restart(&in->c[WM]);
+}
+
+static void start_vnc(struct init *in)
+{
+	/* A stale socket would look like a ready server. */
+	unlink(VNC_SOCK);
+	in->vnc_ready = 0;
+	/* -rfbport 0: no TCP at all; -safer -nocmds: no remote control or
+	 * command execution channels; -norc: ignore ~/.x11vncrc, which the
+	 * sandbox's user could write. */
+	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK,
+			      "-rfbport", "0", "-shared", "-forever", "-nopw", "-norc", "-quiet",
+			      "-safer", "-nocmds", NULL};
+	in->c[VNC].started = now_ms();
+	in->c[VNC].pid = start(argv, -1);
+	if (!in->c[VNC].pid)
+		schedule_restart(&in->c[VNC]);
+}
+
+static void begin_stop(struct init *in, int code, const char *why)
+{
+	if (in->stopping)
+		return;
+	say("stopping (%s)", why);
+	in->stopping = 1;
+	in->exit_code = code;
+	in->stop_deadline = now_ms() + STOP_GRACE_MS;
+	if (getpid() == 1) {
+		/* PID 1 of a pid namespace: -1 is every other process in it. */
+		kill(-1, SIGTERM);
+	} else {
+		for (int i = 0; i < N_CHILDREN; i++)
+			if (in->c[i].pid > 0)
+				kill(in->c[i].pid, SIGTERM);
+	}
+}
+
+static void finish(struct init *in)
+{
+	if (getpid() == 1)
+		kill(-1, SIGKILL);
+	else
+		for (int i = 0; i < N_CHILDREN; i++)
+			if (in->c[i].pid > 0)
+				kill(in->c[i].pid, SIGKILL);
+	say("exit %d", in->exit_code);
+	exit(in->exit_code);
+}
+
+static void describe(int status, char *buf, size_t size)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, size, "exit status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, size, "signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, size, "status 0x%x", status);
+}
+
+/* Reaps every child that exited; returns 1 when no child is left. */
+static int reap(struct init *in)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid < 0)
+			return errno == ECHILD;
+		if (pid == 0)
+			return 0;
+		for (int i = 0; i < N_CHILDREN; i++) {
+			struct child *c = &in->c[i];
+			if (c->pid != pid)
+				continue;
+			c->pid = 0;
+			char how[48];
+			describe(status, how, sizeof(how));
+			say("%s (pid %d) exited: %s", c->name, (int)pid, how);
+			if (in->stopping)
+				break;
+			if (i == XVFB) {
+				begin_stop(in, 1, "the X server died");
+				break;
+			}
+			schedule_restart(c);
+			if (i == WM)
+				in->wm_ready = in->ready ? in->wm_ready : 0;
+		}
+	}
+}
+
+static int x_io_error(Display *dpy)
+{
+	(void)dpy;
+	say("lost the connection to the X server");
+	if (getpid() == 1)
+		kill(-1, SIGKILL);
+	_exit(1);
+}
+
+static void check_wm(struct init *in)
+{
+	Atom type;
+	int format;
+	unsigned long n, after;
+	unsigned char *data = NULL;
+	if (XGetWindowProperty(in->dpy, DefaultRootWindow(in->dpy), in->wm_check, 0, 1, False,
+			       XA_WINDOW, &type, &format, &n, &after, &data) == Success &&
+	    type == XA_WINDOW && n == 1)
+		in->wm_ready = 1;
+	if (data)
+		XFree(data);
+}
+
+/* Xvfb wrote (part of) its display number: once the newline is there it
+ * accepts clients, and the rest of the desktop starts. */
+static void on_displayfd(struct init *in)
+{
+	char ch;
+	ssize_t n = read(in->displayfd, &ch, 1);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(in->displayfd);
+		in->displayfd = -1;
+		begin_stop(in, 1, "Xvfb did not start");
+		return;
+	}
+	if (ch != '\n') {
+		if (in->display_len < sizeof(in->display_buf) - 1)
+			in->display_buf[in->display_len++] = ch;
+		return;
+	}
+	close(in->displayfd);
+	in->displayfd = -1;
+	say("Xvfb ready on :%s after %lld ms", in->display_buf, now_ms() - in->t0);
+	start_wm(in);
+	start_vnc(in);
+	in->dpy = XOpenDisplay(DISPLAY_NAME);
+	if (!in->dpy) {
+		begin_stop(in, 1, "cannot connect to Xvfb");
+		return;
+	}
+	in->wm_check = XInternAtom(in->dpy, "_NET_SUPPORTING_WM_CHECK", False);
+	XSelectInput(in->dpy, DefaultRootWindow(in->dpy), PropertyChangeMask);
+	check_wm(in);
+	XFlush(in->dpy);
+}
+
+static void on_x(struct init *in)
+{
+	while (in->dpy && XPending(in->dpy)) {
+		XEvent ev;
+		XNextEvent(in->dpy, &ev);
+		if (ev.type == PropertyNotify && ev.xproperty.atom == in->wm_check)
+			check_wm(in);
+	}
+}
+
+static void check_ready(struct init *in)
+{
+	if (!in->vnc_ready && in->c[VNC].pid > 0) {
+		struct stat st;
+		in->vnc_ready = stat(VNC_SOCK, &st) == 0 && S_ISSOCK(st.st_mode);
+	}
+	if (in->ready || !in->wm_ready || !in->vnc_ready)
+		return;
+	int fd = open(READY_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		say("cannot create %s: %s", READY_FILE, strerror(errno));
+		begin_stop(in, 1, "cannot announce readiness");
+		return;
+	}
+	close(fd);
+	in->ready = 1;
+	say("ready after %lld ms", now_ms() - in->t0);
+	/* The window manager check was the only use of this connection. */
+	XCloseDisplay(in->dpy);
+	in->dpy = NULL;
+}
+
+static int parse_display(const char *s, int *w, int *h)
+{
+	char *end;
+	long a = strtol(s, &end, 10);
+	if (end == s || (*end != 'x' && *end != 'X'))
+		return -1;
+	const char *t = end + 1;
+	long b = strtol(t, &end, 10);
+	if (end == t || *end || a < 64 || b < 64 || a > MAX_SIDE || b > MAX_SIDE)
+		return -1;
+	*w = (int)a;
+	*h = (int)b;
+	return 0;
+}
+
+/* The poll timeout until the next deadline: stop grace, Xvfb start,
+ * socket check or a pending restart; -1 when there is none. */
+static int next_timeout(struct init *in)
+{
+	long long now = now_ms(), when = -1;
+	if (in->stopping)
+		when = in->stop_deadline;
+	else if (in->displayfd >= 0)
+		when = in->c[XVFB].started + XVFB_TIMEOUT_MS;
+	else if (!in->ready && !in->vnc_ready)
+		when = now + SOCK_POLL_MS;
+	for (int i = WM; !in->stopping && i < N_CHILDREN; i++)
+		if (in->c[i].restart_at && (when < 0 || in->c[i].restart_at < when))
+			when = in->c[i].restart_at;
+	if (when < 0)
+		return -1;
+	return when <= now ? 0 : (int)(when - now);
+}
+
+int main(void)
+{
+	struct init in = {.displayfd = -1, .exit_code = 0};
+	in.t0 = now_ms();
+	in.c[XVFB].name = "Xvfb";
+	in.c[WM].name = "openbox";
+	in.c[VNC].name = "x11vnc";
+
+	int w = DEFAULT_WIDTH, h = DEFAULT_HEIGHT;
+	const char *size = getenv("DESKBOX_DISPLAY");
+	if (size && *size && parse_display(size, &w, &h) < 0) {
+		say("invalid DESKBOX_DISPLAY '%s' (want WxH, 64..%d)", size, MAX_SIDE);
+		return 2;
+	}
+	snprintf(in.geometry, sizeof(in.geometry), "%dx%dx24", w, h);
+	setenv("DISPLAY", DISPLAY_NAME, 1);
+	setenv("HOME", HOME_DIR, 1);
+	if (chdir(HOME_DIR) < 0)
+		say("cannot enter %s: %s", HOME_DIR, strerror(errno));
+	unlink(READY_FILE);
+	unlink(VNC_SOCK);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	in.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (in.sigfd < 0) {
+		say("signalfd: %s", strerror(errno));
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	XSetIOErrorHandler(x_io_error);
+
+	say("starting %s desktop", in.geometry);
+	if (start_xvfb(&in) < 0)
+		return 1;
+
+	for (;;) {
+		struct pollfd p[3] = {{in.sigfd, POLLIN, 0}, {in.displayfd, POLLIN, 0},
+				      {in.dpy ? ConnectionNumber(in.dpy) : -1, POLLIN, 0}};
+		int n = poll(p, 3, next_timeout(&in));
+		if (n < 0 && errno != EINTR) {
+			say("poll: %s", strerror(errno));
+			in.exit_code = 1;
+			finish(&in);
+		}
+		struct signalfd_siginfo si;
+		int chld = 0;
+		while (read(in.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			if (si.ssi_signo == SIGCHLD)
+				chld = 1;
+			else
+				begin_stop(&in, 0, strsignal((int)si.ssi_signo));
+		}
+		if (chld || in.stopping) {
+			if (reap(&in) && in.stopping)
+				finish(&in);
+		}
+		if (in.stopping) {
+			if (now_ms() >= in.stop_deadline)
+				finish(&in);
+			continue;
+		}
+		if (in.displayfd >= 0 && p[1].revents)
+			on_displayfd(&in);
+		else if (in.displayfd >= 0 && now_ms() - in.c[XVFB].started > XVFB_TIMEOUT_MS)
+			begin_stop(&in, 1, "Xvfb did not start in time");
+		if (in.dpy)
+			on_x(&in);
+		long long now = now_ms();
+		if (in.c[WM].restart_at && now >= in.c[WM].restart_at && !in.stopping) {
+			in.c[WM].restart_at = 0;
+			say("restarting openbox");
+			start_wm(&in);
+		}
+		if (in.c[VNC].restart_at && now >= in.c[VNC].restart_at && !in.stopping) {
+			in.c[VNC].restart_at = 0;
+			say("restarting x11vnc");
+			start_vnc(&in);
+		}
+		if (!in.stopping && in.displayfd < 0)
+			check_ready(&in);
+	}
+}

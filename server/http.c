@@ -1,0 +1,414 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "../common/cleanup.h"
+
+#define HTTP_PATH_MAX 4096
+
+struct http {
+	struct MHD_Daemon *daemon;
+	struct http_opts o;
+	char *token;
+	uint16_t port;
+};
+
+/* Per-request state, from the first call of the access handler to the
+ * completion notification. */
+struct request_ctx {
+	const struct http_route *route;
+	char pathbuf[HTTP_PATH_MAX];
+	const char *captures[HTTP_MAX_CAPTURES];
+	size_t n_captures;
+	char *body;
+	size_t body_len, body_cap;
+	int too_large;
+};
+
+int http_token_equal(const char *presented, const char *expected)
+{
+	size_t lp = strlen(presented), le = strlen(expected);
+	/* Compare every byte of the expected token whatever the presented one
+	 * holds, so the time taken says nothing about where they differ. */
+	unsigned char diff = (unsigned char)(lp != le);
+	for (size_t i = 0; i < le; i++)
+		diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
+	return diff == 0;
+}
+
+int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
+		     const char **captures, size_t *n_captures)
+{
+	size_t len = strlen(path);
+	*n_captures = 0;
+	if (len + 1 > buf_size || path[0] != '/' || pattern[0] != '/')
+		return 0;
+	memcpy(buf, path, len + 1);
+	const char *p = pattern + 1;
+	char *s = buf + 1;
+	for (;;) {
+		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
+		int capture = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
+		if (capture) {
+			if (slen == 0 || *n_captures >= HTTP_MAX_CAPTURES)
+				return 0;
+			captures[(*n_captures)++] = s;
+		} else if (plen != slen || memcmp(p, s, plen) != 0) {
+			return 0;
+		}
+		char pc = p[plen], sc = s[slen];
+		if (pc != sc)
+			return 0;
+		if (capture)
+			s[slen] = '\0';
+		if (!pc)
+			return 1;
+		p += plen + 1;
+		s += slen + 1;
+	}
+}
+
+static const struct http_route *route_find(const struct http *h, const char *method,
+					   const char *path, struct request_ctx *c, struct err *e)
+{
+	int path_matched = 0;
+	for (size_t i = 0; i < h->o.n_routes; i++) {
+		const struct http_route *r = &h->o.routes[i];
+		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
+				      &c->n_captures))
+			continue;
+		if (strcmp(r->method, method) == 0)
+			return r;
+		path_matched = 1;
+	}
+	if (path_matched)
+		err_set(e, ERR_METHOD, 0, "method %s not allowed on '%s'", method, path);
+	else
+		err_set(e, ERR_NOT_FOUND, 0, "no route '%s'", path);
+	return NULL;
+}
+
+static int check_auth(const struct http *h, struct MHD_Connection *conn, struct err *e)
+{
+	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	if (!auth)
+		return err_set(e, ERR_UNAUTHORIZED, 0, "missing 'Authorization: Bearer' header");
+	if (strncasecmp(auth, "Bearer ", 7) != 0)
+		return err_set(e, ERR_UNAUTHORIZED, 0, "authorization scheme must be 'Bearer'");
+	const char *tok = auth + 7;
+	while (*tok == ' ')
+		tok++;
+	if (!http_token_equal(tok, h->token))
+		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
+	return 0;
+}
+
+static void response_release(struct http_response *res)
+{
+	free(res->data);
+	res->data = NULL;
+	for (size_t i = 0; i < res->n_headers; i++)
+		free(res->headers[i].value);
+	res->n_headers = 0;
+}
+
+int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e)
+{
+	if (res->n_headers >= HTTP_MAX_HEADERS)
+		return err_set(e, ERR_INTERNAL, 0, "too many response headers");
+	char *v = strdup(value);
+	if (!v)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	res->headers[res->n_headers].name = name;
+	res->headers[res->n_headers].value = v;
+	res->n_headers++;
+	return 0;
+}
+
+void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
+		     size_t len)
+{
+	free(res->data);
+	res->status = status;
+	res->content_type = content_type;
+	res->data = data;
+	res->len = len;
+}
+
+void http_reply_empty(struct http_response *res, int status)
+{
+	http_reply_data(res, status, NULL, NULL, 0);
+}
+
+int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e)
+{
+	char *s = json ? cJSON_PrintUnformatted(json) : NULL;
+	cJSON_Delete(json);
+	if (!s)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "cannot serialise response");
+	http_reply_data(res, status, "application/json", s, strlen(s));
+	return 0;
+}
+
+static void reply_error(struct http_response *res, const struct err *e)
+{
+	response_release(res);
+	cJSON *root = cJSON_CreateObject();
+	cJSON *er = cJSON_AddObjectToObject(root, "error");
+	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
+	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
+	if (http_reply_json(res, err_http_status(e->kind), root, NULL) < 0) {
+		static const char fallback[] =
+			"{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+		char *copy = strdup(fallback);
+		http_reply_data(res, 500, "application/json", copy, copy ? strlen(copy) : 0);
+	}
+}
+
+const char *http_query(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int http_json_body(const struct http_request *req, cJSON **out, struct err *e)
+{
+	*out = NULL;
+	size_t i = 0;
+	while (i < req->body_len && (req->body[i] == ' ' || req->body[i] == '\n' ||
+				     req->body[i] == '\r' || req->body[i] == '\t'))
+		i++;
+	if (i == req->body_len) {
+		*out = cJSON_CreateObject();
+		return *out ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, 0);
+	if (!j) {
+		size_t off = end && end >= req->body ? (size_t)(end - req->body) : 0;
+		return err_set(e, ERR_INVALID, 0, "malformed JSON body near byte %zu", off);
+	}
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return err_set(e, ERR_INVALID, 0, "JSON body must be an object");
+	}
+	*out = j;
+	return 0;
+}
+
+static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_response *res)
+{
+	struct MHD_Response *r;
+	if (res->data) {
+		r = MHD_create_response_from_buffer(res->len, res->data, MHD_RESPMEM_MUST_FREE);
+		if (r)
+			res->data = NULL;
+	} else {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	}
+	if (!r) {
+		response_release(res);
+		return MHD_NO;
+	}
+	if (res->content_type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
+	for (size_t i = 0; i < res->n_headers; i++)
+		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	response_release(res);
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)res->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result queue_error(struct MHD_Connection *conn, const struct err *e)
+{
+	struct http_response res = {0};
+	reply_error(&res, e);
+	if (e->kind == ERR_UNAUTHORIZED)
+		http_add_header(&res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+	return queue_owned(conn, &res);
+}
+
+static int body_append(struct http *h, struct request_ctx *c, const char *data, size_t len)
+{
+	if (c->too_large || len > h->o.max_body - c->body_len) {
+		c->too_large = 1;
+		return 0;
+	}
+	if (c->body_len + len + 1 > c->body_cap) {
+		size_t cap = c->body_cap ? c->body_cap : 4096;
+		while (cap < c->body_len + len + 1)
+			cap *= 2;
+		char *nb = realloc(c->body, cap);
+		if (!nb)
+			return -ENOMEM;
+		c->body = nb;
+		c->body_cap = cap;
+	}
+	memcpy(c->body + c->body_len, data, len);
+	c->body_len += len;
+	c->body[c->body_len] = '\0';
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct http *h = cls;
+	struct request_ctx *c = *con_cls;
+	struct err e = ERR_INIT;
+
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return MHD_NO;
+		*con_cls = c;
+		c->route = route_find(h, method, url, c, &e);
+		if (c->route && !(c->route->flags & HTTP_NO_AUTH))
+			check_auth(h, conn, &e);
+		if (e.kind == ERR_NONE) {
+			const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								     MHD_HTTP_HEADER_CONTENT_LENGTH);
+			if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
+				err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes",
+					h->o.max_body);
+		}
+		if (e.kind != ERR_NONE)
+			return queue_error(conn, &e);
+		return MHD_YES;
+	}
+
+	if (*upload_data_size) {
+		if (body_append(h, c, upload_data, *upload_data_size) < 0)
+			return MHD_NO;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+
+	if (c->too_large) {
+		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
+		return queue_error(conn, &e);
+	}
+
+	struct http_request req = {
+		.conn = conn,
+		.method = method,
+		.path = url,
+		.n_captures = c->n_captures,
+		.body = c->body ? c->body : "",
+		.body_len = c->body_len,
+		.app = h->o.app,
+	};
+	memcpy(req.captures, c->captures, sizeof(req.captures));
+	struct http_response res = {.status = 200};
+	if (c->route->handler(&req, &res, &e) < 0) {
+		if (e.kind == ERR_NONE)
+			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
+		if (err_http_status(e.kind) >= 500)
+			fprintf(stderr, "deskboxd: %s %s: %s\n", method, url, e.msg);
+		response_release(&res);
+		return queue_error(conn, &e);
+	}
+	return queue_owned(conn, &res);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct request_ctx *c = *con_cls;
+	if (c) {
+		free(c->body);
+		free(c);
+		*con_cls = NULL;
+	}
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	fputs("deskboxd: http: ", stderr);
+	vfprintf(stderr, fmt, ap);
+}
+
+static int parse_listen(const char *listen, struct sockaddr_in *sa, struct err *e)
+{
+	const char *colon = strrchr(listen, ':');
+	if (!colon)
+		return err_set(e, ERR_INVALID, 0, "listen address '%s' is not ADDR:PORT", listen);
+	char host[64];
+	size_t hl = (size_t)(colon - listen);
+	if (hl == 0 || hl >= sizeof(host))
+		return err_set(e, ERR_INVALID, 0, "bad listen address '%s'", listen);
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port > 65535)
+		return err_set(e, ERR_INVALID, 0, "bad port in '%s'", listen);
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return err_set(e, ERR_INVALID, 0, "bad IPv4 address '%s'", host);
+	return 0;
+}
+
+int http_new(struct http **out, const struct http_opts *o, struct err *e)
+{
+	struct sockaddr_in sa;
+	int r = parse_listen(o->listen, &sa, e);
+	if (r < 0)
+		return r;
+	struct http *h = calloc(1, sizeof(*h));
+	if (!h)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	h->o = *o;
+	h->token = strdup(o->token);
+	if (!h->token) {
+		free(h);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
+	h->daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+		o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_END);
+	if (!h->daemon) {
+		free(h->token);
+		free(h);
+		return err_set(e, ERR_INTERNAL, errno, "cannot listen on '%s'", o->listen);
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = info ? info->port : ntohs(sa.sin_port);
+	*out = h;
+	return 0;
+}
+
+uint16_t http_port(const struct http *h)
+{
+	return h->port;
+}
+
+void http_free(struct http *h)
+{
+	if (!h)
+		return;
+	MHD_stop_daemon(h->daemon);
+	free(h->token);
+	free(h);
+}

@@ -1,0 +1,111 @@
+/* http: deskboxd's HTTP layer on libmicrohttpd.
+ *
+ * Routes are a table of {method, pattern, handler}; a pattern's "{name}"
+ * segments capture one path segment each.  A handler fills a response or
+ * returns a negative code with `struct err` filled in; this file is the one
+ * place that turns an error into a status and the JSON body
+ * {"error":{"code":"...","message":"..."}}.
+ *
+ * Threads: one per connection (handlers may block: creating a sandbox, a
+ * foreground exec, waiting for the screen).  Connection count, idle timeout
+ * and per-connection memory are capped explicitly; libmicrohttpd's defaults
+ * are unlimited.
+ */
+#ifndef DESKBOX_SERVER_HTTP_H
+#define DESKBOX_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "../common/error.h"
+
+#define HTTP_MAX_CAPTURES 4
+#define HTTP_MAX_HEADERS 8
+
+struct MHD_Connection;
+
+struct http_request {
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *path;
+	const char *captures[HTTP_MAX_CAPTURES]; /* values of the pattern's {name}s, in order */
+	size_t n_captures;
+	const char *body; /* NUL-terminated copy of the request body (routes without HTTP_STREAM_BODY) */
+	size_t body_len;
+	void *app; /* the application context given to http_new() */
+};
+
+struct http_header {
+	const char *name;
+	char *value; /* owned (malloc'd) */
+};
+
+struct http_response {
+	int status;
+	const char *content_type;
+	void *data; /* malloc'd body, freed by the http layer */
+	size_t len;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t n_headers;
+};
+
+/* Returns 0 with `res` filled, or a negative code with `e` filled. */
+typedef int (*http_handler)(struct http_request *req, struct http_response *res, struct err *e);
+
+enum http_route_flags {
+	HTTP_NO_AUTH = 1 << 0, /* no bearer token needed (health check) */
+};
+
+struct http_route {
+	const char *method;
+	const char *pattern;
+	http_handler handler;
+	unsigned flags; /* enum http_route_flags */
+};
+
+struct http_opts {
+	const char *listen;  /* "ADDR:PORT"; port 0 picks a free one */
+	const char *token;   /* the API bearer token */
+	const struct http_route *routes;
+	size_t n_routes;
+	void *app;
+	size_t max_body;     /* JSON bodies over this are refused with 413 */
+	unsigned max_connections;
+	unsigned idle_timeout_s;
+};
+
+struct http;
+
+int http_new(struct http **out, const struct http_opts *o, struct err *e);
+/* The port actually bound. */
+uint16_t http_port(const struct http *h);
+/* Stops accepting, waits for the connection threads, frees. */
+void http_free(struct http *h);
+
+/* Response helpers.  They take ownership of `json` / `data`. */
+int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e);
+void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
+		     size_t len);
+void http_reply_empty(struct http_response *res, int status);
+/* Adds a header; `value` is copied. */
+int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e);
+
+/* A query-string argument, or NULL. */
+const char *http_query(const struct http_request *req, const char *name);
+
+/* Parses the body as a JSON object (an empty body is an empty object).
+ * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */
+int http_json_body(const struct http_request *req, cJSON **out, struct err *e);
+
+/* Constant-time comparison of a presented token with the expected one. */
+int http_token_equal(const char *presented, const char *expected);
+
+/* Splits `path` against `pattern`: 1 on a match (captures filled, pointing
+ * into `buf`, which receives a copy of the path), 0 otherwise.  Exposed for
+ * the unit tests and the fuzzer. */
+int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
+		     const char **captures, size_t *n_captures);
+
+#endif

@@ -1,0 +1,292 @@
+/* deskboxd: the desktop sandbox server.  Parses options, sets up the host
+ * (private mount namespace, cgroups), opens the sandbox registry, serves the
+ * REST API until SIGINT/SIGTERM, then stops every sandbox (files stay). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/cleanup.h"
+#include "../common/fs.h"
+#include "api.h"
+#include "http.h"
+#include "runtime.h"
+#include "sandbox.h"
+
+struct options {
+	const char *listen;
+	const char *state_dir;
+	const char *token;
+	const char *runtime;
+	unsigned max_sandboxes;
+	int exec_timeout_default_s;
+	int exec_timeout_max_s;
+	size_t exec_max_output;
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: deskboxd [--listen ADDR:PORT] [--state-dir DIR] [--token TOKEN]\n"
+	      "                [--runtime crun] [--max-sandboxes N]\n"
+	      "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
+	      "\n"
+	      "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
+	      "                     port 0 picks a free port, printed at start)\n"
+	      "  --state-dir        where sandboxes and their files live (default /var/lib/deskbox)\n"
+	      "  --token            API bearer token (also DESKBOX_TOKEN); without one, a token\n"
+	      "                     is generated once, kept in STATE/token and printed\n"
+	      "  --runtime          OCI runtime binary (default crun)\n"
+	      "  --max-sandboxes    most sandboxes at once (default 32)\n"
+	      "  --exec-timeout     default process timeout in seconds (default 60)\n"
+	      "  --exec-timeout-max largest process timeout allowed (default 3600)\n"
+	      "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n",
+	      f);
+}
+
+static int parse_uint(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end || end == s || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"state-dir", required_argument, NULL, 's'},
+		{"token", required_argument, NULL, 't'},
+		{"runtime", required_argument, NULL, 'r'},
+		{"max-sandboxes", required_argument, NULL, 'm'},
+		{"exec-timeout", required_argument, NULL, 'T'},
+		{"exec-timeout-max", required_argument, NULL, 'M'},
+		{"exec-max-output", required_argument, NULL, 'O'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	long long v;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			o->listen = optarg;
+			break;
+		case 's':
+			o->state_dir = optarg;
+			break;
+		case 't':
+			o->token = optarg;
+			break;
+		case 'r':
+			o->runtime = optarg;
+			break;
+		case 'm':
+			if (parse_uint(optarg, 1, 4096, &v) < 0)
+				goto bad;
+			o->max_sandboxes = (unsigned)v;
+			break;
+		case 'T':
+			if (parse_uint(optarg, 1, 86400, &v) < 0)
+				goto bad;
+			o->exec_timeout_default_s = (int)v;
+			break;
+		case 'M':
+			if (parse_uint(optarg, 1, 86400, &v) < 0)
+				goto bad;
+			o->exec_timeout_max_s = (int)v;
+			break;
+		case 'O':
+			if (parse_uint(optarg, 1024, 1LL << 30, &v) < 0)
+				goto bad;
+			o->exec_max_output = (size_t)v;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return -1;
+	}
+	if (o->exec_timeout_default_s > o->exec_timeout_max_s)
+		o->exec_timeout_default_s = o->exec_timeout_max_s;
+	return 0;
+bad:
+	fprintf(stderr, "deskboxd: bad option value '%s'\n", optarg);
+	return -1;
+}
+
+/* The token from the options, the environment, STATE/token, or a new one
+ * stored there.  *generated says whether to print it. */
+static int load_token(const struct options *o, char *out, size_t size, int *printed,
+		      struct err *e)
+{
+	*printed = 0;
+	const char *t = o->token ? o->token : getenv("DESKBOX_TOKEN");
+	if (t && *t) {
+		if (strlen(t) < 16 || strlen(t) >= size)
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "token must be 16 to %zu characters long", size - 1);
+		snprintf(out, size, "%s", t);
+		return 0;
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/token", o->state_dir);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (fs_read_file(path, 4096, &text, &len, e) == 0) {
+		text[strcspn(text, "\r\n")] = '\0';
+		if (strlen(text) >= 16 && strlen(text) < size) {
+			snprintf(out, size, "%s", text);
+			*printed = 1;
+			return 0;
+		}
+	}
+	err_clear(e);
+	char fresh[65];
+	if (fs_random_hex(fresh, 32, e) < 0)
+		return err_code(e);
+	char line[80];
+	snprintf(line, sizeof(line), "%s\n", fresh);
+	if (fs_write_atomic(path, line, strlen(line), 0600, e) < 0)
+		return err_code(e);
+	snprintf(out, size, "%s", fresh);
+	*printed = 1;
+	return 0;
+}
+
+/* deskbox-bridge and deskbox-init live next to deskboxd. */
+static int sibling(const char *name, char *out, size_t size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0)
+		return -1;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	snprintf(out, size, "%s/%s", self, name);
+	return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {
+		.listen = "127.0.0.1:8080",
+		.state_dir = "/var/lib/deskbox",
+		.runtime = "crun",
+		.max_sandboxes = 32,
+		.exec_timeout_default_s = 60,
+		.exec_timeout_max_s = 3600,
+		.exec_max_output = 1 << 20,
+	};
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (parse_options(argc, argv, &o) < 0)
+		return 2;
+	if (geteuid() != 0) {
+		fprintf(stderr, "deskboxd: must run as root (it creates containers, mounts and "
+				"cgroups)\n");
+		return 1;
+	}
+	char bridge[PATH_MAX], init[PATH_MAX], state[PATH_MAX];
+	if (sibling("deskbox-bridge", bridge, sizeof(bridge)) < 0 ||
+	    sibling("deskbox-init", init, sizeof(init)) < 0) {
+		fprintf(stderr, "deskboxd: deskbox-bridge and deskbox-init must sit next to "
+				"deskboxd\n");
+		return 1;
+	}
+	struct err e = ERR_INIT;
+	if (fs_mkdir_p(o.state_dir, 0700, &e) < 0 || !realpath(o.state_dir, state)) {
+		fprintf(stderr, "deskboxd: state dir: %s\n", e.msg[0] ? e.msg : strerror(errno));
+		return 1;
+	}
+	chmod(state, 0700);
+
+	/* Signals are taken synchronously by sigwait below; block them before
+	 * any thread exists so every thread inherits the mask. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	enum runtime_cgroup_mode cg;
+	if (runtime_host_setup(&cg, &e) < 0) {
+		fprintf(stderr, "deskboxd: host setup: %s\n", e.msg);
+		return 1;
+	}
+	char token[256];
+	int print_token;
+	if (load_token(&o, token, sizeof(token), &print_token, &e) < 0) {
+		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
+		return 1;
+	}
+	struct sandboxes_config sc = {
+		.state_dir = state,
+		.runtime_binary = o.runtime,
+		.bridge_path = bridge,
+		.init_path = init,
+		.cgroup_mode = cg,
+		.max_sandboxes = o.max_sandboxes,
+		.ready_timeout_ms = 20000,
+	};
+	struct sandboxes *sbx;
+	if (sandboxes_open(&sbx, &sc, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		return 1;
+	}
+	struct api api = {
+		.sandboxes = sbx,
+		.exec_timeout_default_s = o.exec_timeout_default_s,
+		.exec_timeout_max_s = o.exec_timeout_max_s,
+		.exec_max_output = o.exec_max_output,
+		.png_level = 1,
+	};
+	struct http_opts ho = {
+		.listen = o.listen,
+		.token = token,
+		.routes = api_routes,
+		.n_routes = api_n_routes,
+		.app = &api,
+		.max_body = 2u << 20,
+		.max_connections = 512,
+		.idle_timeout_s = 120,
+	};
+	struct http *http;
+	if (http_new(&http, &ho, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		sandboxes_close(sbx);
+		return 1;
+	}
+	char host[64];
+	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o.listen, ":"), o.listen);
+	printf("deskboxd: cgroup v%d, state dir %s\n", cg == RUNTIME_CGROUP_V2 ? 2 : 1, state);
+	if (print_token)
+		printf("deskboxd: token %s\n", token);
+	printf("deskboxd: listening on http://%s:%u\n", host, http_port(http));
+
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	printf("deskboxd: signal %d, stopping\n", sig);
+	http_free(http);
+	sandboxes_close(sbx);
+	return 0;
+}

@@ -1,0 +1,733 @@
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/cleanup.h"
+#include "../common/fs.h"
+#include "args.h"
+#include "image.h"
+
+#define CAPTURE_READY_TIMEOUT_MS 5000
+#define RECONNECT_TIMEOUT_MS 3000
+
+struct sandbox {
+	char id[SANDBOX_ID_LEN + 1];
+	char container_id[SANDBOX_ID_LEN + 8];
+	char dir[PATH_MAX];
+	struct sandbox_spec spec;
+	long long created_at; /* unix seconds */
+	struct sandboxes *owner;
+	atomic_int refs;
+
+	/* Guards status and cap. */
+	pthread_mutex_t mu;
+	enum sandbox_status status;
+	struct capture *cap;
+	pid_t init_pid;
+
+	/* Operations hold it shared; delete, stop and reconnect exclusive. */
+	pthread_rwlock_t op;
+
+	struct sandbox *next;
+};
+
+struct sandboxes {
+	struct sandboxes_config cfg;
+	char lower[PATH_MAX];
+	struct runtime *rt;
+	pthread_mutex_t mu;
+	struct sandbox *list;
+	unsigned count;
+};
+
+static const char *const status_names[] = {
+	[SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",
+	[SANDBOX_STOPPED] = "stopped",   [SANDBOX_FAILED] = "failed",
+	[SANDBOX_DELETING] = "deleting",
+};
+
+const char *sandbox_id(const struct sandbox *sb)
+{
+	return sb->id;
+}
+
+const char *sandbox_container_id(const struct sandbox *sb)
+{
+	return sb->container_id;
+}
+
+const char *sandbox_dir(const struct sandbox *sb)
+{
+	return sb->dir;
+}
+
+struct runtime *sandbox_runtime(const struct sandbox *sb)
+{
+	return sb->owner->rt;
+}
+
+uint32_t sandbox_width(const struct sandbox *sb)
+{
+	return sb->spec.width;
+}
+
+uint32_t sandbox_height(const struct sandbox *sb)
+{
+	return sb->spec.height;
+}
+
+void sandbox_spec_release(struct sandbox_spec *spec)
+{
+	for (size_t i = 0; i < SANDBOX_MAX_ENV && spec->env[i]; i++) {
+		free(spec->env[i]);
+		spec->env[i] = NULL;
+	}
+}
+
+static int env_name_ok(const char *k)
+{
+	if (!*k || (*k >= '0' && *k <= '9'))
+		return 0;
+	for (const char *p = k; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	return 1;
+}
+
+int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->width = 1280;
+	spec->height = 800;
+	int64_t v;
+	const cJSON *display = cJSON_GetObjectItemCaseSensitive(req, "display");
+	if (display && !cJSON_IsNull(display)) {
+		if (!cJSON_IsObject(display))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'display' must be an object");
+		if (args_int(display, "width", 320, 4096, 1280, 0, &v, e) < 0)
+			return err_wrap(e, "display");
+		spec->width = (uint32_t)v;
+		if (args_int(display, "height", 200, 4096, 800, 0, &v, e) < 0)
+			return err_wrap(e, "display");
+		spec->height = (uint32_t)v;
+	}
+	if (args_int(req, "memory_mb", 128, 1 << 20, 2048, 0, &v, e) < 0)
+		return err_code(e);
+	spec->memory_mb = (uint64_t)v;
+	if (args_int(req, "pids_max", 32, 1 << 22, 1024, 0, &v, e) < 0)
+		return err_code(e);
+	spec->pids_max = v;
+	if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
+		return err_code(e);
+	spec->cpu_millis = (uint32_t)v;
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
+	if (env && !cJSON_IsNull(env)) {
+		if (!cJSON_IsObject(env))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
+		size_t n = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, env)
+		{
+			if (n >= SANDBOX_MAX_ENV) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+					       SANDBOX_MAX_ENV);
+			}
+			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL, "bad env variable name '%.64s'",
+					       it->string);
+			}
+			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "env '%s' must be a string of at most 32768 bytes",
+					       it->string);
+			}
+			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
+				spec->env[n] = NULL;
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			n++;
+		}
+	}
+	return 0;
+}
+
+/* ---- persistence ---- */
+
+static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "id", sb->id);
+	cJSON_AddStringToObject(j, "status", status_names[status]);
+	cJSON *d = cJSON_AddObjectToObject(j, "display");
+	cJSON_AddNumberToObject(d, "width", sb->spec.width);
+	cJSON_AddNumberToObject(d, "height", sb->spec.height);
+	cJSON_AddNumberToObject(j, "memory_mb", (double)sb->spec.memory_mb);
+	cJSON_AddNumberToObject(j, "pids_max", (double)sb->spec.pids_max);
+	cJSON_AddNumberToObject(j, "cpu_millis", sb->spec.cpu_millis);
+	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
+	return j;
+}
+
+static int persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
+{
+	cJSON *j = spec_json(sb, status);
+	cJSON *env = cJSON_AddObjectToObject(j, "env");
+	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++) {
+		const char *kv = sb->spec.env[i];
+		const char *eq = strchr(kv, '=');
+		char *key = strndup(kv, (size_t)(eq - kv));
+		if (key)
+			cJSON_AddStringToObject(env, key, eq + 1);
+		free(key);
+	}
+	_cleanup_free_ char *s = cJSON_Print(j);
+	cJSON_Delete(j);
+	if (!s)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/sandbox.json", sb->dir);
+	return fs_write_atomic(path, s, strlen(s), 0600, e);
+}
+
+/* ---- lifecycle helpers ---- */
+
+static struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	snprintf(sb->container_id, sizeof(sb->container_id), "dbx-%s", id);
+	snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", s->cfg.state_dir, id);
+	sb->owner = s;
+	atomic_init(&sb->refs, 1);
+	pthread_mutex_init(&sb->mu, NULL);
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	/* Writers (delete) must not starve behind a stream of screenshots. */
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&sb->op, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	sb->init_pid = -1;
+	return sb;
+}
+
+void sandbox_put(struct sandbox *sb)
+{
+	if (!sb || atomic_fetch_sub(&sb->refs, 1) != 1)
+		return;
+	capture_free(sb->cap);
+	sandbox_spec_release(&sb->spec);
+	pthread_mutex_destroy(&sb->mu);
+	pthread_rwlock_destroy(&sb->op);
+	free(sb);
+}
+
+static void path_in(const struct sandbox *sb, char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", sb->dir, name);
+}
+
+/* Last line(s) of init.log, for error messages that say why a desktop did not
+ * come up. */
+static void log_tail(const struct sandbox *sb, char *out, size_t size)
+{
+	char path[PATH_MAX];
+	path_in(sb, path, sizeof(path), "init.log");
+	out[0] = '\0';
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	off_t start = end > (off_t)size - 1 ? end - (off_t)size + 1 : 0;
+	ssize_t n = pread(fd, out, size - 1, start);
+	if (n <= 0)
+		return;
+	out[n] = '\0';
+	for (char *p = out; *p; p++)
+		if (*p == '\n' && p[1])
+			*p = ' ';
+	size_t l = strlen(out);
+	if (l && out[l - 1] == '\n')
+		out[l - 1] = '\0';
+}
+
+/* Connects to the sandbox's VNC socket.  The path goes through
+ * /proc/self/fd/N of the directory so it stays short whatever the state
+ * dir's length (sun_path holds 108 bytes). */
+static int vnc_connect(const struct sandbox *sb, struct err *e)
+{
+	char run[PATH_MAX];
+	path_in(sb, run, sizeof(run), "run");
+	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/vnc.sock", dfd);
+	_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return err_sys(e, ERR_UNAVAILABLE, errno, "connecting to the sandbox's VNC server");
+	return TAKE_FD(fd);
+}
+
+static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out,
+			   struct err *e)
+{
+	int fd = vnc_connect(sb, e);
+	if (fd < 0)
+		return fd;
+	struct capture_opts o = {
+		.bridge_path = sb->owner->cfg.bridge_path,
+		.width = sb->spec.width,
+		.height = sb->spec.height,
+	};
+	struct capture *cap;
+	int r = capture_start(&cap, &o, fd, e);
+	if (r < 0)
+		return err_wrap(e, "starting the capture bridge");
+	r = capture_wait_ready(cap, timeout_ms, e);
+	if (r < 0) {
+		capture_free(cap);
+		return err_wrap(e, "waiting for the first frame");
+	}
+	*out = cap;
+	return 0;
+}
+
+/* Waits for the init's ready flag and the VNC socket. */
+static int wait_desktop(struct sandbox *sb, int timeout_ms, struct err *e)
+{
+	char ready[PATH_MAX], sock[PATH_MAX];
+	path_in(sb, ready, sizeof(ready), "run/ready");
+	path_in(sb, sock, sizeof(sock), "run/vnc.sock");
+	long long deadline = fs_now_ms() + timeout_ms;
+	for (int i = 0;; i++) {
+		if (access(ready, F_OK) == 0 && access(sock, F_OK) == 0)
+			return 0;
+		if (sb->init_pid > 0 && kill(sb->init_pid, 0) < 0 && errno == ESRCH) {
+			char tail[400];
+			log_tail(sb, tail, sizeof(tail));
+			return err_set(e, ERR_INTERNAL, ECHILD, "the sandbox's init exited: %s",
+				       tail[0] ? tail : "no log");
+		}
+		if (fs_now_ms() > deadline) {
+			char tail[400];
+			log_tail(sb, tail, sizeof(tail));
+			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+				       "desktop not ready after %d ms: %s", timeout_ms,
+				       tail[0] ? tail : "no log");
+		}
+		/* 2 ms polls: readiness is ~100s of ms away and a stat is cheap. */
+		struct timespec ts = {0, (i < 500 ? 2 : 10) * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Stops the container and unmounts; leaves the files. */
+static void teardown(struct sandbox *sb)
+{
+	struct err e = ERR_INIT;
+	capture_free(sb->cap);
+	sb->cap = NULL;
+	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
+		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+	err_clear(&e);
+	char rootfs[PATH_MAX];
+	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
+	if (image_umount_rootfs(rootfs, &e) < 0)
+		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+	char sock[PATH_MAX];
+	path_in(sb, sock, sizeof(sock), "run/vnc.sock");
+	unlink(sock);
+	path_in(sb, sock, sizeof(sock), "run/ready");
+	unlink(sock);
+	sb->init_pid = -1;
+}
+
+static int start_container(struct sandbox *sb, struct err *e)
+{
+	struct sandboxes *s = sb->owner;
+	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX],
+		logp[PATH_MAX];
+	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
+	path_in(sb, upper, sizeof(upper), "upper");
+	path_in(sb, work, sizeof(work), "work");
+	path_in(sb, run, sizeof(run), "run");
+	path_in(sb, bundle, sizeof(bundle), "bundle");
+	path_in(sb, logp, sizeof(logp), "init.log");
+
+	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0)
+		return err_code(e);
+	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
+	if (image_mount_rootfs(s->lower, upper, work, rootfs, e) < 0)
+		return err_code(e);
+
+	char display[64];
+	snprintf(display, sizeof(display), "DESKBOX_DISPLAY=%ux%u", sb->spec.width,
+		 sb->spec.height);
+	const char *env[SANDBOX_MAX_ENV + 8];
+	size_t n = 0;
+	env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+	env[n++] = "HOME=/home/user";
+	env[n++] = "USER=user";
+	env[n++] = "LANG=C.UTF-8";
+	env[n++] = "DISPLAY=:0";
+	env[n++] = display;
+	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
+		env[n++] = sb->spec.env[i];
+	env[n] = NULL;
+	const char *argv[] = {"/.deskbox/init", NULL};
+	struct runtime_mount mounts[] = {
+		{"/usr", "/usr", 1},
+		{s->cfg.init_path, "/.deskbox/init", 1},
+		{run, "/run/deskbox", 0},
+	};
+	struct runtime_spec spec = {
+		.id = sb->container_id,
+		.bundle_dir = bundle,
+		.rootfs = rootfs,
+		.hostname = "deskbox",
+		.uid = IMAGE_USER_UID,
+		.gid = IMAGE_USER_GID,
+		.argv = argv,
+		.env = env,
+		.cwd = "/workspace",
+		.mounts = mounts,
+		.n_mounts = sizeof(mounts) / sizeof(mounts[0]),
+		.memory_bytes = sb->spec.memory_mb << 20,
+		.pids_max = sb->spec.pids_max,
+		.cpu_millis = sb->spec.cpu_millis,
+		.cgroup_parent = "deskbox",
+	};
+	if (runtime_write_bundle(&spec, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int logfd =
+		open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (logfd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
+	/* A container left over by a crash of a previous deskboxd. */
+	runtime_delete(s->rt, sb->container_id, 1, NULL);
+	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
+		return err_code(e);
+	if (wait_desktop(sb, s->cfg.ready_timeout_ms, e) < 0)
+		return err_code(e);
+	struct capture *cap;
+	if (capture_connect(sb, CAPTURE_READY_TIMEOUT_MS, &cap, e) < 0)
+		return err_code(e);
+	pthread_mutex_lock(&sb->mu);
+	sb->cap = cap;
+	pthread_mutex_unlock(&sb->mu);
+	return 0;
+}
+
+static void registry_remove(struct sandboxes *s, struct sandbox *sb)
+{
+	pthread_mutex_lock(&s->mu);
+	for (struct sandbox **pp = &s->list; *pp; pp = &(*pp)->next) {
+		if (*pp == sb) {
+			*pp = sb->next;
+			s->count--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
+		   struct err *e)
+{
+	char id[SANDBOX_ID_LEN + 1];
+	if (fs_random_hex(id, SANDBOX_ID_LEN / 2, e) < 0) {
+		sandbox_spec_release(spec);
+		return err_code(e);
+	}
+	struct sandbox *sb = sandbox_alloc(s, id);
+	if (!sb) {
+		sandbox_spec_release(spec);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	sb->spec = *spec;
+	memset(spec->env, 0, sizeof(spec->env));
+	sb->created_at = (long long)time(NULL);
+	sb->status = SANDBOX_CREATING;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->count >= s->cfg.max_sandboxes) {
+		pthread_mutex_unlock(&s->mu);
+		sandbox_put(sb);
+		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
+			       s->cfg.max_sandboxes);
+	}
+	sb->next = s->list;
+	s->list = sb;
+	s->count++;
+	atomic_fetch_add(&sb->refs, 1); /* the registry's */
+	pthread_mutex_unlock(&s->mu);
+
+	/* Exclusive while starting: operations that find it wait or see
+	 * "creating", delete waits for the start to finish. */
+	pthread_rwlock_wrlock(&sb->op);
+	int r;
+	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || persist(sb, SANDBOX_CREATING, e) < 0)
+		r = err_code(e);
+	else
+		r = start_container(sb, e);
+	if (r == 0)
+		r = persist(sb, SANDBOX_RUNNING, e);
+	if (r < 0) {
+		err_wrap(e, "creating sandbox");
+		teardown(sb);
+		struct err e2 = ERR_INIT;
+		if (fs_remove_tree(sb->dir, &e2) < 0)
+			fprintf(stderr, "deskboxd: %s\n", e2.msg);
+		pthread_mutex_lock(&sb->mu);
+		sb->status = SANDBOX_FAILED;
+		pthread_mutex_unlock(&sb->mu);
+		pthread_rwlock_unlock(&sb->op);
+		registry_remove(s, sb);
+		sandbox_put(sb); /* the registry's */
+		sandbox_put(sb);
+		return r;
+	}
+	pthread_mutex_lock(&sb->mu);
+	sb->status = SANDBOX_RUNNING;
+	pthread_mutex_unlock(&sb->mu);
+	pthread_rwlock_unlock(&sb->op);
+	*out = sb;
+	return 0;
+}
+
+int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	pthread_mutex_lock(&s->mu);
+	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
+		if (strcmp(sb->id, id) == 0) {
+			atomic_fetch_add(&sb->refs, 1);
+			pthread_mutex_unlock(&s->mu);
+			*out = sb;
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.64s'", id);
+}
+
+int sandbox_delete(struct sandboxes *s, const char *id, struct err *e)
+{
+	struct sandbox *sb;
+	if (sandbox_get(s, id, &sb, e) < 0)
+		return err_code(e);
+	pthread_mutex_lock(&sb->mu);
+	if (sb->status == SANDBOX_DELETING) {
+		pthread_mutex_unlock(&sb->mu);
+		sandbox_put(sb);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id);
+	}
+	sb->status = SANDBOX_DELETING;
+	pthread_mutex_unlock(&sb->mu);
+	registry_remove(s, sb);
+
+	pthread_rwlock_wrlock(&sb->op);
+	teardown(sb);
+	int r = fs_remove_tree(sb->dir, e);
+	pthread_rwlock_unlock(&sb->op);
+	sandbox_put(sb); /* the registry's */
+	sandbox_put(sb);
+	return r < 0 ? err_wrap(e, "deleting sandbox '%s'", id) : 0;
+}
+
+int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e)
+{
+	for (int attempt = 0;; attempt++) {
+		pthread_rwlock_rdlock(&sb->op);
+		pthread_mutex_lock(&sb->mu);
+		enum sandbox_status st = sb->status;
+		struct capture *c = sb->cap;
+		pthread_mutex_unlock(&sb->mu);
+		if (st != SANDBOX_RUNNING) {
+			pthread_rwlock_unlock(&sb->op);
+			if (st == SANDBOX_DELETING)
+				return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+			return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
+				       status_names[st]);
+		}
+		if (!need_capture)
+			return 0;
+		if (c && capture_alive(c)) {
+			*cap = c;
+			return 0;
+		}
+		pthread_rwlock_unlock(&sb->op);
+		if (attempt > 0)
+			return err_set(e, ERR_UNAVAILABLE, EAGAIN,
+				       "the sandbox's screen mirror is reconnecting");
+
+		/* The bridge died (VNC server restarted, or a crash in the
+		 * parser): start a new one, once, exclusively. */
+		pthread_rwlock_wrlock(&sb->op);
+		pthread_mutex_lock(&sb->mu);
+		int still_dead = sb->status == SANDBOX_RUNNING && !(sb->cap && capture_alive(sb->cap));
+		pthread_mutex_unlock(&sb->mu);
+		if (still_dead) {
+			struct capture *fresh = NULL;
+			struct err e2 = ERR_INIT;
+			if (capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
+				fprintf(stderr, "deskboxd: sandbox %s: reconnect: %s\n", sb->id,
+					e2.msg);
+			pthread_mutex_lock(&sb->mu);
+			capture_free(sb->cap);
+			sb->cap = fresh;
+			pthread_mutex_unlock(&sb->mu);
+		}
+		pthread_rwlock_unlock(&sb->op);
+	}
+}
+
+void sandbox_unuse(struct sandbox *sb)
+{
+	pthread_rwlock_unlock(&sb->op);
+}
+
+cJSON *sandbox_json(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	cJSON *j = spec_json(sb, st);
+	return j;
+}
+
+cJSON *sandboxes_json(struct sandboxes *s)
+{
+	cJSON *arr = cJSON_CreateArray();
+	pthread_mutex_lock(&s->mu);
+	for (struct sandbox *sb = s->list; sb; sb = sb->next)
+		cJSON_AddItemToArray(arr, sandbox_json(sb));
+	pthread_mutex_unlock(&s->mu);
+	return arr;
+}
+
+/* ---- opening and closing the registry ---- */
+
+static int load_one(struct sandboxes *s, const char *id)
+{
+	struct err e = ERR_INIT;
+	struct sandbox *sb = sandbox_alloc(s, id);
+	if (!sb)
+		return -ENOMEM;
+	char path[PATH_MAX];
+	path_in(sb, path, sizeof(path), "sandbox.json");
+	_cleanup_free_ char *text = NULL;
+	cJSON *j = NULL;
+	const cJSON *st = NULL;
+	if (fs_read_file(path, 1 << 20, &text, NULL, &e) == 0 && (j = cJSON_Parse(text)) &&
+	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
+	    strcmp(st->valuestring, "creating") != 0 && sandbox_spec_parse(j, &sb->spec, &e) == 0) {
+		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
+		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
+		/* Whatever ran before this deskboxd started is gone or stale:
+		 * make sure of it, keep the files, report it stopped. */
+		teardown(sb);
+		sb->status = SANDBOX_STOPPED;
+		persist(sb, SANDBOX_STOPPED, &e);
+		cJSON_Delete(j);
+		pthread_mutex_lock(&s->mu);
+		sb->next = s->list;
+		s->list = sb;
+		s->count++;
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	/* Half-created (or unreadable): roll back. */
+	cJSON_Delete(j);
+	fprintf(stderr, "deskboxd: rolling back half-created sandbox %s\n", id);
+	teardown(sb);
+	if (fs_remove_tree(sb->dir, &e) < 0)
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+	sandbox_put(sb);
+	return 0;
+}
+
+int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e)
+{
+	struct sandboxes *s = calloc(1, sizeof(*s));
+	if (!s)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	s->cfg = *cfg;
+	pthread_mutex_init(&s->mu, NULL);
+	char dir[PATH_MAX], rtroot[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/sandboxes", cfg->state_dir);
+	snprintf(rtroot, sizeof(rtroot), "%s/runtime", cfg->state_dir);
+	struct runtime_opts ro = {
+		.binary = cfg->runtime_binary,
+		.root = rtroot,
+		.cgroup_mode = cfg->cgroup_mode,
+	};
+	if (fs_mkdir_p(dir, 0700, e) < 0 ||
+	    image_prepare_default(cfg->state_dir, s->lower, sizeof(s->lower), e) < 0 ||
+	    runtime_new(&s->rt, &ro, e) < 0) {
+		free(s);
+		return err_code(e);
+	}
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (strlen(de->d_name) != SANDBOX_ID_LEN ||
+			    strspn(de->d_name, "0123456789abcdef") != SANDBOX_ID_LEN)
+				continue;
+			load_one(s, de->d_name);
+		}
+		closedir(d);
+	}
+	*out = s;
+	return 0;
+}
+
+void sandboxes_close(struct sandboxes *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	struct sandbox *list = s->list;
+	s->list = NULL;
+	s->count = 0;
+	pthread_mutex_unlock(&s->mu);
+	while (list) {
+		struct sandbox *sb = list;
+		list = sb->next;
+		pthread_rwlock_wrlock(&sb->op);
+		if (sb->status == SANDBOX_RUNNING) {
+			teardown(sb);
+			struct err e = ERR_INIT;
+			persist(sb, SANDBOX_STOPPED, &e);
+		}
+		sb->status = SANDBOX_STOPPED;
+		pthread_rwlock_unlock(&sb->op);
+		sandbox_put(sb);
+	}
+	runtime_free(s->rt);
+	free(s);
+}

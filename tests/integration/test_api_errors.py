@@ -1,0 +1,88 @@
+"""Auth, routing and request validation over real HTTP: every bad input gets
+a JSON error with a fitting status, and nothing needs a container."""
+
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import dbx  # noqa: E402
+
+
+def error_code(r):
+    try:
+        return r.json()["error"]["code"]
+    except Exception:
+        return None
+
+
+def main():
+    dbx.require_root_and_tools()
+    t = dbx.Tap()
+    srv = dbx.Server()
+    try:
+        r = srv.request("GET", "/healthz", token=None)
+        t.eq(r.status, 200, "healthz needs no token")
+
+        r = srv.request("GET", "/v1/sandboxes", token=None)
+        t.eq(r.status, 401, "no token: 401")
+        t.eq(error_code(r), "unauthorized", "no token: JSON error code")
+        t.ok(r.header("WWW-Authenticate") == "Bearer", "401 names the Bearer scheme")
+        r = srv.request("GET", "/v1/sandboxes", token="wrong" + "x" * 30)
+        t.eq(r.status, 401, "wrong token: 401")
+        r = srv.request("GET", "/v1/sandboxes", token=dbx.TOKEN[:-1])
+        t.eq(r.status, 401, "token prefix: 401")
+        r = srv.request("GET", "/v1/sandboxes", token=None,
+                        headers={"Authorization": "Basic " + dbx.TOKEN})
+        t.eq(r.status, 401, "other scheme: 401")
+        r = srv.request("GET", "/v1/sandboxes")
+        t.eq(r.status, 200, "right token: 200")
+        t.eq(r.json(), {"sandboxes": []}, "empty list")
+
+        r = srv.request("GET", "/v1/nothing")
+        t.eq(r.status, 404, "unknown route: 404")
+        t.eq(error_code(r), "not_found", "unknown route: JSON error code")
+        r = srv.request("PUT", "/v1/sandboxes")
+        t.eq(r.status, 405, "wrong method: 405")
+        t.eq(error_code(r), "method_not_allowed", "wrong method: JSON error code")
+
+        r = srv.request("POST", "/v1/sandboxes", "{not json")
+        t.eq(r.status, 400, "malformed JSON: 400")
+        t.eq(error_code(r), "invalid_argument", "malformed JSON: JSON error code")
+        r = srv.request("POST", "/v1/sandboxes", "[1,2]")
+        t.eq(r.status, 400, "non-object JSON: 400")
+        r = srv.request("POST", "/v1/sandboxes", {"display": {"width": 10, "height": 10}})
+        t.eq(r.status, 400, "display too small: 400")
+        t.ok("width" in r.json()["error"]["message"], "message names the field")
+        r = srv.request("POST", "/v1/sandboxes", {"display": {"width": 1280.5}})
+        t.eq(r.status, 400, "fractional width: 400")
+        r = srv.request("POST", "/v1/sandboxes", {"memory_mb": "lots"})
+        t.eq(r.status, 400, "string memory_mb: 400")
+        r = srv.request("POST", "/v1/sandboxes", {"env": {"1BAD": "x"}})
+        t.eq(r.status, 400, "bad env name: 400")
+        r = srv.request("POST", "/v1/sandboxes", "x" * (3 << 20))
+        t.eq(r.status, 413, "body over the cap: 413")
+
+        sid = "0" * 32
+        r = srv.request("GET", "/v1/sandboxes/" + sid)
+        t.eq(r.status, 404, "unknown sandbox: 404")
+        r = srv.request("DELETE", "/v1/sandboxes/" + sid)
+        t.eq(r.status, 404, "delete unknown sandbox: 404")
+        r = srv.request("GET", "/v1/sandboxes/%s/desktop/screenshot" % sid)
+        t.eq(r.status, 404, "screenshot of unknown sandbox: 404")
+        r = srv.request("POST", "/v1/sandboxes/%s/process/exec" % sid, {"argv": ["true"]})
+        t.eq(r.status, 404, "exec in unknown sandbox: 404")
+
+        # A raw, broken request line must not take the server down.
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"GARBAGE\r\n\r\n")
+        s.recv(4096)
+        s.close()
+        r = srv.request("GET", "/healthz", token=None)
+        t.eq(r.status, 200, "server still up after a garbage request")
+    finally:
+        srv.cleanup()
+    t.done()
+
+
+main()

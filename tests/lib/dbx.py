@@ -1,0 +1,273 @@
+"""Helpers for deskbox's integration tests: start a real deskboxd on a free
+port with a temporary state dir, talk HTTP to it, print TAP.
+
+Stdlib only, so the tests run wherever python3 does."""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+BUILD = os.environ.get("DESKBOX_BUILD") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build")
+TOKEN = "test-token-" + "x" * 24
+
+
+class Tap:
+    """Prints TAP lines; exit code 1 if anything failed."""
+
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, name, detail=None):
+        self.n += 1
+        if not cond:
+            self.failed += 1
+        print(("ok" if cond else "not ok") + " %d - %s" % (self.n, name), flush=True)
+        if not cond and detail is not None:
+            for line in str(detail).splitlines()[:20]:
+                print("#   " + line, flush=True)
+        return bool(cond)
+
+    def eq(self, got, want, name):
+        return self.ok(got == want, name, "got %r, want %r" % (got, want))
+
+    def diag(self, msg):
+        print("# " + msg, flush=True)
+
+    def done(self):
+        print("1..%d" % self.n, flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+def skip_all(why):
+    print("1..0 # SKIP " + why, flush=True)
+    sys.exit(77)
+
+
+def require_root_and_tools():
+    if os.geteuid() != 0:
+        skip_all("needs root (containers, mounts, cgroups)")
+    for tool in ("crun", "Xvfb", "x11vnc", "openbox"):
+        if not shutil.which(tool):
+            skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
+    if not os.path.exists(os.path.join(BUILD, "deskboxd")):
+        skip_all("deskboxd is not built in %s" % BUILD)
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body.decode("utf-8"))
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+
+class Server:
+    """A deskboxd process on 127.0.0.1:<free port>."""
+
+    def __init__(self, state_dir=None, token=TOKEN, args=(), env=None):
+        self.own_state = state_dir is None
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="dbx-test-")
+        self.token = token
+        self.log_path = os.path.join(self.state_dir, "..", os.path.basename(self.state_dir) + ".log")
+        self.log = open(self.log_path, "wb")
+        cmd = [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
+               "--state-dir", self.state_dir] + list(args)
+        if token is not None:
+            cmd += ["--token", token]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env or os.environ.copy())
+        self.port = None
+        deadline = time.time() + 60
+        lines = []
+        while time.time() < deadline:
+            line = self.proc.stdout.readline().decode(errors="replace")
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.kill()
+            raise RuntimeError("deskboxd did not start: %s %s" % ("".join(lines), self.stderr()))
+        self.startup = "".join(lines)
+        # Keep reading stdout so the server never blocks on a full pipe.
+        import threading
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            pass
+
+    def stderr(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def request(self, method, path, body=None, token="default", headers=None, timeout=120):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = dict(headers or {})
+        tok = self.token if token == "default" else token
+        if tok is not None:
+            h["Authorization"] = "Bearer " + tok
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        elif isinstance(body, str):
+            body = body.encode()
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return Response(r.status, r.getheaders(), data)
+
+    def create(self, spec=None):
+        r = self.request("POST", "/v1/sandboxes", spec or {})
+        if r.status != 201:
+            raise RuntimeError("create failed: %d %s" % (r.status, r.body[:500]))
+        return r.json()
+
+    def exec(self, sid, argv, **kw):
+        body = {"argv": argv}
+        body.update(kw)
+        r = self.request("POST", "/v1/sandboxes/%s/process/exec" % sid, body)
+        if r.status != 200:
+            raise RuntimeError("exec failed: %d %s" % (r.status, r.body[:500]))
+        return r.json()
+
+    def screenshot(self, sid, query=""):
+        r = self.request("GET", "/v1/sandboxes/%s/desktop/screenshot%s" % (sid, query))
+        if r.status != 200:
+            raise RuntimeError("screenshot failed: %d %s" % (r.status, r.body[:500]))
+        return r.body
+
+    def post(self, sid, action, body):
+        return self.request("POST", "/v1/sandboxes/%s/desktop/%s" % (sid, action), body)
+
+    def stop(self, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def cleanup(self):
+        self.stop()
+        if self.own_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+
+
+# ---- PNG ----
+
+def png_chunks(data):
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    pos = 8
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        if zlib.crc32(kind + body) & 0xffffffff != crc:
+            raise ValueError("bad CRC in %r" % kind)
+        yield kind, body
+        pos += 12 + length
+
+
+def png_info(data):
+    """(width, height, bit depth, color type) of a PNG, checking every CRC."""
+    info = None
+    for kind, body in png_chunks(data):
+        if kind == b"IHDR":
+            info = struct.unpack(">IIBB", body[:10])
+    return info
+
+
+def png_rows(data):
+    """The filtered rows of an 8-bit RGB PNG: list of (filter, bytes)."""
+    w, h, depth, ctype = png_info(data)
+    assert depth == 8 and ctype == 2, "expected 8-bit RGB"
+    raw = zlib.decompress(b"".join(b for k, b in png_chunks(data) if k == b"IDAT"))
+    stride = w * 3 + 1
+    assert len(raw) == stride * h, "IDAT size %d != %d" % (len(raw), stride * h)
+    return [(raw[i * stride], raw[i * stride + 1:(i + 1) * stride]) for i in range(h)]
+
+
+def png_pixels(data):
+    """Decodes an 8-bit RGB PNG into a list of rows of bytes (R,G,B,...)."""
+    w, h, _, _ = png_info(data)
+    rows = png_rows(data)
+    out = []
+    prev = bytearray(w * 3)
+    for f, row in rows:
+        cur = bytearray(row)
+        if f == 1:
+            for i in range(3, len(cur)):
+                cur[i] = (cur[i] + cur[i - 3]) & 255
+        elif f == 2:
+            for i in range(len(cur)):
+                cur[i] = (cur[i] + prev[i]) & 255
+        elif f != 0:
+            raise ValueError("filter %d not supported by this decoder" % f)
+        out.append(bytes(cur))
+        prev = cur
+    return out
+
+
+def changed_bbox(png_a, png_b):
+    """Bounding box (x0, y0, x1, y1) of the pixels that differ between two
+    screenshots of the same size, from their filtered rows (SUB filtering
+    spreads a change by one pixel at most), or None."""
+    ra, rb = png_rows(png_a), png_rows(png_b)
+    x0 = y0 = 1 << 30
+    x1 = y1 = -1
+    for y, ((fa, a), (fb, b)) in enumerate(zip(ra, rb)):
+        if a == b and fa == fb:
+            continue
+        n = len(a)
+        lo = 0
+        while lo < n and a[lo] == b[lo]:
+            lo += 1
+        hi = n - 1
+        while hi > lo and a[hi] == b[hi]:
+            hi -= 1
+        x0 = min(x0, lo // 3)
+        x1 = max(x1, hi // 3)
+        y0 = min(y0, y)
+        y1 = max(y1, y)
+    return None if y1 < 0 else (x0, y0, x1, y1)
