@@ -50,6 +50,7 @@ struct bridge {
 	int have_damage;
 	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
 	int ready;
+	int cx0, cy0, cx1, cy1; /* bounding box of all pixels received before ready */
 	int buttons; /* RFB button mask */
 	int px, py;  /* pointer position */
 };
@@ -83,15 +84,9 @@ static rfbBool malloc_fb(rfbClient *cl)
 	    __builtin_mul_overflow(sz, (size_t)4, &sz))
 		return FALSE;
 	free(cl->frameBuffer);
+	/* Zeroed: after a resize libvncclient requests a full update, which
+	 * overwrites all of it before anything is mirrored as ready. */
 	cl->frameBuffer = calloc(1, sz);
-	/* After a resize, the whole mirror is refreshed by the next update. */
-	struct bridge *b = bridge_of(cl);
-	if (b) {
-		b->have_damage = 1;
-		b->dx0 = b->dy0 = 0;
-		b->dx1 = cl->width;
-		b->dy1 = cl->height;
-	}
 	return cl->frameBuffer != NULL;
 }
 
@@ -100,6 +95,16 @@ static void got_update(rfbClient *cl, int x, int y, int w, int h)
 	struct bridge *b = bridge_of(cl);
 	if (w <= 0 || h <= 0)
 		return;
+	if (!b->ready) {
+		if (b->cx1 == 0) {
+			b->cx0 = x, b->cy0 = y, b->cx1 = x + w, b->cy1 = y + h;
+		} else {
+			b->cx0 = x < b->cx0 ? x : b->cx0;
+			b->cy0 = y < b->cy0 ? y : b->cy0;
+			b->cx1 = x + w > b->cx1 ? x + w : b->cx1;
+			b->cy1 = y + h > b->cy1 ? y + h : b->cy1;
+		}
+	}
 	if (!b->have_damage) {
 		b->have_damage = 1;
 		b->dx0 = x, b->dy0 = y, b->dx1 = x + w, b->dy1 = y + h;
@@ -178,9 +183,12 @@ static void finished_update(rfbClient *cl)
 {
 	struct bridge *b = bridge_of(cl);
 	if (!b->ready) {
-		/* The first update answers the full, non-incremental request
-		 * made during the handshake: mirror all of it. */
-		mirror(b, cl, 0, 0, cl->width, cl->height);
+		/* Ready once pixels for the whole screen arrived (the answer to
+		 * the handshake's non-incremental request).  x11vnc first
+		 * answers with a NewFBSize rectangle and no pixels, so the first
+		 * finished update alone proves nothing. */
+		if (b->cx0 <= 0 && b->cy0 <= 0 && b->cx1 >= cl->width && b->cy1 >= cl->height)
+			mirror(b, cl, 0, 0, cl->width, cl->height);
 	} else if (b->have_damage) {
 		mirror(b, cl, b->dx0, b->dy0, b->dx1, b->dy1);
 	}

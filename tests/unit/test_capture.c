@@ -203,7 +203,16 @@ int main(int argc, char **argv)
 	snprintf(sock, sizeof(sock), "%s/vnc.sock", tmpdir);
 	char *vnc[] = {"x11vnc", "-display", display, "-unixsock", sock, "-rfbport", "0",
 		       "-shared", "-forever", "-nopw", "-norc", "-quiet", "-safer", "-nocmds",
-		       NULL};
+		       NULL, NULL, NULL, NULL, NULL};
+	/* DBX_X11VNC_EXTRA="-defer 1 -wait 1" etc. (up to four words) for
+	 * measuring other pacing. */
+	char extra[256] = "";
+	if (getenv("DBX_X11VNC_EXTRA")) {
+		snprintf(extra, sizeof(extra), "%s", getenv("DBX_X11VNC_EXTRA"));
+		size_t k = 14;
+		for (char *tok = strtok(extra, " "); tok && k < 18; tok = strtok(NULL, " "))
+			vnc[k++] = tok;
+	}
 	spawn(vnc, -1, display);
 	int fd = connect_unix(sock, 10000);
 	ok(fd >= 0, "connected to x11vnc's unix socket");
@@ -306,6 +315,7 @@ int main(int argc, char **argv)
 	uint8_t px[4];
 	capture_snapshot(c, (struct capture_rect){W / 2, H / 2, 1, 1}, px, 4, NULL, &e);
 	ok(px[0] == 0 && px[1] == 0 && px[2] == 0xff, "region snapshot is B,G,R,X red");
+	printf("# px %02x %02x %02x %02x\n", px[0], px[1], px[2], px[3]);
 	is_int(capture_wait_frame(c, capture_frame(c), 50, &e), 0, "quiet screen times out");
 
 	/* Typing into xterm: the exact bytes must arrive. */

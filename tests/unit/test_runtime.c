@@ -156,6 +156,15 @@ static void cleanup(struct ctx *c)
 		note("cleanup umount: %s", e.msg);
 	if (c->state[0] && fs_remove_tree(c->state, &e) < 0)
 		note("cleanup: %s", e.msg);
+	/* The parent cgroup crun created (empty unless another run uses it). */
+	static const char *const ctrl[] = {"blkio", "cpu", "cpuacct", "cpuset", "devices",
+					   "freezer", "memory", "pids", "systemd", ""};
+	for (size_t i = 0; i < sizeof(ctrl) / sizeof(ctrl[0]); i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctrl[i], ctrl[i][0] ? "/" : "",
+			 c->cgroup_parent);
+		rmdir(p);
+	}
 	runtime_free(c->rt);
 }
 
