@@ -11,14 +11,17 @@ PKGS := libmicrohttpd libcjson libvncclient libpng zlib libseccomp x11
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
-CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(PKG_CFLAGS)
-CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-format-truncation -Wno-unused-parameter -Wmissing-prototypes -Wvla
+# OPT is the optimisation knob; CFLAGS given on the command line are added
+# last, never replacing the flags the build needs.
+OPT ?= -O2 -g
+DBX_CFLAGS := $(OPT)
+DBX_CFLAGS += -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(PKG_CFLAGS)
+DBX_CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-format-truncation -Wno-unused-parameter -Wmissing-prototypes -Wvla
 ifeq ($(DEVELOPER),1)
-CFLAGS += -Werror
+DBX_CFLAGS += -Werror
 endif
 ifneq ($(SANITIZE),)
-CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all -DDBX_SANITIZE=1
+DBX_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all -DDBX_SANITIZE=1
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 DEPFLAGS = -MMD -MP
@@ -66,7 +69,7 @@ all: $(BINARIES) $(UNIT_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(quiet) CC $@
-	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(DBX_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/lib%.a:
 	$(quiet) AR $@
@@ -123,7 +126,7 @@ test: install-deps
 
 # The tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 check: install-deps
-	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined CFLAGS="-O1 -g" all
+	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 

@@ -22,14 +22,14 @@
 #include <unistd.h>
 
 #define DISPLAY_NAME ":0"
-#define RUN_DIR "/run/deskbox"
-#define VNC_SOCK RUN_DIR "/vnc.sock"
-#define READY_FILE RUN_DIR "/ready"
-#define HOME_DIR "/home/user"
+#define RUN_DIR	     "/run/deskbox"
+#define VNC_SOCK     RUN_DIR "/vnc.sock"
+#define READY_FILE   RUN_DIR "/ready"
+#define HOME_DIR     "/home/user"
 
-#define DEFAULT_WIDTH 1280
+#define DEFAULT_WIDTH  1280
 #define DEFAULT_HEIGHT 800
-#define MAX_SIDE 8192
+#define MAX_SIDE       8192
 
 /* How long Xvfb may take to accept clients. */
 #define XVFB_TIMEOUT_MS 10000
@@ -37,8 +37,8 @@
 #define STOP_GRACE_MS 2000
 /* Restart backoff for openbox and x11vnc: doubles per quick death, reset
  * when the process ran for a while. */
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
+#define BACKOFF_MIN_MS	 100
+#define BACKOFF_MAX_MS	 5000
 #define BACKOFF_RESET_MS 10000
 /* Poll interval for the VNC socket to appear. */
 #define SOCK_POLL_MS 5
@@ -47,15 +47,15 @@ enum child_kind { XVFB, WM, VNC, N_CHILDREN };
 
 struct child {
 	const char *name;
-	pid_t pid;          /* 0: not running */
-	long long started;  /* ms */
+	pid_t pid;	      /* 0: not running */
+	long long started;    /* ms */
 	long long restart_at; /* ms; 0: no restart pending */
 	int backoff_ms;
 };
 
 struct init {
 	int sigfd;
-	int displayfd;      /* read end of Xvfb's -displayfd pipe, -1 when done */
+	int displayfd; /* read end of Xvfb's -displayfd pipe, -1 when done */
 	char display_buf[16];
 	size_t display_len;
 	struct child c[N_CHILDREN];
@@ -85,9 +85,9 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 	va_end(ap);
 	if (m < 0)
 		m = 0;
-	size_t len = (size_t)n + ((size_t)m < sizeof(line) - (size_t)n - 1
-					  ? (size_t)m
-					  : sizeof(line) - (size_t)n - 2);
+	size_t len =
+	    (size_t)n +
+	    ((size_t)m < sizeof(line) - (size_t)n - 1 ? (size_t)m : sizeof(line) - (size_t)n - 2);
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;
@@ -108,8 +108,8 @@ static pid_t start(const char *const argv[], int pass_fd)
 	posix_spawnattr_setsigdefault(&attr, &all);
 	/* Own process group: a signal to the init's group does not hit them. */
 	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr,
-				 POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+					    POSIX_SPAWN_SETPGROUP);
 	if (pass_fd >= 0)
 		posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
 	posix_spawn_file_actions_addclosefrom_np(&fa, pass_fd >= 0 ? 4 : 3);
@@ -133,7 +133,8 @@ static void schedule_restart(struct child *c)
 	if (ran > BACKOFF_RESET_MS || !c->backoff_ms)
 		c->backoff_ms = BACKOFF_MIN_MS;
 	else
-		c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+		c->backoff_ms =
+		    c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
 	c->restart_at = now_ms() + c->backoff_ms;
 }
 
@@ -183,9 +184,9 @@ static void start_vnc(struct init *in)
 	/* -rfbport 0: no TCP at all; -safer -nocmds: no remote control or
 	 * command execution channels; -norc: ignore ~/.x11vncrc, which the
 	 * sandbox's user could write. */
-	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK,
-			      "-rfbport", "0", "-shared", "-forever", "-nopw", "-norc", "-quiet",
-			      "-safer", "-nocmds", NULL};
+	const char *argv[] = {"x11vnc",	  "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK,
+			      "-rfbport", "0",	      "-shared",    "-forever",	 "-nopw",
+			      "-norc",	  "-quiet",   "-safer",	    "-nocmds",	 NULL};
 	in->c[VNC].started = now_ms();
 	in->c[VNC].pid = start(argv, -1);
 	if (!in->c[VNC].pid)
@@ -429,7 +430,8 @@ int main(void)
 		return 1;
 
 	for (;;) {
-		struct pollfd p[3] = {{in.sigfd, POLLIN, 0}, {in.displayfd, POLLIN, 0},
+		struct pollfd p[3] = {{in.sigfd, POLLIN, 0},
+				      {in.displayfd, POLLIN, 0},
 				      {in.dpy ? ConnectionNumber(in.dpy) : -1, POLLIN, 0}};
 		int n = poll(p, 3, next_timeout(&in));
 		if (n < 0 && errno != EINTR) {

@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev libx11-dev
-crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils
+crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
 fonts-wqy-microhei python3 imagemagick procps iproute2 util-linux curl"
 
 missing=""

@@ -382,12 +382,12 @@ int http_new(struct http **out, const struct http_opts *o, struct err *e)
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
 	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
 		o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_END);
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
 	if (!h->daemon) {
 		free(h->token);
 		free(h);

@@ -28,10 +28,9 @@
  * secrets (shadow, ssh, sudoers, ...); on top of that only entries readable
  * by everyone are copied.  A trailing '*' matches a prefix. */
 static const char *const etc_allowlist[] = {
-	"alternatives", "fonts",       "xdg",          "X11",         "ld.so.cache",
-	"ld.so.conf",   "ld.so.conf.d", "localtime",   "timezone",    "mime.types",
-	"python3*",     "ssl/certs",   "ssl/openssl.cnf", "gtk-3.0",  "bash.bashrc",
-	"inputrc",      "environment", "os-release",
+    "alternatives",    "fonts",	    "xdg",	   "X11",	 "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d",    "localtime", "timezone",	   "mime.types", "python3*",	"ssl/certs",
+    "ssl/openssl.cnf", "gtk-3.0",   "bash.bashrc", "inputrc",	 "environment", "os-release",
 };
 
 /* Larger host files are not copied: nothing on the list is that big. */
@@ -44,14 +43,12 @@ struct dir_entry {
 };
 
 static const struct dir_entry image_dirs[] = {
-	{"usr", 0755, 0},      {"proc", 0555, 0},      {"sys", 0555, 0},
-	{"dev", 0755, 0},      {"tmp", 01777, 0},      {"run", 0755, 0},
-	{"run/deskbox", 0755, 0}, {"home", 0755, 0},   {"home/user", 0755, 1},
-	{"workspace", 0755, 1}, {"root", 0700, 0},     {"var", 0755, 0},
-	{"var/tmp", 01777, 0}, {"var/cache", 0755, 0}, {"var/lib", 0755, 0},
-	{"var/log", 0755, 0},  {"opt", 0755, 0},       {"mnt", 0755, 0},
-	{"srv", 0755, 0},      {"media", 0755, 0},     {".deskbox", 0755, 0},
-	{"etc", 0755, 0},      {"etc/ssl", 0755, 0},
+    {"usr", 0755, 0},	    {"proc", 0555, 0},	    {"sys", 0555, 0},	      {"dev", 0755, 0},
+    {"tmp", 01777, 0},	    {"run", 0755, 0},	    {"run/deskbox", 0755, 0}, {"home", 0755, 0},
+    {"home/user", 0755, 1}, {"workspace", 0755, 1}, {"root", 0700, 0},	      {"var", 0755, 0},
+    {"var/tmp", 01777, 0},  {"var/cache", 0755, 0}, {"var/lib", 0755, 0},     {"var/log", 0755, 0},
+    {"opt", 0755, 0},	    {"mnt", 0755, 0},	    {"srv", 0755, 0},	      {"media", 0755, 0},
+    {".deskbox", 0755, 0},  {"etc", 0755, 0},	    {"etc/ssl", 0755, 0},
 };
 
 /* Top-level names that are symlinks into /usr on a merged-/usr host. */
@@ -107,8 +104,7 @@ static int make_link(struct builder *b, const char *rel, const char *target)
 	return 0;
 }
 
-static int make_file(struct builder *b, const char *rel, mode_t mode, const char *data,
-		     size_t len)
+static int make_file(struct builder *b, const char *rel, mode_t mode, const char *data, size_t len)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/%s", b->root, rel);
@@ -264,25 +260,27 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	r = r ?: make_text(b, "etc/group", groups);
 	r = r ?: make_text(b, "etc/hostname", "deskbox\n");
 	r = r ?: make_text(b, "etc/hosts", "127.0.0.1\tlocalhost deskbox\n::1\tlocalhost\n");
-	r = r ?: make_text(b, "etc/nsswitch.conf",
-			   "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
-			   "networks: files\nprotocols: files\nservices: files\n");
+	r = r
+		?: make_text(b, "etc/nsswitch.conf",
+			     "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+			     "networks: files\nprotocols: files\nservices: files\n");
 	r = r ?: make_text(b, "etc/resolv.conf", "");
 	r = r ?: make_text(b, "etc/machine-id", machine_id);
 	r = r ?: make_text(b, "etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n");
-	r = r ?: make_text(b, "etc/profile",
-			   "export PATH=/usr/local/bin:/usr/bin:/bin\n"
-			   "export LANG=${LANG:-C.UTF-8}\n"
-			   "[ -n \"$BASH_VERSION\" ] && [ -r /etc/bash.bashrc ] && "
-			   ". /etc/bash.bashrc\n");
+	r = r
+		?: make_text(b, "etc/profile",
+			     "export PATH=/usr/local/bin:/usr/bin:/bin\n"
+			     "export LANG=${LANG:-C.UTF-8}\n"
+			     "[ -n \"$BASH_VERSION\" ] && [ -r /etc/bash.bashrc ] && "
+			     ". /etc/bash.bashrc\n");
 	return r;
 }
 
 static int build_tree(struct builder *b, const char *state_dir)
 {
 	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
-		int r = make_dir(b, image_dirs[i].path, image_dirs[i].mode,
-				 image_dirs[i].user_owned);
+		int r =
+		    make_dir(b, image_dirs[i].path, image_dirs[i].mode, image_dirs[i].user_owned);
 		if (r < 0)
 			return r;
 	}
@@ -295,7 +293,8 @@ static int build_tree(struct builder *b, const char *state_dir)
 			continue;
 		target[n] = '\0';
 		/* Only mirror the host's merged-/usr links ("usr/bin" or "/usr/bin"). */
-		if (strcmp(target, want) == 0 || (target[0] == '/' && strcmp(target + 1, want) == 0)) {
+		if (strcmp(target, want) == 0 ||
+		    (target[0] == '/' && strcmp(target + 1, want) == 0)) {
 			int r = make_link(b, usr_links[i], want);
 			if (r < 0)
 				return r;
@@ -343,8 +342,7 @@ static void prune(const char *images, const char *keep)
 
 int image_prepare_default(const char *state_dir, char *lower, size_t lower_size, struct err *e)
 {
-	char images[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX], link_tmp[PATH_MAX],
-		link[PATH_MAX];
+	char images[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX], link_tmp[PATH_MAX], link[PATH_MAX];
 	snprintf(images, sizeof(images), "%s/images/default", state_dir);
 	int r = fs_mkdir_p(images, 0755, e);
 	if (r < 0)
@@ -391,8 +389,8 @@ fail:
 	return err_wrap(e, "preparing the default image");
 }
 
-int image_mount_rootfs(const char *lower, const char *upper, const char *work,
-		       const char *target, struct err *e)
+int image_mount_rootfs(const char *lower, const char *upper, const char *work, const char *target,
+		       struct err *e)
 {
 	const char *dirs[] = {upper, work, target};
 	for (size_t i = 0; i < 3; i++) {
@@ -404,7 +402,8 @@ int image_mount_rootfs(const char *lower, const char *upper, const char *work,
 	const char *all[] = {lower, upper, work};
 	for (size_t i = 0; i < 3; i++)
 		if (strpbrk(all[i], ",:\\"))
-			return err_set(e, ERR_INVALID, EINVAL, "unusable overlay path '%s'", all[i]);
+			return err_set(e, ERR_INVALID, EINVAL, "unusable overlay path '%s'",
+				       all[i]);
 	char opts[3 * PATH_MAX + 64];
 	/* index=off: the upper layer may be mounted over a newer lower layer
 	 * later (see the top of this file); with the inode index on, overlayfs

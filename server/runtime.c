@@ -46,8 +46,8 @@ struct runtime {
 	enum runtime_cgroup_mode cgroup_mode;
 };
 
-static char *const child_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				  NULL};
+static char *const child_env[] = {
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
 int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e)
 {
@@ -84,8 +84,8 @@ static char *find_binary(const char *name)
 	for (const char *p = path; *p;) {
 		size_t n = strcspn(p, ":");
 		char buf[PATH_MAX];
-		if (n > 0 && (size_t)snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, name) <
-				     sizeof(buf) &&
+		if (n > 0 &&
+		    (size_t)snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, name) < sizeof(buf) &&
 		    access(buf, X_OK) == 0)
 			return strdup(buf);
 		p += n;
@@ -308,9 +308,8 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
 	/* The container's init inherits crun's stdout and stderr, so they are
 	 * the log; crun's own messages go to crun.log (with --log it prints
 	 * nothing on stderr). */
-	char *argv[] = {"crun",   "--root",         rt->root, log_opt,      "run",
-			"-d",     "--bundle",       (char *)bundle_dir, "--pid-file", pid_file,
-			(char *)id, NULL};
+	char *argv[] = {"crun",	    "--root",		rt->root,     log_opt,	"run",	    "-d",
+			"--bundle", (char *)bundle_dir, "--pid-file", pid_file, (char *)id, NULL};
 	pid_t pid;
 	int r = spawn(rt, argv, -1, log_fd, log_fd, &pid, e);
 	if (r < 0)
@@ -346,8 +345,14 @@ int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct er
 {
 	char signum[16];
 	snprintf(signum, sizeof(signum), "%d", sig);
-	char *argv[] = {"crun", "--root", rt->root, "kill", all ? "--all" : (char *)id,
-			all ? (char *)id : signum, all ? signum : NULL, NULL};
+	char *argv[] = {"crun",
+			"--root",
+			rt->root,
+			"kill",
+			all ? "--all" : (char *)id,
+			all ? (char *)id : signum,
+			all ? signum : NULL,
+			NULL};
 	char errbuf[RUNTIME_ERR_MAX];
 	int status;
 	if (run_call(rt, argv, NULL, errbuf, &status, e) < 0)
@@ -362,8 +367,13 @@ int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct er
 
 int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e)
 {
-	char *argv[] = {"crun", "--root", rt->root, "delete", force ? "--force" : (char *)id,
-			force ? (char *)id : NULL, NULL};
+	char *argv[] = {"crun",
+			"--root",
+			rt->root,
+			"delete",
+			force ? "--force" : (char *)id,
+			force ? (char *)id : NULL,
+			NULL};
 	char errbuf[RUNTIME_ERR_MAX];
 	int status;
 	if (run_call(rt, argv, NULL, errbuf, &status, e) < 0)
@@ -373,8 +383,7 @@ int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e)
 	return 0;
 }
 
-int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid,
-		  struct err *e)
+int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid, struct err *e)
 {
 	char *argv[] = {"crun", "--root", rt->root, "state", (char *)id, NULL};
 	char errbuf[RUNTIME_ERR_MAX];
@@ -397,10 +406,10 @@ int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_
 		return err_set(e, ERR_INTERNAL, EIO, "crun state '%s': unexpected output", id);
 	}
 	*running = strcmp(st->valuestring, "running") == 0;
-	*init_pid = *running && cJSON_IsNumber(pid) && pid->valuedouble > 0 &&
-				    pid->valuedouble <= INT_MAX
-			    ? (pid_t)pid->valuedouble
-			    : 0;
+	*init_pid =
+	    *running && cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble <= INT_MAX
+		? (pid_t)pid->valuedouble
+		: 0;
 	cJSON_Delete(j);
 	return 0;
 }

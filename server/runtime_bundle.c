@@ -23,13 +23,13 @@
 #define CPU_PERIOD_US 100000
 
 static const char *const masked_paths[] = {
-	"/proc/asound",      "/proc/acpi",        "/proc/interrupts", "/proc/kcore",
-	"/proc/keys",        "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-	"/proc/sched_debug", "/proc/scsi",        "/sys/firmware",    "/sys/devices/virtual/powercap",
+    "/proc/asound",	 "/proc/acpi",		"/proc/interrupts", "/proc/kcore",
+    "/proc/keys",	 "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+    "/proc/sched_debug", "/proc/scsi",		"/sys/firmware",    "/sys/devices/virtual/powercap",
 };
 
 static const char *const readonly_paths[] = {
-	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 };
 
 static void cleanup_json(cJSON **j)
@@ -83,17 +83,19 @@ static int build_mounts(cJSON *root, const struct runtime_spec *s)
 		const char *dst, *type, *src;
 		const char *opts[8];
 	} std[] = {
-		{"/proc", "proc", "proc", {"nosuid", "noexec", "nodev"}},
-		{"/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		{"/dev/pts", "devpts", "devpts",
-		 {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
-		{"/dev/shm", "tmpfs", "shm", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
-		{"/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}},
-		{"/sys", "sysfs", "sysfs", {"nosuid", "noexec", "nodev", "ro"}},
-		{"/sys/fs/cgroup", "cgroup", "cgroup", {"nosuid", "noexec", "nodev", "relatime", "ro"}},
-		/* tmpfs pages are charged to the sandbox's memory cgroup. */
-		{"/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}},
-		{"/run", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=755"}},
+	    {"/proc", "proc", "proc", {"nosuid", "noexec", "nodev"}},
+	    {"/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"}},
+	    {"/dev/pts",
+	     "devpts",
+	     "devpts",
+	     {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+	    {"/dev/shm", "tmpfs", "shm", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+	    {"/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}},
+	    {"/sys", "sysfs", "sysfs", {"nosuid", "noexec", "nodev", "ro"}},
+	    {"/sys/fs/cgroup", "cgroup", "cgroup", {"nosuid", "noexec", "nodev", "relatime", "ro"}},
+	    /* tmpfs pages are charged to the sandbox's memory cgroup. */
+	    {"/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}},
+	    {"/run", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=755"}},
 	};
 	for (size_t i = 0; i < sizeof(std) / sizeof(std[0]); i++)
 		if (!add_mount(mounts, std[i].dst, std[i].type, std[i].src, std[i].opts))
@@ -160,7 +162,8 @@ static int build_resources(cJSON *lx, const struct runtime_spec *s)
 	if (!devs || !deny)
 		return cJSON_Delete(deny), -1;
 	cJSON_AddItemToArray(devs, deny);
-	if (!cJSON_AddFalseToObject(deny, "allow") || !cJSON_AddStringToObject(deny, "access", "rwm"))
+	if (!cJSON_AddFalseToObject(deny, "allow") ||
+	    !cJSON_AddStringToObject(deny, "access", "rwm"))
 		return -1;
 	if (s->memory_bytes) {
 		cJSON *m = cJSON_AddObjectToObject(r, "memory");
@@ -210,12 +213,12 @@ static int build_linux(cJSON *root, const struct runtime_spec *s)
 	snprintf(cg, sizeof(cg), "/%s/%s", parent, s->id);
 	if (!cJSON_AddStringToObject(lx, "cgroupsPath", cg))
 		return -1;
-	cJSON *masked = cJSON_CreateStringArray(masked_paths,
-						(int)(sizeof(masked_paths) / sizeof(masked_paths[0])));
+	cJSON *masked = cJSON_CreateStringArray(
+	    masked_paths, (int)(sizeof(masked_paths) / sizeof(masked_paths[0])));
 	if (!cJSON_AddItemToObject(lx, "maskedPaths", masked))
 		return cJSON_Delete(masked), -1;
-	cJSON *ro = cJSON_CreateStringArray(readonly_paths,
-					    (int)(sizeof(readonly_paths) / sizeof(readonly_paths[0])));
+	cJSON *ro = cJSON_CreateStringArray(
+	    readonly_paths, (int)(sizeof(readonly_paths) / sizeof(readonly_paths[0])));
 	if (!cJSON_AddItemToObject(lx, "readonlyPaths", ro))
 		return cJSON_Delete(ro), -1;
 	cJSON *sec = runtime_seccomp_json();

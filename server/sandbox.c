@@ -429,13 +429,17 @@ static int start_container(struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
 	/* A container left over by a crash of a previous deskboxd. */
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
+	long long T0 = fs_now_ms();
 	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
 		return err_code(e);
+	long long T1 = fs_now_ms();
 	if (wait_desktop(sb, s->cfg.ready_timeout_ms, e) < 0)
 		return err_code(e);
+	long long T2 = fs_now_ms();
 	struct capture *cap;
 	if (capture_connect(sb, CAPTURE_READY_TIMEOUT_MS, &cap, e) < 0)
 		return err_code(e);
+	fprintf(stderr, "TIMING run %lld ready %lld capture %lld\n", T1-T0, T2-T1, fs_now_ms()-T2);
 	pthread_mutex_lock(&sb->mu);
 	sb->cap = cap;
 	pthread_mutex_unlock(&sb->mu);

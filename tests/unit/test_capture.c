@@ -296,26 +296,20 @@ int main(int argc, char **argv)
 		int red = 1;
 		for (int yy = 0; yy < H; yy += 16)
 			for (int xx = 0; xx < W; xx += 16)
-				red &= pixel(img, xx, yy) == 0xff0000 || (xx < 32 && yy < 32);
+				/* Xvfb starts the pointer mid-screen and
+				 * x11vnc draws it into the framebuffer. */
+				red &= pixel(img, xx, yy) == 0xff0000 ||
+				       (abs(xx - W / 2) < 32 && abs(yy - H / 2) < 32);
 		if (red || now_ms() > end)
 			break;
 		capture_wait_frame(c, frame, 200, &e);
 	}
 	ok(pixel(img, 10, 10) == 0xff0000 && pixel(img, W - 1, H - 1) == 0xff0000,
 	   "snapshot is red");
-	if (getenv("DBX_DUMP")) {
-		uint8_t *png; size_t plen;
-		if (capture_png_encode(img, W, H, W * 4, 1, &png, &plen, &e) == 0) {
-			FILE *f = fopen(getenv("DBX_DUMP"), "wb");
-			fwrite(png, 1, plen, f); fclose(f); free(png);
-		}
-	}
-	printf("# pixel(10,10)=%06x pixel(last)=%06x\n", pixel(img, 10, 10), pixel(img, W - 1, H - 1));
 	ok(frame > before, "snapshot frame advanced");
 	uint8_t px[4];
-	capture_snapshot(c, (struct capture_rect){W / 2, H / 2, 1, 1}, px, 4, NULL, &e);
+	capture_snapshot(c, (struct capture_rect){W / 4 + 3, H / 4 + 5, 1, 1}, px, 4, NULL, &e);
 	ok(px[0] == 0 && px[1] == 0 && px[2] == 0xff, "region snapshot is B,G,R,X red");
-	printf("# px %02x %02x %02x %02x\n", px[0], px[1], px[2], px[3]);
 	is_int(capture_wait_frame(c, capture_frame(c), 50, &e), 0, "quiet screen times out");
 
 	/* Typing into xterm: the exact bytes must arrive. */
@@ -391,14 +385,6 @@ int main(int argc, char **argv)
 	printf("# typed %zu chars: sent in %.1f ms, in the file after %.1f ms (%.0f chars/s)\n",
 	       chars, sent_ms, done_ms, (double)chars / (done_ms / 1000.0));
 
-	if (getenv("DBX_DUMP2")) {
-		capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, &frame, &e);
-		uint8_t *png; size_t plen;
-		if (capture_png_encode(img, W, H, W * 4, 1, &png, &plen, &e) == 0) {
-			FILE *f = fopen(getenv("DBX_DUMP2"), "wb");
-			fwrite(png, 1, plen, f); fclose(f); free(png);
-		}
-	}
 	/* A dead bridge is noticed. */
 	pid_t bp = capture_pid(c);
 	kill(bp, SIGKILL);

@@ -28,7 +28,7 @@ struct ctx {
 	enum runtime_cgroup_mode mode;
 	struct runtime *rt;
 	char state[PATH_MAX], sbx[PATH_MAX], rootfs[PATH_MAX], run_dir[PATH_MAX],
-		crun_root[PATH_MAX], id[64], cgroup_parent[64];
+	    crun_root[PATH_MAX], id[64], cgroup_parent[64];
 	int mounted, started;
 	pid_t init_pid;
 };
@@ -58,8 +58,12 @@ static int run_in(struct ctx *c, const char *const *argv, char *out, size_t size
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
-	struct runtime_exec x = {.argv = argv, .cwd = "/workspace", .uid = IMAGE_USER_UID,
-				 .gid = IMAGE_USER_GID, .stdin_fd = -1, .stdout_fd = p[1],
+	struct runtime_exec x = {.argv = argv,
+				 .cwd = "/workspace",
+				 .uid = IMAGE_USER_UID,
+				 .gid = IMAGE_USER_GID,
+				 .stdin_fd = -1,
+				 .stdout_fd = p[1],
 				 .stderr_fd = STDERR_FILENO};
 	struct err e = ERR_INIT;
 	pid_t pid;
@@ -86,8 +90,8 @@ static int run_in(struct ctx *c, const char *const *argv, char *out, size_t size
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static const char *cgroup_file(struct ctx *c, const char *controller, const char *file,
-			       char *buf, size_t size)
+static const char *cgroup_file(struct ctx *c, const char *controller, const char *file, char *buf,
+			       size_t size)
 {
 	if (c->mode == RUNTIME_CGROUP_V2)
 		snprintf(buf, size, "/sys/fs/cgroup/%s/%s/%s", c->cgroup_parent, c->id, file);
@@ -157,8 +161,8 @@ static void cleanup(struct ctx *c)
 	if (c->state[0] && fs_remove_tree(c->state, &e) < 0)
 		note("cleanup: %s", e.msg);
 	/* The parent cgroup crun created (empty unless another run uses it). */
-	static const char *const ctrl[] = {"blkio", "cpu", "cpuacct", "cpuset", "devices",
-					   "freezer", "memory", "pids", "systemd", ""};
+	static const char *const ctrl[] = {"blkio",   "cpu",	"cpuacct", "cpuset",  "devices",
+					   "freezer", "memory", "pids",	   "systemd", ""};
 	for (size_t i = 0; i < sizeof(ctrl) / sizeof(ctrl[0]); i++) {
 		char p[PATH_MAX];
 		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctrl[i], ctrl[i][0] ? "/" : "",
@@ -233,13 +237,17 @@ static void test_inside(struct ctx *c)
 	is_str(out, "/home:\nuser\n\n/var/lib:\ndrwx------", "no host /home, /var/lib or /root");
 	const char *unsh[] = {"unshare", "-U", "true", NULL};
 	ok(run_in(c, unsh, out, sizeof(out)) != 0, "seccomp refuses unshare");
-	const char *py[] = {"python3", "-c", "import os, threading; "
+	const char *py[] = {"python3", "-c",
+			    "import os, threading; "
 			    "t = threading.Thread(target=print, args=('py', os.getuid())); "
-			    "t.start(); t.join()", NULL};
+			    "t.start(); t.join()",
+			    NULL};
 	run_in(c, py, out, sizeof(out));
 	is_str(out, "py 1000", "python3 with threads runs under the seccomp profile");
-	const char *xt[] = {"sh", "-c", "xdpyinfo 2>/dev/null | grep -c 'dimensions:.*1024x768' "
-			    "|| DISPLAY=:0 xprop -root _NET_SUPPORTING_WM_CHECK", NULL};
+	const char *xt[] = {"sh", "-c",
+			    "xdpyinfo 2>/dev/null | grep -c 'dimensions:.*1024x768' "
+			    "|| DISPLAY=:0 xprop -root _NET_SUPPORTING_WM_CHECK",
+			    NULL};
 	run_in(c, xt, out, sizeof(out));
 	ok(strcmp(out, "1") == 0 || strstr(out, "window id"), "X display reachable from exec");
 	const char *ws[] = {"sh", "-c", "echo hello > /workspace/hello.txt", NULL};
@@ -249,7 +257,7 @@ static void test_inside(struct ctx *c)
 	char *data = NULL;
 	struct err e = ERR_INIT;
 	ok(fs_read_file(upper_file, 64, &data, NULL, &e) == 0 && data &&
-		   strcmp(data, "hello\n") == 0,
+	       strcmp(data, "hello\n") == 0,
 	   "the file is in the overlay's upper layer");
 	free(data);
 }
@@ -273,8 +281,7 @@ static void test_limits(struct ctx *c)
 	int running = 0;
 	pid_t pid = 0;
 	struct err e = ERR_INIT;
-	ok(runtime_state(c->rt, c->id, &running, &pid, &e) == 0 && running &&
-		   pid == c->init_pid,
+	ok(runtime_state(c->rt, c->id, &running, &pid, &e) == 0 && running && pid == c->init_pid,
 	   "state: running with the init's pid");
 	int nprocs;
 	long long pss = container_pss_kb(c, &nprocs);
@@ -326,7 +333,7 @@ int main(void)
 		note("%s", e.msg);
 	note("image prepared in %lld ms: %s", ms() - t, lower);
 	ok(image_prepare_default(c.state, lower2, sizeof(lower2), &e) == 0 &&
-		   strcmp(lower, lower2) == 0,
+	       strcmp(lower, lower2) == 0,
 	   "image_prepare_default is idempotent");
 
 	snprintf(c.sbx, sizeof(c.sbx), "%s/sandboxes/%s", c.state, c.id);
@@ -351,19 +358,28 @@ int main(void)
 	}
 
 	const char *argv[] = {"/.deskbox/init", NULL};
-	const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user",
-			     "LANG=C.UTF-8", "DESKBOX_DISPLAY=1024x768", NULL};
+	const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user", "LANG=C.UTF-8",
+			     "DESKBOX_DISPLAY=1024x768", NULL};
 	const struct runtime_mount mounts[] = {
-		{init_bin, "/.deskbox/init", 1},
-		{"/usr", "/usr", 1},
-		{c.run_dir, "/run/deskbox", 0},
+	    {init_bin, "/.deskbox/init", 1},
+	    {"/usr", "/usr", 1},
+	    {c.run_dir, "/run/deskbox", 0},
 	};
-	struct runtime_spec spec = {.id = c.id, .bundle_dir = bundle, .rootfs = c.rootfs,
-				    .hostname = "deskbox", .uid = IMAGE_USER_UID,
-				    .gid = IMAGE_USER_GID, .argv = argv, .env = env,
-				    .cwd = "/home/user", .mounts = mounts, .n_mounts = 3,
-				    .memory_bytes = 512ull << 20, .pids_max = 256,
-				    .cpu_millis = 1000, .cgroup_parent = c.cgroup_parent};
+	struct runtime_spec spec = {.id = c.id,
+				    .bundle_dir = bundle,
+				    .rootfs = c.rootfs,
+				    .hostname = "deskbox",
+				    .uid = IMAGE_USER_UID,
+				    .gid = IMAGE_USER_GID,
+				    .argv = argv,
+				    .env = env,
+				    .cwd = "/home/user",
+				    .mounts = mounts,
+				    .n_mounts = 3,
+				    .memory_bytes = 512ull << 20,
+				    .pids_max = 256,
+				    .cpu_millis = 1000,
+				    .cgroup_parent = c.cgroup_parent};
 	r = runtime_write_bundle(&spec, &e);
 	ok(r == 0, "bundle written");
 	if (r < 0) {
@@ -403,7 +419,7 @@ int main(void)
 	int running = 1;
 	pid_t pid;
 	ok(runtime_state(c.rt, "no-such-container", &running, &pid, &e2) < 0 &&
-		   e2.kind == ERR_NOT_FOUND,
+	       e2.kind == ERR_NOT_FOUND,
 	   "state of an unknown container: not found");
 
 	t = ms();
