@@ -320,7 +320,11 @@ int main(void)
 	/* Over a local socket, decoding costs more than the bytes: raw plus
 	 * copyrect for scrolling and window moves. */
 	cl->appData.encodingsString = "copyrect raw";
-	cl->appData.useRemoteCursor = FALSE;
+	/* Ask for the cursor as a separate shape (pseudo-encodings) so the
+	 * server does not paint it into the framebuffer: screenshots show the
+	 * screen, not a pointer sprite, and do not change when only the
+	 * pointer moves. */
+	cl->appData.useRemoteCursor = TRUE;
 	cl->canHandleNewFBSize = TRUE;
 	cl->MallocFrameBuffer = malloc_fb;
 	cl->GotFrameBufferUpdate = got_update;

@@ -23,6 +23,7 @@
 
 #define CAPTURE_READY_TIMEOUT_MS 5000
 #define RECONNECT_TIMEOUT_MS 3000
+#define VNC_CONNECT_RETRY_MS 3000
 
 struct sandbox {
 	char id[SANDBOX_ID_LEN + 1];
@@ -283,12 +284,22 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/vnc.sock", dfd);
-	_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return err_sys(e, ERR_UNAVAILABLE, errno, "connecting to the sandbox's VNC server");
-	return TAKE_FD(fd);
+	/* The socket file appears at bind(), a moment before x11vnc listens
+	 * (or while it restarts): retry refusals for a short while. */
+	long long deadline = fs_now_ms() + VNC_CONNECT_RETRY_MS;
+	for (;;) {
+		_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return err_sys(e, ERR_INTERNAL, errno, "socket");
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return TAKE_FD(fd);
+		int saved = errno;
+		if ((saved != ECONNREFUSED && saved != ENOENT) || fs_now_ms() > deadline)
+			return err_sys(e, ERR_UNAVAILABLE, saved,
+				       "connecting to the sandbox's VNC server");
+		struct timespec ts = {0, 5 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 }
 
 static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out,
@@ -429,17 +440,13 @@ static int start_container(struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
 	/* A container left over by a crash of a previous deskboxd. */
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
-	long long T0 = fs_now_ms();
 	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
 		return err_code(e);
-	long long T1 = fs_now_ms();
 	if (wait_desktop(sb, s->cfg.ready_timeout_ms, e) < 0)
 		return err_code(e);
-	long long T2 = fs_now_ms();
 	struct capture *cap;
 	if (capture_connect(sb, CAPTURE_READY_TIMEOUT_MS, &cap, e) < 0)
 		return err_code(e);
-	fprintf(stderr, "TIMING run %lld ready %lld capture %lld\n", T1-T0, T2-T1, fs_now_ms()-T2);
 	pthread_mutex_lock(&sb->mu);
 	sb->cap = cap;
 	pthread_mutex_unlock(&sb->mu);

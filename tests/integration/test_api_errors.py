@@ -60,8 +60,28 @@ def main():
         t.eq(r.status, 400, "string memory_mb: 400")
         r = srv.request("POST", "/v1/sandboxes", {"env": {"1BAD": "x"}})
         t.eq(r.status, 400, "bad env name: 400")
-        r = srv.request("POST", "/v1/sandboxes", "x" * (3 << 20))
-        t.eq(r.status, 413, "body over the cap: 413")
+        # Refused from the Content-Length alone, before the body is read.
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Length: %d\r\n\r\n" % (dbx.TOKEN, 3 << 20)).encode())
+        head = s.recv(4096).decode(errors="replace")
+        s.close()
+        t.ok(head.startswith("HTTP/1.1 413"), "body over the cap: 413", head[:200])
+        t.ok("payload_too_large" in head, "413 carries the JSON error", head[-200:])
+        # A chunked body has no length up front: refused once it passes the cap.
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        s.sendall(("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n" % dbx.TOKEN).encode())
+        chunk = b"%x\r\n%s\r\n" % (1 << 20, b"x" * (1 << 20))
+        try:
+            for _ in range(3):
+                s.sendall(chunk)
+            s.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass
+        head = s.recv(4096).decode(errors="replace")
+        s.close()
+        t.ok(head.startswith("HTTP/1.1 413"), "chunked body over the cap: 413", head[:200])
 
         sid = "0" * 32
         r = srv.request("GET", "/v1/sandboxes/" + sid)

@@ -202,15 +202,15 @@ int main(int argc, char **argv)
 	char sock[PATH_MAX];
 	snprintf(sock, sizeof(sock), "%s/vnc.sock", tmpdir);
 	char *vnc[] = {"x11vnc", "-display", display, "-unixsock", sock, "-rfbport", "0",
-		       "-shared", "-forever", "-nopw", "-norc", "-quiet", "-safer", "-nocmds",
-		       NULL, NULL, NULL, NULL, NULL};
-	/* DBX_X11VNC_EXTRA="-defer 1 -wait 1" etc. (up to four words) for
+		       "-shared", "-forever", "-nopw", "-norc", "-quiet", "-safer", "-nocmds", "-nonap",
+		       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	/* DBX_X11VNC_EXTRA="-defer 1 -wait 1" etc. (up to eight words) for
 	 * measuring other pacing. */
 	char extra[256] = "";
 	if (getenv("DBX_X11VNC_EXTRA")) {
 		snprintf(extra, sizeof(extra), "%s", getenv("DBX_X11VNC_EXTRA"));
-		size_t k = 14;
-		for (char *tok = strtok(extra, " "); tok && k < 18; tok = strtok(NULL, " "))
+		size_t k = 15;
+		for (char *tok = strtok(extra, " "); tok && k < 23; tok = strtok(NULL, " "))
 			vnc[k++] = tok;
 	}
 	spawn(vnc, -1, display);
