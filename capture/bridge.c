@@ -36,23 +36,23 @@
 
 /* Exit statuses, for whoever reads the bridge's wait status. */
 enum {
-	EXIT_SETUP = 2,	   /* bad fds or shared memory */
-	EXIT_RFB = 3,	   /* handshake failed or the VNC connection dropped */
-	EXIT_CONTROL = 4,  /* deskboxd closed the control socket */
-	EXIT_SANDBOX = 5,  /* could not drop privileges or install seccomp */
+	EXIT_SETUP = 2,	  /* bad fds or shared memory */
+	EXIT_RFB = 3,	  /* handshake failed or the VNC connection dropped */
+	EXIT_CONTROL = 4, /* deskboxd closed the control socket */
+	EXIT_SANDBOX = 5, /* could not drop privileges or install seccomp */
 };
 
 /* Per-connection state, attached to the rfbClient (no globals). */
 struct bridge {
 	struct capture_hdr *hdr;
-	uint8_t *pixels; /* shared, hdr->width x hdr->height */
+	uint8_t *pixels;	/* shared, hdr->width x hdr->height */
 	uint32_t width, height; /* read once from the header and validated */
 	int have_damage;
 	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
 	int ready;
 	int cx0, cy0, cx1, cy1; /* bounding box of all pixels received before ready */
-	int buttons; /* RFB button mask */
-	int px, py;  /* pointer position */
+	int buttons;		/* RFB button mask */
+	int px, py;		/* pointer position */
 };
 
 static int client_tag; /* address used as the rfbClientGetClientData key */
@@ -151,7 +151,8 @@ static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y
 	 * wait for the screen to settle. */
 	int changed = !b->ready;
 	for (int y = 0; !changed && y < y1 - y0; y++)
-		changed = memcmp(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row) != 0;
+		changed =
+		    memcmp(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row) != 0;
 	if (!changed)
 		return 0;
 

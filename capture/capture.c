@@ -22,9 +22,9 @@
 #include "internal.h"
 
 struct capture {
-	pid_t pid;   /* -1 once reaped */
-	int pidfd;   /* readable once the bridge exited; used to signal it safely */
-	int ctl;     /* our end of the control socket */
+	pid_t pid; /* -1 once reaped */
+	int pidfd; /* readable once the bridge exited; used to signal it safely */
+	int ctl;   /* our end of the control socket */
 	uint8_t *map;
 	size_t map_len;
 	struct capture_hdr *hdr;
@@ -113,8 +113,8 @@ static void bridge_env(char **env, size_t max)
 
 /* In the child after fork: only async-signal-safe calls.  Moves the three
  * fds to 3, 4, 5 without CLOEXEC, closes everything else, execs. */
-static void __attribute__((noreturn)) child_exec(const char *path, int vnc, int mem, int ctl,
-						char **env)
+static void __attribute__((noreturn))
+child_exec(const char *path, int vnc, int mem, int ctl, char **env)
 {
 	sigset_t all;
 	sigemptyset(&all);
@@ -273,7 +273,8 @@ static int wait_until(struct capture *c, int (*done)(struct capture *, uint64_t)
 		if (now >= deadline)
 			return 0;
 		uint64_t left = deadline - now;
-		futex_wait(&c->hdr->frame_futex, fw, left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
+		futex_wait(&c->hdr->frame_futex, fw,
+			   left < WAIT_SLICE_MS ? (int)left : WAIT_SLICE_MS);
 	}
 }
 
@@ -288,8 +289,8 @@ int capture_wait_ready(struct capture *c, int timeout_ms, struct err *e)
 	if (r < 0)
 		return err_wrap(e, "waiting for the first frame");
 	if (r == 0)
-		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "no first frame from the vnc server in %d ms",
-			       timeout_ms);
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+			       "no first frame from the vnc server in %d ms", timeout_ms);
 	return 0;
 }
 
@@ -306,15 +307,15 @@ int capture_wait_frame(struct capture *c, uint64_t since, int timeout_ms, struct
 int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
 		     uint64_t *frame, struct err *e)
 {
-	if (r.w == 0 || r.h == 0 || r.x >= c->width || r.y >= c->height ||
-	    r.w > c->width - r.x || r.h > c->height - r.y)
+	if (r.w == 0 || r.h == 0 || r.x >= c->width || r.y >= c->height || r.w > c->width - r.x ||
+	    r.h > c->height - r.y)
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "region %ux%u+%u+%u outside the %ux%u display", r.w, r.h, r.x, r.y,
 			       c->width, c->height);
 	size_t row = (size_t)r.w * 4;
 	if (dst_stride < row)
-		return err_set(e, ERR_INVALID, EINVAL, "destination stride %zu below %zu", dst_stride,
-			       row);
+		return err_set(e, ERR_INVALID, EINVAL, "destination stride %zu below %zu",
+			       dst_stride, row);
 	size_t src_stride = (size_t)c->width * 4;
 	const uint8_t *src = c->map + CAPTURE_HDR_SIZE + (size_t)r.y * src_stride + (size_t)r.x * 4;
 	for (int i = 0; i < SNAPSHOT_TRIES; i++) {
@@ -365,16 +366,19 @@ static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (got < 0)
-			return err_sys(e, ERR_UNAVAILABLE, errno, "reading from the capture bridge");
+			return err_sys(e, ERR_UNAVAILABLE, errno,
+				       "reading from the capture bridge");
 		if (got == 0)
 			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the capture bridge is gone");
 		if (got != (ssize_t)sizeof(ack) || ack.magic != CAPTURE_ACK_MAGIC)
-			return err_set(e, ERR_INTERNAL, EPROTO, "malformed reply from the capture bridge");
+			return err_set(e, ERR_INTERNAL, EPROTO,
+				       "malformed reply from the capture bridge");
 		/* An ack for an earlier message that timed out: skip it. */
 		if (ack.seq != seq)
 			continue;
 		if (ack.status != 0)
-			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the vnc server connection failed");
+			return err_set(e, ERR_UNAVAILABLE, EPIPE,
+				       "the vnc server connection failed");
 		return 0;
 	}
 }
@@ -386,14 +390,15 @@ int capture_send(struct capture *c, const struct input_event *ev, size_t n, stru
 	for (size_t off = 0; r == 0 && off < n;) {
 		size_t k = n - off < CAPTURE_MSG_EVENTS ? n - off : CAPTURE_MSG_EVENTS;
 		struct capture_msg msg = {
-			.magic = CAPTURE_MSG_MAGIC, .seq = ++c->send_seq, .n = (uint32_t)k};
+		    .magic = CAPTURE_MSG_MAGIC, .seq = ++c->send_seq, .n = (uint32_t)k};
 		struct iovec iov[2] = {{&msg, sizeof(msg)}, {(void *)(ev + off), k * sizeof(*ev)}};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
 		ssize_t w = sendmsg(c->ctl, &mh, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			r = err_sys(e, ERR_UNAVAILABLE, errno, "sending input to the capture bridge");
+			r = err_sys(e, ERR_UNAVAILABLE, errno,
+				    "sending input to the capture bridge");
 			break;
 		}
 		r = wait_ack(c, msg.seq, e);

@@ -22,10 +22,10 @@
 #include "../common/error.h"
 #include "../input/input.h"
 
-#define CAPTURE_MAGIC 0x46584244u /* "DBXF" */
-#define CAPTURE_VERSION 1u
+#define CAPTURE_MAGIC	 0x46584244u /* "DBXF" */
+#define CAPTURE_VERSION	 1u
 #define CAPTURE_HDR_SIZE 4096u /* pixels start here, page aligned */
-#define CAPTURE_MAX_DIM 8192u  /* widest/tallest display accepted */
+#define CAPTURE_MAX_DIM	 8192u /* widest/tallest display accepted */
 
 enum capture_state {
 	CAPTURE_CONNECTING = 0,
@@ -61,7 +61,7 @@ struct capture;
 
 struct capture_opts {
 	const char *bridge_path; /* the deskbox-bridge binary */
-	uint32_t width, height;  /* the display size deskboxd configured */
+	uint32_t width, height;	 /* the display size deskboxd configured */
 };
 
 /* Starts a bridge speaking RFB over `vnc_fd` (a connected stream socket to the

@@ -11,7 +11,7 @@
 struct membuf {
 	uint8_t *data;
 	size_t len, cap;
-	int failed; /* out of memory: reported after png_write_end */
+	int failed;    /* out of memory: reported after png_write_end */
 	char msg[128]; /* libpng's error message */
 };
 
@@ -66,7 +66,8 @@ int capture_png_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t strid
 		return err_set(e, ERR_INVALID, EINVAL, "image size %ux%u out of range 1-%u", w, h,
 			       CAPTURE_MAX_DIM);
 	if (stride < (size_t)w * 4)
-		return err_set(e, ERR_INVALID, EINVAL, "stride %zu below %zu", stride, (size_t)w * 4);
+		return err_set(e, ERR_INVALID, EINVAL, "stride %zu below %zu", stride,
+			       (size_t)w * 4);
 	if (level < 0 || level > 9)
 		return err_set(e, ERR_INVALID, EINVAL, "png compression level %d out of range 0-9",
 			       level);

@@ -33,7 +33,7 @@ static inline void cleanup_file(FILE **f)
 		fclose(*f);
 }
 
-#define _cleanup_fd_ __attribute__((cleanup(cleanup_fd)))
+#define _cleanup_fd_   __attribute__((cleanup(cleanup_fd)))
 #define _cleanup_free_ __attribute__((cleanup(cleanup_free)))
 #define _cleanup_file_ __attribute__((cleanup(cleanup_file)))
 

@@ -9,20 +9,20 @@ static const struct {
 	const char *name;
 	int status;
 } kinds[] = {
-	[ERR_NONE] = {"internal", 500},
-	[ERR_INVALID] = {"invalid_argument", 400},
-	[ERR_UNAUTHORIZED] = {"unauthorized", 401},
-	[ERR_FORBIDDEN] = {"forbidden", 403},
-	[ERR_NOT_FOUND] = {"not_found", 404},
-	[ERR_METHOD] = {"method_not_allowed", 405},
-	[ERR_CONFLICT] = {"conflict", 409},
-	[ERR_TOO_LARGE] = {"payload_too_large", 413},
-	[ERR_UNSUPPORTED] = {"unsupported_media_type", 415},
-	[ERR_LIMIT] = {"limit_exceeded", 429},
-	[ERR_INTERNAL] = {"internal", 500},
-	[ERR_UNAVAILABLE] = {"unavailable", 503},
-	[ERR_TIMEOUT] = {"timeout", 504},
-	[ERR_NO_SPACE] = {"insufficient_storage", 507},
+    [ERR_NONE] = {"internal", 500},
+    [ERR_INVALID] = {"invalid_argument", 400},
+    [ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [ERR_FORBIDDEN] = {"forbidden", 403},
+    [ERR_NOT_FOUND] = {"not_found", 404},
+    [ERR_METHOD] = {"method_not_allowed", 405},
+    [ERR_CONFLICT] = {"conflict", 409},
+    [ERR_TOO_LARGE] = {"payload_too_large", 413},
+    [ERR_UNSUPPORTED] = {"unsupported_media_type", 415},
+    [ERR_LIMIT] = {"limit_exceeded", 429},
+    [ERR_INTERNAL] = {"internal", 500},
+    [ERR_UNAVAILABLE] = {"unavailable", 503},
+    [ERR_TIMEOUT] = {"timeout", 504},
+    [ERR_NO_SPACE] = {"insufficient_storage", 507},
 };
 
 int err_code(const struct err *e)

@@ -18,19 +18,19 @@
 /* What kind of failure this is; decides the HTTP status and the JSON code. */
 enum err_kind {
 	ERR_NONE = 0,
-	ERR_INVALID,      /* 400 invalid_argument: the request is wrong */
+	ERR_INVALID,	  /* 400 invalid_argument: the request is wrong */
 	ERR_UNAUTHORIZED, /* 401 unauthorized */
-	ERR_FORBIDDEN,    /* 403 forbidden */
-	ERR_NOT_FOUND,    /* 404 not_found */
-	ERR_METHOD,       /* 405 method_not_allowed */
-	ERR_CONFLICT,     /* 409 conflict: wrong state for this operation */
-	ERR_TOO_LARGE,    /* 413 payload_too_large */
+	ERR_FORBIDDEN,	  /* 403 forbidden */
+	ERR_NOT_FOUND,	  /* 404 not_found */
+	ERR_METHOD,	  /* 405 method_not_allowed */
+	ERR_CONFLICT,	  /* 409 conflict: wrong state for this operation */
+	ERR_TOO_LARGE,	  /* 413 payload_too_large */
 	ERR_UNSUPPORTED,  /* 415 unsupported_media_type */
-	ERR_LIMIT,        /* 429 limit_exceeded: a configured cap was hit */
-	ERR_INTERNAL,     /* 500 internal */
+	ERR_LIMIT,	  /* 429 limit_exceeded: a configured cap was hit */
+	ERR_INTERNAL,	  /* 500 internal */
 	ERR_UNAVAILABLE,  /* 503 unavailable: retry later (e.g. VNC reconnecting) */
-	ERR_TIMEOUT,      /* 504 timeout */
-	ERR_NO_SPACE,     /* 507 insufficient_storage: quota */
+	ERR_TIMEOUT,	  /* 504 timeout */
+	ERR_NO_SPACE,	  /* 507 insufficient_storage: quota */
 };
 
 #define ERR_MSG_MAX 512
@@ -41,16 +41,22 @@ struct err {
 	char msg[ERR_MSG_MAX];
 };
 
-#define ERR_INIT {ERR_NONE, 0, {0}}
+#define ERR_INIT                                                                                   \
+	{                                                                                          \
+		ERR_NONE, 0,                                                                       \
+		{                                                                                  \
+			0                                                                          \
+		}                                                                                  \
+	}
 
 /* Records an error and returns -errno (or -EIO when sys_errno is 0), so a
  * function can `return err_set(e, ...);`.  `e` may be NULL. */
 int err_set(struct err *e, enum err_kind kind, int sys_errno, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Like err_set(), appending ": strerror(sys_errno)" to the message. */
 int err_sys(struct err *e, enum err_kind kind, int sys_errno, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 /* Prefixes context to the message already in `e` ("creating sandbox: ...") and
  * returns the same negative code err_set() did. */

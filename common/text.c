@@ -81,7 +81,7 @@ char *utf8_sanitize(const char *s, size_t len)
 char *base64_encode(const void *data, size_t len)
 {
 	static const char tbl[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *p = data;
 	size_t olen = (len + 2) / 3 * 4;
 	char *out = malloc(olen + 1);

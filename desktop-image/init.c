@@ -191,9 +191,9 @@ static void start_vnc(struct init *in)
 	 * sandbox's user could write; -nonap: x11vnc's idle naps otherwise
 	 * stretch a new client's handshake to 1.5-2.6 s (measured: 150 ms
 	 * without them). */
-	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK,
-			      "-rfbport", "0", "-shared", "-forever", "-nopw", "-norc",
-			      "-quiet", "-safer", "-nocmds", "-nonap", NULL};
+	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK, "-rfbport",
+			      "0",	"-shared",  "-forever",	  "-nopw",     "-norc",	 "-quiet",
+			      "-safer", "-nocmds",  "-nonap",	  NULL};
 	in->c[VNC].started = now_ms();
 	in->c[VNC].pid = start(argv, -1);
 	if (!in->c[VNC].pid)

@@ -47,17 +47,17 @@ static const struct {
 	const char *name;
 	enum input_button button;
 } button_names[] = {
-	{"left", INPUT_BUTTON_LEFT},
-	{"middle", INPUT_BUTTON_MIDDLE},
-	{"wheel", INPUT_BUTTON_MIDDLE},
-	{"right", INPUT_BUTTON_RIGHT},
-	{"wheel_up", INPUT_BUTTON_WHEEL_UP},
-	{"wheel_down", INPUT_BUTTON_WHEEL_DOWN},
-	{"wheel_left", INPUT_BUTTON_WHEEL_LEFT},
-	{"wheel_right", INPUT_BUTTON_WHEEL_RIGHT},
-	/* X11 button 8 is "back".  "forward" is button 9, which an RFB button
-	 * mask (8 bits, buttons 1..8) cannot carry, so it is not accepted. */
-	{"back", INPUT_BUTTON_MAX},
+    {"left", INPUT_BUTTON_LEFT},
+    {"middle", INPUT_BUTTON_MIDDLE},
+    {"wheel", INPUT_BUTTON_MIDDLE},
+    {"right", INPUT_BUTTON_RIGHT},
+    {"wheel_up", INPUT_BUTTON_WHEEL_UP},
+    {"wheel_down", INPUT_BUTTON_WHEEL_DOWN},
+    {"wheel_left", INPUT_BUTTON_WHEEL_LEFT},
+    {"wheel_right", INPUT_BUTTON_WHEEL_RIGHT},
+    /* X11 button 8 is "back".  "forward" is button 9, which an RFB button
+     * mask (8 bits, buttons 1..8) cannot carry, so it is not accepted. */
+    {"back", INPUT_BUTTON_MAX},
 };
 
 int input_button_parse(const char *name, enum input_button *out, struct err *e)
@@ -75,16 +75,17 @@ int input_button_parse(const char *name, enum input_button *out, struct err *e)
 		return 0;
 	}
 	if (strcasecmp(name, "forward") == 0)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "button 'forward' (9) cannot be sent over rfb, which carries buttons 1-8");
+		return err_set(
+		    e, ERR_INVALID, EINVAL,
+		    "button 'forward' (9) cannot be sent over rfb, which carries buttons 1-8");
 	return err_set(e, ERR_INVALID, EINVAL, "unknown button '%.64s'", name);
 }
 
 /* More modifiers than this in one click is a malformed request, not a chord. */
 #define CLICK_MODS_MAX 16
 
-int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button button,
-		    int count, const uint32_t *mods, size_t nmods, struct err *e)
+int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button button, int count,
+		    const uint32_t *mods, size_t nmods, struct err *e)
 {
 	if (button < INPUT_BUTTON_LEFT || button > INPUT_BUTTON_MAX)
 		return err_set(e, ERR_INVALID, EINVAL, "button %d out of range 1-%d", (int)button,

@@ -15,9 +15,9 @@
 #include "../common/error.h"
 
 enum input_type {
-	INPUT_MOVE = 1,   /* pointer to (x, y) */
+	INPUT_MOVE = 1,	  /* pointer to (x, y) */
 	INPUT_BUTTON = 2, /* button `button` pressed (down=1) or released (down=0) at the pointer */
-	INPUT_KEY = 3,    /* key `keysym` pressed (down=1) or released (down=0) */
+	INPUT_KEY = 3,	  /* key `keysym` pressed (down=1) or released (down=0) */
 };
 
 /* X11/RFB button numbers: 1 left, 2 middle, 3 right, 4/5 wheel up/down,
@@ -39,7 +39,7 @@ struct input_event {
 	uint8_t down;
 	uint8_t button; /* enum input_button, for INPUT_BUTTON */
 	uint8_t pad;
-	int32_t x, y;    /* for INPUT_MOVE */
+	int32_t x, y;	 /* for INPUT_MOVE */
 	uint32_t keysym; /* for INPUT_KEY */
 };
 
@@ -88,7 +88,7 @@ int input_seq_text(struct input_seq *s, const char *text, size_t len, struct err
 
 /* Appends a move to (x, y) followed by `count` (1..3) press/release pairs of
  * `button`, with the keysyms in `mods` held down around them. */
-int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button button,
-		    int count, const uint32_t *mods, size_t nmods, struct err *e);
+int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button button, int count,
+		    const uint32_t *mods, size_t nmods, struct err *e);
 
 #endif

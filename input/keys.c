@@ -22,24 +22,58 @@ static const struct {
 	const char *name;
 	uint32_t keysym;
 } aliases[] = {
-	{"ctrl", XK_Control_L},	      {"control", XK_Control_L}, {"lctrl", XK_Control_L},
-	{"rctrl", XK_Control_R},      {"alt", XK_Alt_L},	 {"lalt", XK_Alt_L},
-	{"ralt", XK_Alt_R},	      {"altgr", XK_ISO_Level3_Shift},
-	{"shift", XK_Shift_L},	      {"lshift", XK_Shift_L},	 {"rshift", XK_Shift_R},
-	{"super", XK_Super_L},	      {"win", XK_Super_L},	 {"windows", XK_Super_L},
-	{"cmd", XK_Super_L},	      {"command", XK_Super_L},	 {"meta", XK_Super_L},
-	{"enter", XK_Return},	      {"return", XK_Return},	 {"esc", XK_Escape},
-	{"escape", XK_Escape},	      {"del", XK_Delete},	 {"delete", XK_Delete},
-	{"bksp", XK_BackSpace},	      {"backspace", XK_BackSpace}, {"pgup", XK_Prior},
-	{"pageup", XK_Prior},	      {"page_up", XK_Prior},	 {"pgdn", XK_Next},
-	{"pagedown", XK_Next},	      {"page_down", XK_Next},	 {"up", XK_Up},
-	{"down", XK_Down},	      {"left", XK_Left},	 {"right", XK_Right},
-	{"space", XK_space},	      {"tab", XK_Tab},		 {"home", XK_Home},
-	{"end", XK_End},	      {"ins", XK_Insert},	 {"insert", XK_Insert},
-	{"plus", XK_plus},	      {"minus", XK_minus},	 {"capslock", XK_Caps_Lock},
-	{"caps_lock", XK_Caps_Lock},  {"menu", XK_Menu},	 {"print", XK_Print},
-	{"printscreen", XK_Print},    {"prtsc", XK_Print},	 {"pause", XK_Pause},
-	{"numlock", XK_Num_Lock},     {"scrolllock", XK_Scroll_Lock},
+    {"ctrl", XK_Control_L},
+    {"control", XK_Control_L},
+    {"lctrl", XK_Control_L},
+    {"rctrl", XK_Control_R},
+    {"alt", XK_Alt_L},
+    {"lalt", XK_Alt_L},
+    {"ralt", XK_Alt_R},
+    {"altgr", XK_ISO_Level3_Shift},
+    {"shift", XK_Shift_L},
+    {"lshift", XK_Shift_L},
+    {"rshift", XK_Shift_R},
+    {"super", XK_Super_L},
+    {"win", XK_Super_L},
+    {"windows", XK_Super_L},
+    {"cmd", XK_Super_L},
+    {"command", XK_Super_L},
+    {"meta", XK_Super_L},
+    {"enter", XK_Return},
+    {"return", XK_Return},
+    {"esc", XK_Escape},
+    {"escape", XK_Escape},
+    {"del", XK_Delete},
+    {"delete", XK_Delete},
+    {"bksp", XK_BackSpace},
+    {"backspace", XK_BackSpace},
+    {"pgup", XK_Prior},
+    {"pageup", XK_Prior},
+    {"page_up", XK_Prior},
+    {"pgdn", XK_Next},
+    {"pagedown", XK_Next},
+    {"page_down", XK_Next},
+    {"up", XK_Up},
+    {"down", XK_Down},
+    {"left", XK_Left},
+    {"right", XK_Right},
+    {"space", XK_space},
+    {"tab", XK_Tab},
+    {"home", XK_Home},
+    {"end", XK_End},
+    {"ins", XK_Insert},
+    {"insert", XK_Insert},
+    {"plus", XK_plus},
+    {"minus", XK_minus},
+    {"capslock", XK_Caps_Lock},
+    {"caps_lock", XK_Caps_Lock},
+    {"menu", XK_Menu},
+    {"print", XK_Print},
+    {"printscreen", XK_Print},
+    {"prtsc", XK_Print},
+    {"pause", XK_Pause},
+    {"numlock", XK_Num_Lock},
+    {"scrolllock", XK_Scroll_Lock},
 };
 
 /* XStringToKeysym may lazily load the XKeysymDB file into unlocked static
@@ -63,8 +97,9 @@ static int parse_hex(const char *name, uint32_t *keysym)
 	for (const char *p = name + 2; *p; p++) {
 		if (!isxdigit((unsigned char)*p) || v > 0x0fffffffu)
 			return 0;
-		v = v * 16 + (uint32_t)(isdigit((unsigned char)*p) ? *p - '0'
-								   : tolower((unsigned char)*p) - 'a' + 10);
+		v = v * 16 + (uint32_t)(isdigit((unsigned char)*p)
+					    ? *p - '0'
+					    : tolower((unsigned char)*p) - 'a' + 10);
 	}
 	/* Keysyms are 29-bit values (X11 protocol); 0 is NoSymbol. */
 	if (v == 0 || v > 0x1fffffffu)
@@ -162,8 +197,8 @@ static int parse_combo(const char *combo, size_t len, uint32_t *keys, size_t *nk
 	return 0;
 }
 
-static int push_combo(struct input_seq *s, const uint32_t *keys, size_t n, int press,
-		      int release, struct err *e)
+static int push_combo(struct input_seq *s, const uint32_t *keys, size_t n, int press, int release,
+		      struct err *e)
 {
 	int r = 0;
 	for (size_t i = 0; r == 0 && press && i < n; i++)

@@ -55,7 +55,8 @@ int input_seq_text(struct input_seq *s, const char *text, size_t len, struct err
 		uint32_t cp;
 		size_t n = input_utf8_decode(p + i, len - i, &cp);
 		if (n == 0)
-			return err_set(e, ERR_INVALID, EILSEQ, "invalid utf-8 at byte offset %zu", i);
+			return err_set(e, ERR_INVALID, EILSEQ, "invalid utf-8 at byte offset %zu",
+				       i);
 		uint32_t keysym;
 		if (cp == '\r' && i + 1 < len && p[i + 1] == '\n') {
 			keysym = XK_Return;

@@ -20,8 +20,8 @@ extern const size_t api_n_routes;
 
 /* Looks up the {id} capture (the first one) and enters an operation on it
  * (sandbox_use): on success the caller must api_release(). */
-int api_enter(struct http_request *req, int need_capture, struct sandbox **sb,
-	      struct capture **cap, struct err *e);
+int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
+	      struct err *e);
 void api_release(struct sandbox *sb);
 
 int api_health(struct http_request *req, struct http_response *res, struct err *e);

@@ -126,8 +126,7 @@ static int parse_point(const cJSON *body, struct capture *cap, int32_t *x, int32
 
 #define MAX_MODIFIERS 8
 
-static int build_click(const cJSON *body, struct capture *cap, struct input_seq *seq,
-		       struct err *e)
+static int build_click(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
 {
 	int32_t x, y;
 	if (parse_point(body, cap, &x, &y, e) < 0)
@@ -165,8 +164,7 @@ static int build_click(const cJSON *body, struct capture *cap, struct input_seq 
 	return input_seq_click(seq, x, y, button, (int)count, mods, nmods, e);
 }
 
-static int build_move(const cJSON *body, struct capture *cap, struct input_seq *seq,
-		      struct err *e)
+static int build_move(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
 {
 	int32_t x, y;
 	if (parse_point(body, cap, &x, &y, e) < 0)
@@ -184,8 +182,7 @@ static int build_type_text(const cJSON *body, struct capture *cap, struct input_
 	return input_seq_text(seq, text, strlen(text), e);
 }
 
-static int build_key(const cJSON *body, struct capture *cap, struct input_seq *seq,
-		     struct err *e)
+static int build_key(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
 {
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(body, "keys");
 	if (cJSON_IsString(k))

@@ -8,8 +8,8 @@
 #include "args.h"
 #include "process.h"
 
-#define EXEC_MAX_ARGS 4096
-#define EXEC_MAX_ENV 256
+#define EXEC_MAX_ARGS  4096
+#define EXEC_MAX_ENV   256
 #define EXEC_MAX_STDIN (1u << 20)
 
 /* argv and env as C arrays pointing into the request's JSON. */

@@ -2,8 +2,8 @@
 
 #include "api.h"
 
-int api_enter(struct http_request *req, int need_capture, struct sandbox **sb,
-	      struct capture **cap, struct err *e)
+int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
+	      struct err *e)
 {
 	struct api *api = req->app;
 	if (sandbox_get(api->sandboxes, req->captures[0], sb, e) < 0)

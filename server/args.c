@@ -25,9 +25,8 @@ int args_int(const cJSON *obj, const char *name, int64_t min, int64_t max, int64
 	if (!isfinite(d) || d != floor(d))
 		return err_set(e, ERR_INVALID, EINVAL, "field '%s' must be an integer", name);
 	if (d < (double)min || d > (double)max)
-		return err_set(e, ERR_INVALID, ERANGE,
-			       "field '%s' must be between %lld and %lld", name, (long long)min,
-			       (long long)max);
+		return err_set(e, ERR_INVALID, ERANGE, "field '%s' must be between %lld and %lld",
+			       name, (long long)min, (long long)max);
 	*out = (int64_t)d;
 	return 0;
 }
@@ -42,8 +41,8 @@ int args_double(const cJSON *obj, const char *name, double min, double max, doub
 	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
 		return err_set(e, ERR_INVALID, EINVAL, "field '%s' must be a number", name);
 	if (v->valuedouble < min || v->valuedouble > max)
-		return err_set(e, ERR_INVALID, ERANGE, "field '%s' must be between %g and %g",
-			       name, min, max);
+		return err_set(e, ERR_INVALID, ERANGE, "field '%s' must be between %g and %g", name,
+			       min, max);
 	*out = v->valuedouble;
 	return 0;
 }
@@ -122,7 +121,7 @@ int args_query_int(const struct http_request *req, const char *name, int64_t min
 		return missing(name, flags, e);
 	if (args_parse_int(s, min, max, out) < 0)
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "query parameter '%s' must be an integer between %lld and %lld", name,
-			       (long long)min, (long long)max);
+			       "query parameter '%s' must be an integer between %lld and %lld",
+			       name, (long long)min, (long long)max);
 	return 0;
 }

@@ -32,6 +32,10 @@ struct request_ctx {
 	char *body;
 	size_t body_len, body_cap;
 	int too_large;
+	/* HTTP_STREAM_BODY routes */
+	struct http_body_sink sink;
+	int sink_active;       /* begin() succeeded and nobody finished or aborted it */
+	struct err stream_err; /* a write failure, answered once the body is in */
 };
 
 int http_token_equal(const char *presented, const char *expected)
@@ -116,6 +120,11 @@ static void response_release(struct http_response *res)
 {
 	free(res->data);
 	res->data = NULL;
+	if (res->reader && res->release)
+		res->release(res->reader_cls);
+	res->reader = NULL;
+	res->release = NULL;
+	res->reader_cls = NULL;
 	for (size_t i = 0; i < res->n_headers; i++)
 		free(res->headers[i].value);
 	res->n_headers = 0;
@@ -144,6 +153,21 @@ void http_reply_data(struct http_response *res, int status, const char *content_
 	res->len = len;
 }
 
+void http_reply_stream(struct http_response *res, int status, const char *content_type,
+		       uint64_t size, http_reader reader, void *cls, http_release release)
+{
+	free(res->data);
+	res->data = NULL;
+	if (res->reader && res->release)
+		res->release(res->reader_cls);
+	res->status = status;
+	res->content_type = content_type;
+	res->reader = reader;
+	res->release = release;
+	res->reader_cls = cls;
+	res->stream_size = size;
+}
+
 void http_reply_empty(struct http_response *res, int status)
 {
 	http_reply_data(res, status, NULL, NULL, 0);
@@ -168,7 +192,7 @@ static void reply_error(struct http_response *res, const struct err *e)
 	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
 	if (http_reply_json(res, err_http_status(e->kind), root, NULL) < 0) {
 		static const char fallback[] =
-			"{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+		    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
 		char *copy = strdup(fallback);
 		http_reply_data(res, 500, "application/json", copy, copy ? strlen(copy) : 0);
 	}
@@ -204,10 +228,55 @@ int http_json_body(const struct http_request *req, cJSON **out, struct err *e)
 	return 0;
 }
 
+/* What MHD's content reader calls: our reader and release behind MHD's
+ * function types. */
+struct stream_adapter {
+	http_reader reader;
+	http_release release;
+	void *cls;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_adapter *a = cls;
+	long n = a->reader(a->cls, pos, buf, max);
+	if (n == HTTP_STREAM_END)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_adapter *a = cls;
+	if (a->release)
+		a->release(a->cls);
+	free(a);
+}
+
 static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_response *res)
 {
 	struct MHD_Response *r;
-	if (res->data) {
+	if (res->reader) {
+		struct stream_adapter *a = malloc(sizeof(*a));
+		r = NULL;
+		if (a) {
+			*a = (struct stream_adapter){res->reader, res->release, res->reader_cls};
+			r = MHD_create_response_from_callback(
+			    res->stream_size == HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN
+								  : res->stream_size,
+			    64 * 1024, stream_read, a, stream_free);
+			if (r) {
+				/* MHD owns it now and calls stream_free. */
+				res->reader = NULL;
+				res->release = NULL;
+				res->reader_cls = NULL;
+			} else {
+				free(a);
+			}
+		}
+	} else if (res->data) {
 		r = MHD_create_response_from_buffer(res->len, res->data, MHD_RESPMEM_MUST_FREE);
 		if (r)
 			res->data = NULL;
@@ -275,9 +344,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		c->route = route_find(h, method, url, c, &e);
 		if (c->route && !(c->route->flags & HTTP_NO_AUTH))
 			check_auth(h, conn, &e);
-		if (e.kind == ERR_NONE) {
-			const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-								     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
+			struct http_request req = {
+			    .conn = conn,
+			    .method = method,
+			    .path = url,
+			    .n_captures = c->n_captures,
+			    .body = "",
+			    .app = h->o.app,
+			};
+			memcpy(req.captures, c->captures, sizeof(req.captures));
+			if (c->route->begin(&req, &c->sink, &e) == 0)
+				c->sink_active = 1;
+			else if (e.kind == ERR_NONE)
+				err_set(&e, ERR_INTERNAL, 0,
+					"stream setup failed without a reason");
+		} else if (e.kind == ERR_NONE) {
+			const char *cl = MHD_lookup_connection_value(
+			    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 			if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
 				err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes",
 					h->o.max_body);
@@ -288,11 +372,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 
 	if (*upload_data_size) {
-		if (body_append(h, c, upload_data, *upload_data_size) < 0)
+		if (c->route->flags & HTTP_STREAM_BODY) {
+			/* After a failed write the rest is read and dropped,
+			 * and the error answered when the body is in. */
+			if (c->sink_active &&
+			    c->sink.write(c->sink.cls, upload_data, *upload_data_size,
+					  &c->stream_err) < 0) {
+				if (c->stream_err.kind == ERR_NONE)
+					err_set(&c->stream_err, ERR_INTERNAL, 0, "write failed");
+				c->sink.abort(c->sink.cls);
+				c->sink_active = 0;
+			}
+		} else if (body_append(h, c, upload_data, *upload_data_size) < 0) {
 			return MHD_NO;
+		}
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
+		return queue_error(conn, &c->stream_err);
 
 	if (c->too_large) {
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
@@ -300,17 +398,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 
 	struct http_request req = {
-		.conn = conn,
-		.method = method,
-		.path = url,
-		.n_captures = c->n_captures,
-		.body = c->body ? c->body : "",
-		.body_len = c->body_len,
-		.app = h->o.app,
+	    .conn = conn,
+	    .method = method,
+	    .path = url,
+	    .n_captures = c->n_captures,
+	    .body = c->body ? c->body : "",
+	    .body_len = c->body_len,
+	    .app = h->o.app,
 	};
 	memcpy(req.captures, c->captures, sizeof(req.captures));
+	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
-	if (c->route->handler(&req, &res, &e) < 0) {
+	int hr = c->route->handler(&req, &res, &e);
+	if (c->sink_active) {
+		/* Succeeded: the handler owns the sink's state now. */
+		if (hr < 0)
+			c->sink.abort(c->sink.cls);
+		c->sink_active = 0;
+	}
+	if (hr < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
 		if (err_http_status(e.kind) >= 500)
@@ -326,6 +432,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct request_ctx *c = *con_cls;
 	if (c) {
+		if (c->sink_active)
+			c->sink.abort(c->sink.cls);
 		free(c->body);
 		free(c);
 		*con_cls = NULL;
@@ -382,18 +490,18 @@ int http_new(struct http **out, const struct http_opts *o, struct err *e)
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
 	h->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
-		o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    h, MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
 	if (!h->daemon) {
 		free(h->token);
 		free(h);
 		return err_set(e, ERR_INTERNAL, errno, "cannot listen on '%s'", o->listen);
 	}
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	const union MHD_DaemonInfo *info =
+	    MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	h->port = info ? info->port : ntohs(sa.sin_port);
 	*out = h;
 	return 0;

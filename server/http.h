@@ -22,7 +22,7 @@
 #include "../common/error.h"
 
 #define HTTP_MAX_CAPTURES 4
-#define HTTP_MAX_HEADERS 8
+#define HTTP_MAX_HEADERS  8
 
 struct MHD_Connection;
 
@@ -32,10 +32,37 @@ struct http_request {
 	const char *path;
 	const char *captures[HTTP_MAX_CAPTURES]; /* values of the pattern's {name}s, in order */
 	size_t n_captures;
-	const char *body; /* NUL-terminated copy of the request body (routes without HTTP_STREAM_BODY) */
+	const char
+	    *body; /* NUL-terminated copy of the request body (routes without HTTP_STREAM_BODY) */
 	size_t body_len;
-	void *app; /* the application context given to http_new() */
+	void *app;    /* the application context given to http_new() */
+	void *stream; /* HTTP_STREAM_BODY routes: the sink's cls from the route's begin() */
 };
+
+/* Where a streamed request body goes (HTTP_STREAM_BODY routes).  write() is
+ * called per chunk as it arrives; after the last one the route's handler
+ * runs with req->stream == cls to finish (e.g. fsync and rename).  If the
+ * request ends any other way (the client went away, a write or the handler
+ * failed) abort() runs instead of nothing: it must undo what begin() did.
+ * Exactly one of "handler returned 0" or abort() happens for every sink;
+ * when the handler succeeds it owns the cls and abort() is not called. */
+struct http_body_sink {
+	int (*write)(void *cls, const char *data, size_t len, struct err *e);
+	void (*abort)(void *cls);
+	void *cls;
+};
+
+/* Streamed responses (downloads, Server-Sent Events).  The reader fills
+ * `buf` with up to `max` bytes of the body from offset `pos` and returns how
+ * many, or HTTP_STREAM_END at the end (chunked bodies) or HTTP_STREAM_ERROR
+ * to cut the connection.  It runs on the connection's own thread and may
+ * block until data is there; it must not return 0.  `release` frees `cls`
+ * once the response is done (also when it was never sent). */
+#define HTTP_STREAM_END	  (-1)
+#define HTTP_STREAM_ERROR (-2)
+#define HTTP_SIZE_UNKNOWN UINT64_MAX
+typedef long (*http_reader)(void *cls, uint64_t pos, char *buf, size_t max);
+typedef void (*http_release)(void *cls);
 
 struct http_header {
 	const char *name;
@@ -47,6 +74,11 @@ struct http_response {
 	const char *content_type;
 	void *data; /* malloc'd body, freed by the http layer */
 	size_t len;
+	/* Instead of data: a streamed body (see http_reply_stream). */
+	http_reader reader;
+	http_release release;
+	void *reader_cls;
+	uint64_t stream_size;
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t n_headers;
 };
@@ -54,24 +86,32 @@ struct http_response {
 /* Returns 0 with `res` filled, or a negative code with `e` filled. */
 typedef int (*http_handler)(struct http_request *req, struct http_response *res, struct err *e);
 
+/* Called once the headers are in, before any body byte is read, for
+ * HTTP_STREAM_BODY routes: validates the request and sets up `sink`.  A
+ * failure is answered at once (the body is never read). */
+typedef int (*http_stream_begin)(struct http_request *req, struct http_body_sink *sink,
+				 struct err *e);
+
 enum http_route_flags {
-	HTTP_NO_AUTH = 1 << 0, /* no bearer token needed (health check) */
+	HTTP_NO_AUTH = 1 << 0,	   /* no bearer token needed (health check) */
+	HTTP_STREAM_BODY = 1 << 1, /* body goes to begin()'s sink, no size cap here */
 };
 
 struct http_route {
 	const char *method;
 	const char *pattern;
 	http_handler handler;
-	unsigned flags; /* enum http_route_flags */
+	unsigned flags;		 /* enum http_route_flags */
+	http_stream_begin begin; /* HTTP_STREAM_BODY only */
 };
 
 struct http_opts {
-	const char *listen;  /* "ADDR:PORT"; port 0 picks a free one */
-	const char *token;   /* the API bearer token */
+	const char *listen; /* "ADDR:PORT"; port 0 picks a free one */
+	const char *token;  /* the API bearer token */
 	const struct http_route *routes;
 	size_t n_routes;
 	void *app;
-	size_t max_body;     /* JSON bodies over this are refused with 413 */
+	size_t max_body; /* JSON bodies over this are refused with 413 */
 	unsigned max_connections;
 	unsigned idle_timeout_s;
 };
@@ -89,6 +129,11 @@ int http_reply_json(struct http_response *res, int status, cJSON *json, struct e
 void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
 		     size_t len);
 void http_reply_empty(struct http_response *res, int status);
+/* Answers with a body produced by `reader` (`size` bytes, or
+ * HTTP_SIZE_UNKNOWN for a chunked body).  Takes ownership of `cls`:
+ * `release(cls)` runs exactly once, whatever happens. */
+void http_reply_stream(struct http_response *res, int status, const char *content_type,
+		       uint64_t size, http_reader reader, void *cls, http_release release);
 /* Adds a header; `value` is copied. */
 int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e);
 

@@ -25,8 +25,8 @@ int image_prepare_default(const char *state_dir, char *lower, size_t lower_size,
 
 /* Mounts overlay(lower, upper, work) on `target`, creating upper/work/target
  * if missing. */
-int image_mount_rootfs(const char *lower, const char *upper, const char *work,
-		       const char *target, struct err *e);
+int image_mount_rootfs(const char *lower, const char *upper, const char *work, const char *target,
+		       struct err *e);
 
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
 int image_umount_rootfs(const char *target, struct err *e);

@@ -32,21 +32,22 @@ struct options {
 
 static void usage(FILE *f)
 {
-	fputs("usage: deskboxd [--listen ADDR:PORT] [--state-dir DIR] [--token TOKEN]\n"
-	      "                [--runtime crun] [--max-sandboxes N]\n"
-	      "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
-	      "\n"
-	      "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
-	      "                     port 0 picks a free port, printed at start)\n"
-	      "  --state-dir        where sandboxes and their files live (default /var/lib/deskbox)\n"
-	      "  --token            API bearer token (also DESKBOX_TOKEN); without one, a token\n"
-	      "                     is generated once, kept in STATE/token and printed\n"
-	      "  --runtime          OCI runtime binary (default crun)\n"
-	      "  --max-sandboxes    most sandboxes at once (default 32)\n"
-	      "  --exec-timeout     default process timeout in seconds (default 60)\n"
-	      "  --exec-timeout-max largest process timeout allowed (default 3600)\n"
-	      "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n",
-	      f);
+	fputs(
+	    "usage: deskboxd [--listen ADDR:PORT] [--state-dir DIR] [--token TOKEN]\n"
+	    "                [--runtime crun] [--max-sandboxes N]\n"
+	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
+	    "\n"
+	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
+	    "                     port 0 picks a free port, printed at start)\n"
+	    "  --state-dir        where sandboxes and their files live (default /var/lib/deskbox)\n"
+	    "  --token            API bearer token (also DESKBOX_TOKEN); without one, a token\n"
+	    "                     is generated once, kept in STATE/token and printed\n"
+	    "  --runtime          OCI runtime binary (default crun)\n"
+	    "  --max-sandboxes    most sandboxes at once (default 32)\n"
+	    "  --exec-timeout     default process timeout in seconds (default 60)\n"
+	    "  --exec-timeout-max largest process timeout allowed (default 3600)\n"
+	    "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n",
+	    f);
 }
 
 static int parse_uint(const char *s, long long min, long long max, long long *out)
@@ -63,16 +64,16 @@ static int parse_uint(const char *s, long long min, long long max, long long *ou
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"state-dir", required_argument, NULL, 's'},
-		{"token", required_argument, NULL, 't'},
-		{"runtime", required_argument, NULL, 'r'},
-		{"max-sandboxes", required_argument, NULL, 'm'},
-		{"exec-timeout", required_argument, NULL, 'T'},
-		{"exec-timeout-max", required_argument, NULL, 'M'},
-		{"exec-max-output", required_argument, NULL, 'O'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"token", required_argument, NULL, 't'},
+	    {"runtime", required_argument, NULL, 'r'},
+	    {"max-sandboxes", required_argument, NULL, 'm'},
+	    {"exec-timeout", required_argument, NULL, 'T'},
+	    {"exec-timeout-max", required_argument, NULL, 'M'},
+	    {"exec-max-output", required_argument, NULL, 'O'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	long long v;
@@ -132,8 +133,7 @@ bad:
 
 /* The token from the options, the environment, STATE/token, or a new one
  * stored there.  *generated says whether to print it. */
-static int load_token(const struct options *o, char *out, size_t size, int *printed,
-		      struct err *e)
+static int load_token(const struct options *o, char *out, size_t size, int *printed, struct err *e)
 {
 	*printed = 0;
 	const char *t = o->token ? o->token : getenv("DESKBOX_TOKEN");
@@ -188,13 +188,13 @@ static int sibling(const char *name, char *out, size_t size)
 int main(int argc, char **argv)
 {
 	struct options o = {
-		.listen = "127.0.0.1:8080",
-		.state_dir = "/var/lib/deskbox",
-		.runtime = "crun",
-		.max_sandboxes = 32,
-		.exec_timeout_default_s = 60,
-		.exec_timeout_max_s = 3600,
-		.exec_max_output = 1 << 20,
+	    .listen = "127.0.0.1:8080",
+	    .state_dir = "/var/lib/deskbox",
+	    .runtime = "crun",
+	    .max_sandboxes = 32,
+	    .exec_timeout_default_s = 60,
+	    .exec_timeout_max_s = 3600,
+	    .exec_max_output = 1 << 20,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (parse_options(argc, argv, &o) < 0)
@@ -240,13 +240,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct sandboxes_config sc = {
-		.state_dir = state,
-		.runtime_binary = o.runtime,
-		.bridge_path = bridge,
-		.init_path = init,
-		.cgroup_mode = cg,
-		.max_sandboxes = o.max_sandboxes,
-		.ready_timeout_ms = 20000,
+	    .state_dir = state,
+	    .runtime_binary = o.runtime,
+	    .bridge_path = bridge,
+	    .init_path = init,
+	    .cgroup_mode = cg,
+	    .max_sandboxes = o.max_sandboxes,
+	    .ready_timeout_ms = 20000,
 	};
 	struct sandboxes *sbx;
 	if (sandboxes_open(&sbx, &sc, &e) < 0) {
@@ -254,21 +254,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct api api = {
-		.sandboxes = sbx,
-		.exec_timeout_default_s = o.exec_timeout_default_s,
-		.exec_timeout_max_s = o.exec_timeout_max_s,
-		.exec_max_output = o.exec_max_output,
-		.png_level = 1,
+	    .sandboxes = sbx,
+	    .exec_timeout_default_s = o.exec_timeout_default_s,
+	    .exec_timeout_max_s = o.exec_timeout_max_s,
+	    .exec_max_output = o.exec_max_output,
+	    .png_level = 1,
 	};
 	struct http_opts ho = {
-		.listen = o.listen,
-		.token = token,
-		.routes = api_routes,
-		.n_routes = api_n_routes,
-		.app = &api,
-		.max_body = 2u << 20,
-		.max_connections = 512,
-		.idle_timeout_s = 120,
+	    .listen = o.listen,
+	    .token = token,
+	    .routes = api_routes,
+	    .n_routes = api_n_routes,
+	    .app = &api,
+	    .max_body = 2u << 20,
+	    .max_connections = 512,
+	    .idle_timeout_s = 120,
 	};
 	struct http *http;
 	if (http_new(&http, &ho, &e) < 0) {

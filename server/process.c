@@ -119,15 +119,15 @@ static int spawn(struct sandbox *sb, const struct process_opts *o, int in, int o
 		return err_code(e);
 	snprintf(pidfile, pidfile_size, "%s/exec-%s.pid", sandbox_dir(sb), rnd);
 	struct runtime_exec x = {
-		.argv = o->argv,
-		.env = o->env,
-		.cwd = o->cwd ? o->cwd : "/workspace",
-		.uid = IMAGE_USER_UID,
-		.gid = IMAGE_USER_GID,
-		.stdin_fd = in,
-		.stdout_fd = out,
-		.stderr_fd = err_fd,
-		.pid_file = pidfile,
+	    .argv = o->argv,
+	    .env = o->env,
+	    .cwd = o->cwd ? o->cwd : "/workspace",
+	    .uid = IMAGE_USER_UID,
+	    .gid = IMAGE_USER_GID,
+	    .stdin_fd = in,
+	    .stdout_fd = out,
+	    .stderr_fd = err_fd,
+	    .pid_file = pidfile,
 	};
 	return runtime_exec_spawn(sandbox_runtime(sb), sandbox_container_id(sb), &x, client, e);
 }
@@ -207,7 +207,8 @@ int process_run(struct sandbox *sb, const struct process_opts *o, struct process
 			ssize_t w = write(infd, o->stdin_data + in_off, o->stdin_len - in_off);
 			if (w > 0)
 				in_off += (size_t)w;
-			if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off == o->stdin_len) {
+			if ((w < 0 && errno != EAGAIN && errno != EINTR) ||
+			    in_off == o->stdin_len) {
 				close(infd);
 				infd = -1;
 			}

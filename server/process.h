@@ -18,16 +18,16 @@
 
 struct process_opts {
 	const char *const *argv; /* NULL-terminated, argv[0] non-empty */
-	const char *const *env;  /* extra "K=V", NULL-terminated, may be NULL */
-	const char *cwd;         /* NULL: /workspace */
-	const char *stdin_data;  /* may be NULL */
+	const char *const *env;	 /* extra "K=V", NULL-terminated, may be NULL */
+	const char *cwd;	 /* NULL: /workspace */
+	const char *stdin_data;	 /* may be NULL */
 	size_t stdin_len;
 	int timeout_ms;
 	size_t max_output; /* per stream */
 };
 
 struct process_result {
-	int exit_code;  /* -1 when killed */
+	int exit_code; /* -1 when killed */
 	int timed_out;
 	char *out, *err; /* malloc'd, NUL-terminated */
 	size_t out_len, err_len;

@@ -29,26 +29,26 @@ enum runtime_cgroup_mode {
 int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e);
 
 struct runtime_mount {
-	const char *source;      /* host path */
+	const char *source;	 /* host path */
 	const char *destination; /* path in the container */
 	int read_only;
 };
 
 /* What one container looks like.  Strings are borrowed for the call. */
 struct runtime_spec {
-	const char *id;         /* container id, [a-z0-9-], unique per runtime root */
+	const char *id;		/* container id, [a-z0-9-], unique per runtime root */
 	const char *bundle_dir; /* config.json is written here */
-	const char *rootfs;     /* absolute path of the mounted root filesystem */
+	const char *rootfs;	/* absolute path of the mounted root filesystem */
 	const char *hostname;
-	uint32_t uid, gid;      /* the user every process runs as */
+	uint32_t uid, gid;	 /* the user every process runs as */
 	const char *const *argv; /* the init's argv, NULL-terminated */
-	const char *const *env;  /* "K=V", NULL-terminated */
+	const char *const *env;	 /* "K=V", NULL-terminated */
 	const char *cwd;
 	const struct runtime_mount *mounts; /* extra bind mounts, after the standard ones */
 	size_t n_mounts;
-	uint64_t memory_bytes; /* 0: no limit */
-	int64_t pids_max;      /* 0: no limit */
-	uint32_t cpu_millis;   /* 0: no limit; 1000 = one core */
+	uint64_t memory_bytes;	   /* 0: no limit */
+	int64_t pids_max;	   /* 0: no limit */
+	uint32_t cpu_millis;	   /* 0: no limit; 1000 = one core */
 	const char *cgroup_parent; /* e.g. "deskbox": cgroups go under it */
 };
 
@@ -82,17 +82,16 @@ int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct er
 int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e);
 
 /* Reports whether the container runs and its init's host pid (0 if not). */
-int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid,
-		  struct err *e);
+int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid, struct err *e);
 
 /* How to run one process inside a running container. */
 struct runtime_exec {
 	const char *const *argv; /* NULL-terminated */
-	const char *const *env;  /* extra "K=V", NULL-terminated, may be NULL */
-	const char *cwd;         /* NULL: the container's */
+	const char *const *env;	 /* extra "K=V", NULL-terminated, may be NULL */
+	const char *cwd;	 /* NULL: the container's */
 	uint32_t uid, gid;
 	int stdin_fd, stdout_fd, stderr_fd; /* become the process's 0, 1, 2 */
-	const char *pid_file;    /* where the runtime writes the process's host pid */
+	const char *pid_file;		    /* where the runtime writes the process's host pid */
 };
 
 /* Spawns the runtime's `exec` for `x` and returns the runtime client's pid

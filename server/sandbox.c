@@ -22,8 +22,8 @@
 #include "image.h"
 
 #define CAPTURE_READY_TIMEOUT_MS 5000
-#define RECONNECT_TIMEOUT_MS 3000
-#define VNC_CONNECT_RETRY_MS 3000
+#define RECONNECT_TIMEOUT_MS	 3000
+#define VNC_CONNECT_RETRY_MS	 3000
 
 struct sandbox {
 	char id[SANDBOX_ID_LEN + 1];
@@ -56,9 +56,8 @@ struct sandboxes {
 };
 
 static const char *const status_names[] = {
-	[SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",
-	[SANDBOX_STOPPED] = "stopped",   [SANDBOX_FAILED] = "failed",
-	[SANDBOX_DELETING] = "deleting",
+    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
+    [SANDBOX_FAILED] = "failed",     [SANDBOX_DELETING] = "deleting",
 };
 
 const char *sandbox_id(const struct sandbox *sb)
@@ -151,8 +150,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			}
 			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
 				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL, "bad env variable name '%.64s'",
-					       it->string);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "bad env variable name '%.64s'", it->string);
 			}
 			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
 				sandbox_spec_release(spec);
@@ -302,16 +301,15 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 	}
 }
 
-static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out,
-			   struct err *e)
+static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out, struct err *e)
 {
 	int fd = vnc_connect(sb, e);
 	if (fd < 0)
 		return fd;
 	struct capture_opts o = {
-		.bridge_path = sb->owner->cfg.bridge_path,
-		.width = sb->spec.width,
-		.height = sb->spec.height,
+	    .bridge_path = sb->owner->cfg.bridge_path,
+	    .width = sb->spec.width,
+	    .height = sb->spec.height,
 	};
 	struct capture *cap;
 	int r = capture_start(&cap, &o, fd, e);
@@ -380,7 +378,7 @@ static int start_container(struct sandbox *sb, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
 	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX],
-		logp[PATH_MAX];
+	    logp[PATH_MAX];
 	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
 	path_in(sb, upper, sizeof(upper), "upper");
 	path_in(sb, work, sizeof(work), "work");
@@ -411,31 +409,31 @@ static int start_container(struct sandbox *sb, struct err *e)
 	env[n] = NULL;
 	const char *argv[] = {"/.deskbox/init", NULL};
 	struct runtime_mount mounts[] = {
-		{"/usr", "/usr", 1},
-		{s->cfg.init_path, "/.deskbox/init", 1},
-		{run, "/run/deskbox", 0},
+	    {"/usr", "/usr", 1},
+	    {s->cfg.init_path, "/.deskbox/init", 1},
+	    {run, "/run/deskbox", 0},
 	};
 	struct runtime_spec spec = {
-		.id = sb->container_id,
-		.bundle_dir = bundle,
-		.rootfs = rootfs,
-		.hostname = "deskbox",
-		.uid = IMAGE_USER_UID,
-		.gid = IMAGE_USER_GID,
-		.argv = argv,
-		.env = env,
-		.cwd = "/workspace",
-		.mounts = mounts,
-		.n_mounts = sizeof(mounts) / sizeof(mounts[0]),
-		.memory_bytes = sb->spec.memory_mb << 20,
-		.pids_max = sb->spec.pids_max,
-		.cpu_millis = sb->spec.cpu_millis,
-		.cgroup_parent = "deskbox",
+	    .id = sb->container_id,
+	    .bundle_dir = bundle,
+	    .rootfs = rootfs,
+	    .hostname = "deskbox",
+	    .uid = IMAGE_USER_UID,
+	    .gid = IMAGE_USER_GID,
+	    .argv = argv,
+	    .env = env,
+	    .cwd = "/workspace",
+	    .mounts = mounts,
+	    .n_mounts = sizeof(mounts) / sizeof(mounts[0]),
+	    .memory_bytes = sb->spec.memory_mb << 20,
+	    .pids_max = sb->spec.pids_max,
+	    .cpu_millis = sb->spec.cpu_millis,
+	    .cgroup_parent = "deskbox",
 	};
 	if (runtime_write_bundle(&spec, e) < 0)
 		return err_code(e);
 	_cleanup_fd_ int logfd =
-		open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	    open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (logfd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
 	/* A container left over by a crash of a previous deskboxd. */
@@ -599,7 +597,8 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 		 * parser): start a new one, once, exclusively. */
 		pthread_rwlock_wrlock(&sb->op);
 		pthread_mutex_lock(&sb->mu);
-		int still_dead = sb->status == SANDBOX_RUNNING && !(sb->cap && capture_alive(sb->cap));
+		int still_dead =
+		    sb->status == SANDBOX_RUNNING && !(sb->cap && capture_alive(sb->cap));
 		pthread_mutex_unlock(&sb->mu);
 		if (still_dead) {
 			struct capture *fresh = NULL;
@@ -692,9 +691,9 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	snprintf(dir, sizeof(dir), "%s/sandboxes", cfg->state_dir);
 	snprintf(rtroot, sizeof(rtroot), "%s/runtime", cfg->state_dir);
 	struct runtime_opts ro = {
-		.binary = cfg->runtime_binary,
-		.root = rtroot,
-		.cgroup_mode = cfg->cgroup_mode,
+	    .binary = cfg->runtime_binary,
+	    .root = rtroot,
+	    .cgroup_mode = cfg->cgroup_mode,
 	};
 	if (fs_mkdir_p(dir, 0700, e) < 0 ||
 	    image_prepare_default(cfg->state_dir, s->lower, sizeof(s->lower), e) < 0 ||

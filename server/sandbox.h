@@ -47,7 +47,7 @@ struct sandboxes_config {
 	const char *state_dir;
 	const char *runtime_binary; /* "crun" */
 	const char *bridge_path;    /* build/deskbox-bridge */
-	const char *init_path;      /* build/deskbox-init */
+	const char *init_path;	    /* build/deskbox-init */
 	enum runtime_cgroup_mode cgroup_mode;
 	unsigned max_sandboxes;
 	int ready_timeout_ms;

@@ -37,14 +37,14 @@ static inline int harness_ok(int cond, const char *file, int line, const char *n
 	do {                                                                                       \
 		long long got_ = (long long)(got), want_ = (long long)(want);                      \
 		if (!ok(got_ == want_, name))                                                      \
-			printf("#   got %lld, want %lld\n", got_, want_);                              \
+			printf("#   got %lld, want %lld\n", got_, want_);                          \
 	} while (0)
 
 #define is_str(got, want, name)                                                                    \
 	do {                                                                                       \
 		const char *got_ = (got), *want_ = (want);                                         \
 		if (!ok(got_ && want_ && strcmp(got_, want_) == 0, name))                          \
-			printf("#   got '%s', want '%s'\n", got_ ? got_ : "(null)",                    \
+			printf("#   got '%s', want '%s'\n", got_ ? got_ : "(null)",                \
 			       want_ ? want_ : "(null)");                                          \
 	} while (0)
 

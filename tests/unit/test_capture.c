@@ -176,8 +176,8 @@ int main(int argc, char **argv)
 		skip_all("pipe failed");
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-	char *xvfb[] = {"Xvfb", "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-displayfd",
-			fdarg, NULL};
+	char *xvfb[] = {"Xvfb", "-screen",    "0",   "1280x800x24", "-nolisten",
+			"tcp",	"-displayfd", fdarg, NULL};
 	spawn(xvfb, pfd[1], NULL);
 	close(pfd[1]);
 	char num[16] = "";
@@ -201,9 +201,10 @@ int main(int argc, char **argv)
 
 	char sock[PATH_MAX];
 	snprintf(sock, sizeof(sock), "%s/vnc.sock", tmpdir);
-	char *vnc[] = {"x11vnc", "-display", display, "-unixsock", sock, "-rfbport", "0",
-		       "-shared", "-forever", "-nopw", "-norc", "-quiet", "-safer", "-nocmds", "-nonap",
-		       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	char *vnc[] = {"x11vnc", "-display", display,	 "-unixsock", sock,    "-rfbport",
+		       "0",	 "-shared",  "-forever", "-nopw",     "-norc", "-quiet",
+		       "-safer", "-nocmds",  "-nonap",	 NULL,	      NULL,    NULL,
+		       NULL,	 NULL,	     NULL,	 NULL,	      NULL,    NULL};
 	/* DBX_X11VNC_EXTRA="-defer 1 -wait 1" etc. (up to eight words) for
 	 * measuring other pacing. */
 	char extra[256] = "";
@@ -267,10 +268,10 @@ int main(int argc, char **argv)
 	printf("# snapshot %dx%d: median %.3f ms\n", W, H, times[50]);
 	uint8_t region[10 * 20 * 4 + 64];
 	ok(capture_snapshot(c, (struct capture_rect){5, 7, 10, 20}, region, 10 * 4 + 3, NULL, &e) ==
-		   0,
+	       0,
 	   "region snapshot with padded stride");
 	ok(capture_snapshot(c, (struct capture_rect){W - 5, 0, 10, 1}, region, 40, NULL, &e) < 0 &&
-		   e.kind == ERR_INVALID,
+	       e.kind == ERR_INVALID,
 	   "region past the edge rejected");
 	ok(capture_snapshot(c, (struct capture_rect){0, 0, 0, 1}, region, 40, NULL, &e) < 0,
 	   "empty region rejected");

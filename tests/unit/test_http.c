@@ -68,8 +68,13 @@ int main(void)
 	ok(!utf8_valid("\xed\xa0\x80", 3), "surrogate refused");
 	ok(!utf8_valid("\xe4\xbd", 2), "truncated refused");
 	ok(!utf8_valid("\xf4\x90\x80\x80", 4), "past U+10FFFF refused");
-	char *clean = utf8_sanitize("a\xff" "b", 3);
-	is_str(clean, "a\xef\xbf\xbd" "b", "invalid byte replaced by U+FFFD");
+	char *clean = utf8_sanitize("a\xff"
+				    "b",
+				    3);
+	is_str(clean,
+	       "a\xef\xbf\xbd"
+	       "b",
+	       "invalid byte replaced by U+FFFD");
 	free(clean);
 	char *b = base64_encode("foobar", 6);
 	is_str(b, "Zm9vYmFy", "base64 of 6 bytes");

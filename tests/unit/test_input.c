@@ -83,8 +83,8 @@ int main(void)
 	ok(input_keysym_parse("\xc3", &k, &e) < 0, "truncated utf-8 key rejected");
 	ok(input_keysym_parse("0x", &k, &e) < 0, "bare 0x rejected");
 	ok(input_keysym_parse("0x123456789", &k, &e) < 0, "huge hex rejected");
-	ok(input_keysym_parse("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &k,
-			      &e) < 0,
+	ok(input_keysym_parse(
+	       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &k, &e) < 0,
 	   "long name rejected");
 
 	/* Combos and sequences */
@@ -113,11 +113,12 @@ int main(void)
 	/* Text */
 	const char *text = "héllo 你好 ✓ ÄÖÜß € 😀\n\t";
 	ok(input_seq_text(&s, text, strlen(text), &e) == 0, "unicode text parses");
-	is_str(render(&s),
-	       "+68 -68 +e9 -e9 +6c -6c +6c -6c +6f -6f +20 -20 +1004f60 -1004f60 +100597d -100597d "
-	       "+20 -20 +1002713 -1002713 +20 -20 +c4 -c4 +d6 -d6 +dc -dc +df -df +20 -20 "
-	       "+10020ac -10020ac +20 -20 +101f600 -101f600 +ff0d -ff0d +ff09 -ff09",
-	       "unicode text keysyms exact");
+	is_str(
+	    render(&s),
+	    "+68 -68 +e9 -e9 +6c -6c +6c -6c +6f -6f +20 -20 +1004f60 -1004f60 +100597d -100597d "
+	    "+20 -20 +1002713 -1002713 +20 -20 +c4 -c4 +d6 -d6 +dc -dc +df -df +20 -20 "
+	    "+10020ac -10020ac +20 -20 +101f600 -101f600 +ff0d -ff0d +ff09 -ff09",
+	    "unicode text keysyms exact");
 	input_seq_release(&s);
 	ok(input_seq_text(&s, "a\r\nb", 4, &e) == 0, "crlf");
 	is_str(render(&s), "+61 -61 +ff0d -ff0d +62 -62", "crlf is one Return");
@@ -128,14 +129,14 @@ int main(void)
 		size_t len;
 		const char *msg;
 	} bad[] = {
-		{"ab\xc0\xafz", 5, "invalid utf-8 at byte offset 2"},	  /* overlong '/' */
-		{"\xe0\x80\xaf", 3, "invalid utf-8 at byte offset 0"},	  /* overlong 3-byte */
-		{"x\xed\xa0\x80", 4, "invalid utf-8 at byte offset 1"},   /* surrogate */
-		{"\xf4\x90\x80\x80", 4, "invalid utf-8 at byte offset 0"}, /* > U+10FFFF */
-		{"ok\xe4\xbd", 4, "invalid utf-8 at byte offset 2"},	  /* truncated */
-		{"\x80", 1, "invalid utf-8 at byte offset 0"},		  /* stray continuation */
-		{"a\0b", 3, "control character U+0000 at byte offset 1"},
-		{"a\x1b", 2, "control character U+001B at byte offset 1"},
+	    {"ab\xc0\xafz", 5, "invalid utf-8 at byte offset 2"},      /* overlong '/' */
+	    {"\xe0\x80\xaf", 3, "invalid utf-8 at byte offset 0"},     /* overlong 3-byte */
+	    {"x\xed\xa0\x80", 4, "invalid utf-8 at byte offset 1"},    /* surrogate */
+	    {"\xf4\x90\x80\x80", 4, "invalid utf-8 at byte offset 0"}, /* > U+10FFFF */
+	    {"ok\xe4\xbd", 4, "invalid utf-8 at byte offset 2"},       /* truncated */
+	    {"\x80", 1, "invalid utf-8 at byte offset 0"},	       /* stray continuation */
+	    {"a\0b", 3, "control character U+0000 at byte offset 1"},
+	    {"a\x1b", 2, "control character U+001B at byte offset 1"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err_clear(&e);
@@ -155,7 +156,8 @@ int main(void)
 	ok(input_button_parse("nope", &b, &e) < 0, "unknown button");
 	uint32_t mods[] = {XK_Control_L, XK_Shift_L};
 	ok(input_seq_click(&s, 10, 20, INPUT_BUTTON_LEFT, 2, mods, 2, &e) == 0, "click");
-	is_str(render(&s), "m10,20 +ffe3 +ffe1 +b1 -b1 +b1 -b1 -ffe1 -ffe3", "double click with mods");
+	is_str(render(&s), "m10,20 +ffe3 +ffe1 +b1 -b1 +b1 -b1 -ffe1 -ffe3",
+	       "double click with mods");
 	ok(input_seq_click(&s, 10, 20, INPUT_BUTTON_LEFT, 4, NULL, 0, &e) < 0, "count 4 rejected");
 	ok(input_seq_click(&s, 10, 20, 9, 1, NULL, 0, &e) < 0, "button 9 rejected");
 	input_seq_release(&s);

@@ -116,7 +116,8 @@ int main(void)
 	struct err e = ERR_INIT;
 	uint8_t px[16] = {0}, *out = NULL;
 	size_t len;
-	ok(capture_png_encode(px, 0, 1, 4, 1, &out, &len, &e) < 0 && e.kind == ERR_INVALID, "zero width");
+	ok(capture_png_encode(px, 0, 1, 4, 1, &out, &len, &e) < 0 && e.kind == ERR_INVALID,
+	   "zero width");
 	ok(capture_png_encode(px, 2, 1, 4, 1, &out, &len, &e) < 0, "stride too small");
 	ok(capture_png_encode(px, 1, 1, 4, 10, &out, &len, &e) < 0, "level 10");
 	ok(capture_png_encode(px, 9000, 1, 36000, 1, &out, &len, &e) < 0, "too wide");
@@ -127,10 +128,12 @@ int main(void)
 	for (uint32_t y = 0; y < h; y++)
 		for (uint32_t x = 0; x < w; x++) {
 			uint8_t *p = img + ((size_t)y * w + x) * 4;
-			int bar = y < 30, win = x > 200 && x < 900 && y > 100 && y < 600;
-			int text = win && (y % 16) < 10 && ((x / 7) % 5) != 0 && ((x * 31 + y * 17) % 11) < 4;
+			int bar = y<30, win = x> 200 && x < 900 && y > 100 && y < 600;
+			int text = win && (y % 16) < 10 && ((x / 7) % 5) != 0 &&
+				   ((x * 31 + y * 17) % 11) < 4;
 			uint8_t v = bar ? 0x30 : text ? 0x10 : win ? 0xf0 : 0x5a;
-			p[0] = v, p[1] = bar ? 0x30 : (uint8_t)(v + (win ? 0 : 0x20)), p[2] = v, p[3] = 0;
+			p[0] = v, p[1] = bar ? 0x30 : (uint8_t)(v + (win ? 0 : 0x20)), p[2] = v,
+			p[3] = 0;
 		}
 	bench("quiet desktop", img, w, h);
 	for (size_t i = 0; i < (size_t)w * h * 4; i++)
