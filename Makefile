@@ -130,6 +130,11 @@ check: install-deps
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
+# Speed figures against the naive tools, measured in the same run.
+bench: install-deps
+	@$(MAKE) --no-print-directory all
+	@DESKBOX_BUILD=$(abspath $(BUILD)) python3 scripts/bench.py
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
