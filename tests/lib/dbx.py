@@ -251,9 +251,15 @@ def png_pixels(data):
 
 def changed_bbox(png_a, png_b):
     """Bounding box (x0, y0, x1, y1) of the pixels that differ between two
-    screenshots of the same size, from their filtered rows (SUB filtering
-    spreads a change by one pixel at most), or None."""
+    screenshots of the same size, or None.  When both use the same filter
+    per row it compares the filtered rows (SUB or UP filtering spreads a
+    change by one pixel at most), else the decoded pixels."""
     ra, rb = png_rows(png_a), png_rows(png_b)
+    if any(fa != fb for (fa, _), (fb, _) in zip(ra, rb)):
+        # The encoder picked other filters for the two: compare pixels.
+        pa, pb = png_pixels(png_a), png_pixels(png_b)
+        ra = [(0, a) for a in pa]
+        rb = [(0, b) for b in pb]
     x0 = y0 = 1 << 30
     x1 = y1 = -1
     for y, ((fa, a), (fb, b)) in enumerate(zip(ra, rb)):
