@@ -1,0 +1,223 @@
+/* exec_agent: see exec_agent.h. */
+#include "exec_agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Requests over this are refused (argv and env of one program). */
+#define REQUEST_MAX  (8u << 20)
+#define MAX_CHILDREN 4096
+/* The child's fds while it sets up: the connection and the three stdio
+ * fds are moved up here, out of the way of 0-2. */
+#define CONN_FD 3
+
+struct exec_agent {
+	int listen_fd;
+	struct {
+		pid_t pid;
+		int conn;
+	} kids[MAX_CHILDREN];
+	int n_kids;
+};
+
+extern char **environ;
+
+struct exec_agent *exec_agent_open(void)
+{
+	struct exec_agent *a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", EXEC_AGENT_SOCK);
+	unlink(EXEC_AGENT_SOCK);
+	if (a->listen_fd < 0 || bind(a->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(EXEC_AGENT_SOCK, 0600) < 0 || listen(a->listen_fd, 128) < 0) {
+		fprintf(stderr, "deskbox-init: exec agent: %s: %s\n", EXEC_AGENT_SOCK,
+			strerror(errno));
+		if (a->listen_fd >= 0)
+			close(a->listen_fd);
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+int exec_agent_fd(const struct exec_agent *a)
+{
+	return a ? a->listen_fd : -1;
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Runs in the forked child: never returns. */
+static void child(void)
+{
+	/* The header, with the stdio fds attached. */
+	uint32_t len;
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {&len, sizeof(len)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t n;
+	while ((n = recvmsg(CONN_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fds[3] = {-1, -1, -1};
+	if (n != sizeof(len) || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(3 * sizeof(int)))
+		_exit(125);
+	memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+	if (len < 8 || len > REQUEST_MAX)
+		_exit(125);
+	char *req = malloc((size_t)len + 1);
+	if (!req || read_full(CONN_FD, req, len) < 0)
+		_exit(125);
+	req[len] = '\0';
+	uint32_t argc, envc;
+	memcpy(&argc, req, 4);
+	memcpy(&envc, req + 4, 4);
+	if (argc == 0 || argc > len || envc > len)
+		_exit(125);
+	char **argv = calloc((size_t)argc + 1, sizeof(char *));
+	size_t n_env = 0;
+	while (environ[n_env])
+		n_env++;
+	char **envp = calloc(n_env + envc + 1, sizeof(char *));
+	if (!argv || !envp)
+		_exit(125);
+	char *p = req + 8, *end = req + len;
+	const char *cwd = p;
+	p += strnlen(p, (size_t)(end - p)) + 1;
+	for (uint32_t i = 0; i < argc + envc; i++) {
+		if (p >= end)
+			_exit(125);
+		if (i < argc)
+			argv[i] = p;
+		else
+			envp[i - argc] = p;
+		p += strnlen(p, (size_t)(end - p)) + 1;
+	}
+	/* The init's environment under the request's variables. */
+	size_t k = envc;
+	for (size_t i = 0; i < n_env; i++) {
+		size_t kl = strcspn(environ[i], "=");
+		int overridden = 0;
+		for (uint32_t j = 0; j < envc && !overridden; j++)
+			overridden = strncmp(envp[j], environ[i], kl + 1) == 0;
+		if (!overridden)
+			envp[k++] = environ[i];
+	}
+	envp[k] = NULL;
+
+	/* Who we are, in deskboxd's terms: SCM_CREDENTIALS. */
+	int32_t me = (int32_t)getpid();
+	struct ucred uc = {getpid(), getuid(), getgid()};
+	char ccbuf[CMSG_SPACE(sizeof(uc))];
+	memset(ccbuf, 0, sizeof(ccbuf));
+	struct iovec iov2 = {&me, sizeof(me)};
+	struct msghdr mh2 = {.msg_iov = &iov2,
+			     .msg_iovlen = 1,
+			     .msg_control = ccbuf,
+			     .msg_controllen = sizeof(ccbuf)};
+	struct cmsghdr *c2 = CMSG_FIRSTHDR(&mh2);
+	c2->cmsg_level = SOL_SOCKET;
+	c2->cmsg_type = SCM_CREDENTIALS;
+	c2->cmsg_len = CMSG_LEN(sizeof(uc));
+	memcpy(CMSG_DATA(c2), &uc, sizeof(uc));
+	if (sendmsg(CONN_FD, &mh2, MSG_NOSIGNAL) != sizeof(me))
+		_exit(125);
+	/* Nothing of the program may run before deskboxd placed us. */
+	char go;
+	if (read_full(CONN_FD, &go, 1) < 0 || go != 'g')
+		_exit(125);
+
+	setsid();
+	for (int i = 0; i < 3; i++)
+		if (dup2(fds[i], i) < 0)
+			_exit(125);
+	if (cwd[0] && chdir(cwd) < 0) {
+		dprintf(2, "cannot enter '%s': %s\n", cwd, strerror(errno));
+		_exit(126);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	syscall(SYS_close_range, 3, ~0u, 0);
+	execvpe(argv[0], argv, envp);
+	int err = errno;
+	dprintf(2, "%s: %s\n", argv[0], strerror(err));
+	_exit(err == ENOENT ? 127 : 126);
+}
+
+void exec_agent_accept(struct exec_agent *a)
+{
+	for (;;) {
+		int conn = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (conn < 0)
+			return;
+		if (a->n_kids >= MAX_CHILDREN) {
+			close(conn);
+			continue;
+		}
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (dup2(conn, CONN_FD) < 0)
+				_exit(125);
+			/* Everything of the init (signalfd, X, other
+			 * connections) goes; the stdio fds arrive later. */
+			syscall(SYS_close_range, CONN_FD + 1, ~0u, 0);
+			child();
+		}
+		if (pid < 0) {
+			close(conn);
+			continue;
+		}
+		a->kids[a->n_kids].pid = pid;
+		a->kids[a->n_kids].conn = conn;
+		a->n_kids++;
+	}
+}
+
+int exec_agent_reaped(struct exec_agent *a, pid_t pid, int status)
+{
+	if (!a)
+		return 0;
+	for (int i = 0; i < a->n_kids; i++) {
+		if (a->kids[i].pid != pid)
+			continue;
+		int32_t st = status;
+		/* Four bytes into an idle socket's buffer: never blocks. */
+		ssize_t w = send(a->kids[i].conn, &st, sizeof(st), MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)w;
+		close(a->kids[i].conn);
+		a->kids[i] = a->kids[--a->n_kids];
+		return 1;
+	}
+	return 0;
+}
