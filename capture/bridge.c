@@ -46,6 +46,7 @@ enum {
 struct bridge {
 	struct capture_hdr *hdr;
 	uint8_t *pixels;	/* shared, hdr->width x hdr->height */
+	uint8_t *cursor;	/* shared, CAPTURE_CURSOR_SIZE bytes */
 	uint32_t width, height; /* read once from the header and validated */
 	int have_damage;
 	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
@@ -196,6 +197,33 @@ static void finished_update(rfbClient *cl)
 	b->have_damage = 0;
 }
 
+/* libvncclient decoded a cursor shape (RichCursor/XCursor) into rcSource
+ * (pixels in our 32-bit format) and rcMask (one byte per pixel, non-zero
+ * where the cursor is opaque).  Mirror it, with its own seqlock, for
+ * screenshots that show the pointer. */
+static void got_cursor(rfbClient *cl, int xhot, int yhot, int width, int height, int bpp)
+{
+	struct bridge *b = bridge_of(cl);
+	struct capture_hdr *h = b->hdr;
+	int ok = bpp == 4 && cl->rcSource && cl->rcMask && width > 0 && height > 0 &&
+		 (unsigned)width <= CAPTURE_CURSOR_MAX && (unsigned)height <= CAPTURE_CURSOR_MAX;
+	uint64_t seq = atomic_load_explicit(&h->cursor_seq, memory_order_relaxed);
+	atomic_store_explicit(&h->cursor_seq, seq + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	if (ok) {
+		size_t n = (size_t)width * (size_t)height;
+		for (size_t i = 0; i < n; i++) {
+			memcpy(b->cursor + i * 4, cl->rcSource + i * 4, 3);
+			b->cursor[i * 4 + 3] = cl->rcMask[i] ? 255 : 0;
+		}
+	}
+	atomic_store_explicit(&h->cursor_w, ok ? (uint32_t)width : 0, memory_order_relaxed);
+	atomic_store_explicit(&h->cursor_h, ok ? (uint32_t)height : 0, memory_order_relaxed);
+	atomic_store_explicit(&h->cursor_hot_x, xhot, memory_order_relaxed);
+	atomic_store_explicit(&h->cursor_hot_y, yhot, memory_order_relaxed);
+	atomic_store_explicit(&h->cursor_seq, seq + 2, memory_order_release);
+}
+
 static int send_events(struct bridge *b, rfbClient *cl, const struct input_event *ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -279,10 +307,11 @@ static int map_shared(struct bridge *b)
 	b->width = h->width;
 	b->height = h->height;
 	/* Never write past the mapping, whatever the header says. */
-	if ((size_t)b->width * b->height * 4 > len - CAPTURE_HDR_SIZE)
+	if ((size_t)b->width * b->height * 4 + CAPTURE_CURSOR_SIZE > len - CAPTURE_HDR_SIZE)
 		return -1;
 	b->hdr = h;
 	b->pixels = map + CAPTURE_HDR_SIZE;
+	b->cursor = map + len - CAPTURE_CURSOR_SIZE;
 	return 0;
 }
 
@@ -330,6 +359,7 @@ int main(void)
 	cl->MallocFrameBuffer = malloc_fb;
 	cl->GotFrameBufferUpdate = got_update;
 	cl->FinishedFrameBufferUpdate = finished_update;
+	cl->GotCursorShape = got_cursor;
 	/* The connection is already open: with listenSpecified set,
 	 * rfbInitClient skips its own connect and handshakes on `sock`. */
 	cl->sock = FD_VNC;

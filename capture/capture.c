@@ -75,8 +75,11 @@ uint64_t capture_last_change_ns(const struct capture *c)
 
 void capture_pointer(const struct capture *c, int32_t *x, int32_t *y)
 {
-	*x = atomic_load_explicit(&c->hdr->pointer_x, memory_order_relaxed);
-	*y = atomic_load_explicit(&c->hdr->pointer_y, memory_order_relaxed);
+	/* Written by the bridge: keep it on the screen. */
+	int32_t px = atomic_load_explicit(&c->hdr->pointer_x, memory_order_relaxed);
+	int32_t py = atomic_load_explicit(&c->hdr->pointer_y, memory_order_relaxed);
+	*x = px < 0 ? 0 : px >= (int32_t)c->width ? (int32_t)c->width - 1 : px;
+	*y = py < 0 ? 0 : py >= (int32_t)c->height ? (int32_t)c->height - 1 : py;
 }
 
 pid_t capture_pid(const struct capture *c)
@@ -156,7 +159,8 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 	size_t px;
 	if (__builtin_mul_overflow((size_t)o->width, (size_t)o->height, &px) ||
 	    __builtin_mul_overflow(px, (size_t)4, &px) ||
-	    __builtin_add_overflow(px, (size_t)CAPTURE_HDR_SIZE, &px) || px > (size_t)LLONG_MAX)
+	    __builtin_add_overflow(px, (size_t)CAPTURE_HDR_SIZE + CAPTURE_CURSOR_SIZE, &px) ||
+	    px > (size_t)LLONG_MAX)
 		return err_set(e, ERR_INVALID, EOVERFLOW, "display size %ux%u too large", o->width,
 			       o->height);
 
@@ -383,12 +387,28 @@ static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 	}
 }
 
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int capture_send(struct capture *c, const struct input_event *ev, size_t n, struct err *e)
 {
 	pthread_mutex_lock(&c->send_lock);
 	int r = 0;
 	for (size_t off = 0; r == 0 && off < n;) {
-		size_t k = n - off < CAPTURE_MSG_EVENTS ? n - off : CAPTURE_MSG_EVENTS;
+		if (ev[off].type == INPUT_PAUSE) {
+			int ms = ev[off].x;
+			if (ms > 0)
+				sleep_ms(ms > INPUT_PAUSE_MAX_MS ? INPUT_PAUSE_MAX_MS : ms);
+			off++;
+			continue;
+		}
+		size_t k = 0;
+		while (off + k < n && k < CAPTURE_MSG_EVENTS && ev[off + k].type != INPUT_PAUSE)
+			k++;
 		struct capture_msg msg = {
 		    .magic = CAPTURE_MSG_MAGIC, .seq = ++c->send_seq, .n = (uint32_t)k};
 		struct iovec iov[2] = {{&msg, sizeof(msg)}, {(void *)(ev + off), k * sizeof(*ev)}};
@@ -406,4 +426,37 @@ int capture_send(struct capture *c, const struct input_event *ev, size_t n, stru
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return r;
+}
+
+int capture_cursor(struct capture *c, uint8_t *dst, uint32_t *w, uint32_t *h, int32_t *hot_x,
+		   int32_t *hot_y, uint64_t *serial)
+{
+	const uint8_t *src = c->map + c->map_len - CAPTURE_CURSOR_SIZE;
+	for (int i = 0; i < SNAPSHOT_TRIES; i++) {
+		uint64_t s1 = atomic_load_explicit(&c->hdr->cursor_seq, memory_order_acquire);
+		if (s1 & 1) {
+			sched_yield();
+			continue;
+		}
+		uint32_t cw = atomic_load_explicit(&c->hdr->cursor_w, memory_order_relaxed);
+		uint32_t ch = atomic_load_explicit(&c->hdr->cursor_h, memory_order_relaxed);
+		int32_t hx = atomic_load_explicit(&c->hdr->cursor_hot_x, memory_order_relaxed);
+		int32_t hy = atomic_load_explicit(&c->hdr->cursor_hot_y, memory_order_relaxed);
+		/* SECURITY: the bridge wrote these; the copy below must stay
+		 * inside the cursor area and `dst`. */
+		if (cw == 0 || ch == 0 || cw > CAPTURE_CURSOR_MAX || ch > CAPTURE_CURSOR_MAX)
+			return 0;
+		memcpy(dst, src, (size_t)cw * ch * 4);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&c->hdr->cursor_seq, memory_order_relaxed) != s1)
+			continue;
+		*w = cw;
+		*h = ch;
+		*hot_x = hx < 0 ? 0 : hx >= (int32_t)cw ? (int32_t)cw - 1 : hx;
+		*hot_y = hy < 0 ? 0 : hy >= (int32_t)ch ? (int32_t)ch - 1 : hy;
+		if (serial)
+			*serial = s1;
+		return 1;
+	}
+	return 0;
 }

@@ -23,9 +23,14 @@
 #include "../input/input.h"
 
 #define CAPTURE_MAGIC	 0x46584244u /* "DBXF" */
-#define CAPTURE_VERSION	 1u
+#define CAPTURE_VERSION	 2u
 #define CAPTURE_HDR_SIZE 4096u /* pixels start here, page aligned */
 #define CAPTURE_MAX_DIM	 8192u /* widest/tallest display accepted */
+/* The cursor shape area follows the pixels: CAPTURE_CURSOR_MAX squared
+ * 32-bit B,G,R,A values (A is 0 or 255, from the RFB cursor mask), rows
+ * `cursor_w * 4` bytes apart.  Larger cursors are not mirrored. */
+#define CAPTURE_CURSOR_MAX  64u
+#define CAPTURE_CURSOR_SIZE (CAPTURE_CURSOR_MAX * CAPTURE_CURSOR_MAX * 4u)
 
 enum capture_state {
 	CAPTURE_CONNECTING = 0,
@@ -35,7 +40,7 @@ enum capture_state {
 
 /* The shared memory's header.  Pixels follow at CAPTURE_HDR_SIZE: `height`
  * rows of `width` 32-bit little-endian 0x00RRGGBB values (bytes B, G, R, X),
- * rows `width * 4` bytes apart. */
+ * rows `width * 4` bytes apart; then the cursor area (CAPTURE_CURSOR_SIZE). */
 struct capture_hdr {
 	uint32_t magic, version;
 	uint32_t width, height; /* written by deskboxd before the bridge starts */
@@ -53,6 +58,11 @@ struct capture_hdr {
 	_Atomic int32_t damage_x, damage_y, damage_w, damage_h;
 	/* Pointer position as last sent by the bridge. */
 	_Atomic int32_t pointer_x, pointer_y;
+	/* Cursor shape, under its own seqlock (odd while the bridge writes):
+	 * size and hot spot as the VNC server sent them, 0x0 when none. */
+	_Atomic uint64_t cursor_seq;
+	_Atomic uint32_t cursor_w, cursor_h;
+	_Atomic int32_t cursor_hot_x, cursor_hot_y;
 };
 
 /* deskboxd's handle on one bridge: process, shared memory, control socket.
@@ -110,8 +120,32 @@ int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, siz
 		     uint64_t *frame, struct err *e);
 
 /* Sends `n` events and returns once the bridge has written them to the VNC
- * connection, in order.  ERR_UNAVAILABLE if the bridge is gone. */
+ * connection, in order.  INPUT_PAUSE events are not sent: the sender sleeps
+ * there (holding the input order for other senders).  ERR_UNAVAILABLE if
+ * the bridge is gone. */
 int capture_send(struct capture *c, const struct input_event *ev, size_t n, struct err *e);
+
+/* The cursor shape: copies it (B,G,R,A, rows `*w * 4` bytes apart) into
+ * `dst` (CAPTURE_CURSOR_SIZE bytes) with its size and hot spot, and a serial
+ * that changes with the shape.  Returns 1, or 0 when there is no (valid)
+ * shape.  Sizes written by the bridge are bounded here. */
+int capture_cursor(struct capture *c, uint8_t *dst, uint32_t *w, uint32_t *h, int32_t *hot_x,
+		   int32_t *hot_y, uint64_t *serial);
+
+/* Draws a B,G,R,A cursor (`cw` x `ch`, rows `cw * 4` apart) with its top
+ * left at (`x`, `y`) onto a B,G,R,X image, clipped to it. */
+void capture_draw_cursor(uint8_t *img, uint32_t w, uint32_t h, size_t stride, const uint8_t *cur,
+			 uint32_t cw, uint32_t ch, int32_t x, int32_t y);
+
+/* Resamples a B,G,R,X image to `dw` x `dh` (box filter when shrinking,
+ * nearest pixel when enlarging).  Pure; both images are caller-owned. */
+void capture_scale(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, uint8_t *dst,
+		   uint32_t dw, uint32_t dh, size_t dstride);
+
+/* Encodes a B,G,R,X image as baseline JPEG (libjpeg-turbo) at `quality`
+ * 1..100.  *out is malloc'd, owned by the caller. */
+int capture_jpeg_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int quality,
+			uint8_t **out, size_t *out_len, struct err *e);
 
 /* Encodes a B,G,R,X image as an RGB PNG with zlib `level` (0..9; 1 is the
  * fast default) and SUB filtering.  On success *out is malloc'd, owned by the

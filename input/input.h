@@ -18,6 +18,10 @@ enum input_type {
 	INPUT_MOVE = 1,	  /* pointer to (x, y) */
 	INPUT_BUTTON = 2, /* button `button` pressed (down=1) or released (down=0) at the pointer */
 	INPUT_KEY = 3,	  /* key `keysym` pressed (down=1) or released (down=0) */
+	/* Not sent to the VNC server: whoever sends the sequence waits `x`
+	 * milliseconds before the events that follow (pacing for typing,
+	 * held keys and drags).  The bridge ignores it. */
+	INPUT_PAUSE = 4,
 };
 
 /* X11/RFB button numbers: 1 left, 2 middle, 3 right, 4/5 wheel up/down,
@@ -87,8 +91,46 @@ int input_seq_keys_dir(struct input_seq *s, const char *combo, int down, struct 
 int input_seq_text(struct input_seq *s, const char *text, size_t len, struct err *e);
 
 /* Appends a move to (x, y) followed by `count` (1..3) press/release pairs of
- * `button`, with the keysyms in `mods` held down around them. */
+ * `button` (50 ms apart), with the keysyms in `mods` held down around them. */
 int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button button, int count,
 		    const uint32_t *mods, size_t nmods, struct err *e);
+
+/* Appends a pause of `ms` (1..INPUT_PAUSE_MAX_MS) milliseconds. */
+#define INPUT_PAUSE_MAX_MS 60000
+int input_seq_pause(struct input_seq *s, int32_t ms, struct err *e);
+
+/* input_seq_text() with a pause of `pause_ms` (0: none) after every
+ * character. */
+int input_seq_text_paced(struct input_seq *s, const char *text, size_t len, int32_t pause_ms,
+			 struct err *e);
+
+/* Appends a drag along `npts` (>= 2) points (`xy` holds x0,y0,x1,y1,...):
+ * move to the first, press `button`, then pointer moves at most `step`
+ * pixels apart along each segment (toolkits recognise a drag by a stream of
+ * motion events, not a jump) with short pauses, and release at the last.
+ * The total event count is capped; long paths get coarser steps. */
+int input_seq_drag(struct input_seq *s, const int32_t *xy, size_t npts, enum input_button button,
+		   int32_t step, struct err *e);
+
+/* Appends a move to (x, y) and |dy| wheel clicks down (dy > 0) or up, then
+ * |dx| clicks right (dx > 0) or left, sent as shift + wheel (x11vnc does not
+ * pass on buttons 6/7).  |dx|, |dy| <= INPUT_SCROLL_MAX. */
+#define INPUT_SCROLL_MAX 1000
+int input_seq_scroll(struct input_seq *s, int32_t x, int32_t y, int32_t dx, int32_t dy,
+		     struct err *e);
+
+/* Copies `in` to `out` (appending), adding a pause of `ms` where keyboard
+ * and pointer events meet and before a button release that follows pointer
+ * motion.  VNC servers handle the two kinds on different paths and may
+ * coalesce motion (x11vnc: a shift pressed around a wheel click arrived
+ * after it; a drag's release landed before its last moves), so the order an
+ * application sees is kept by giving each kind time to land. */
+int input_seq_ordered(const struct input_seq *in, struct input_seq *out, int32_t ms, struct err *e);
+
+/* Maps a coordinate on an axis `from` pixels long onto one `to` pixels
+ * long: the centre of pixel `v` lands in the pixel that contains it, so a
+ * click on a scaled screenshot hits what was drawn there.  The result is
+ * clamped to [0, to - 1]; `from` and `to` must be > 0. */
+int32_t input_map_coord(int32_t v, uint32_t from, uint32_t to);
 
 #endif

@@ -54,6 +54,12 @@ static const struct {
     {"pagedown", XK_Next},
     {"page_down", XK_Next},
     {"up", XK_Up},
+    /* OpenAI computer-use key names (DOM KeyboardEvent.key style). */
+    {"arrowup", XK_Up},
+    {"arrowdown", XK_Down},
+    {"arrowleft", XK_Left},
+    {"arrowright", XK_Right},
+    {"option", XK_Alt_L},
     {"down", XK_Down},
     {"left", XK_Left},
     {"right", XK_Right},

@@ -49,6 +49,12 @@ uint32_t input_codepoint_keysym(uint32_t cp)
 
 int input_seq_text(struct input_seq *s, const char *text, size_t len, struct err *e)
 {
+	return input_seq_text_paced(s, text, len, 0, e);
+}
+
+int input_seq_text_paced(struct input_seq *s, const char *text, size_t len, int32_t pause_ms,
+			 struct err *e)
+{
 	const unsigned char *p = (const unsigned char *)text;
 	size_t i = 0;
 	while (i < len) {
@@ -76,6 +82,8 @@ int input_seq_text(struct input_seq *s, const char *text, size_t len, struct err
 		int r = input_push_key(s, keysym, 1, e);
 		if (r == 0)
 			r = input_push_key(s, keysym, 0, e);
+		if (r == 0 && pause_ms > 0)
+			r = input_seq_pause(s, pause_ms, e);
 		if (r < 0)
 			return r;
 		i += n;

@@ -1,225 +1,341 @@
+/* The /desktop routes: screenshots, info, the actions (desktop_*.c), the
+ * actions batch and the tool-format adapters. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../input/input.h"
-#include "api.h"
+#include "../common/fs.h"
 #include "args.h"
+#include "desktop.h"
 
-/* The most bytes type_text accepts in one request. */
-#define TYPE_TEXT_MAX (256u * 1024u)
+/* Actions one batch may hold, and how long a batch may run before the
+ * remaining actions are refused. */
+#define BATCH_MAX_ACTIONS 64
+#define BATCH_MAX_MS	  120000
 
-int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e)
+/* Enters the desktop for a request with a JSON body: *body is the parsed
+ * body on success (caller frees). */
+static int enter_json(struct http_request *req, cJSON **body, struct desk *d, struct err *e)
 {
-	struct api *api = req->app;
-	struct sandbox *sb;
-	struct capture *cap;
-	if (api_enter(req, 1, &sb, &cap, e) < 0)
+	if (http_json_body(req, body, e) < 0)
 		return err_code(e);
-	int64_t W = capture_width(cap), H = capture_height(cap);
-	int64_t x, y, w, h;
-	int r = 0;
-	if (args_query_int(req, "x", 0, W - 1, 0, 0, &x, e) < 0 ||
-	    args_query_int(req, "y", 0, H - 1, 0, 0, &y, e) < 0 ||
-	    args_query_int(req, "w", 1, W - x, W - x, 0, &w, e) < 0 ||
-	    args_query_int(req, "h", 1, H - y, H - y, 0, &h, e) < 0) {
-		api_release(sb);
+	if (desk_enter(req, *body, d, e) < 0) {
+		cJSON_Delete(*body);
+		*body = NULL;
 		return err_code(e);
 	}
-	/* SECURITY: w, h are bounded by the display size deskboxd chose
-	 * (<= 4096 each), so w * h * 4 cannot overflow. */
-	size_t stride = (size_t)w * 4;
-	uint8_t *pix = malloc(stride * (size_t)h);
-	if (!pix) {
-		api_release(sb);
+	return 0;
+}
+
+/* agent_width/agent_height in a GET's query string as an "agent_display". */
+static int query_agent_display(struct http_request *req, cJSON *o, struct err *e)
+{
+	const char *w = http_query(req, "agent_width"), *h = http_query(req, "agent_height");
+	if (!w && !h)
+		return 0;
+	int64_t vw, vh;
+	if (!w || !h || args_parse_int(w, 64, 8192, &vw) < 0 ||
+	    args_parse_int(h, 64, 8192, &vh) < 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "queries 'agent_width' and 'agent_height' must both be 64-8192");
+	cJSON *ad = cJSON_AddObjectToObject(o, "agent_display");
+	cJSON_AddNumberToObject(ad, "width", (double)vw);
+	cJSON_AddNumberToObject(ad, "height", (double)vh);
+	return 0;
+}
+
+static int enter_query(struct http_request *req, struct desk *d, struct err *e)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	uint64_t frame = 0;
-	struct capture_rect rect = {(uint32_t)x, (uint32_t)y, (uint32_t)w, (uint32_t)h};
-	r = capture_snapshot(cap, rect, pix, stride, &frame, e);
-	api_release(sb);
-	if (r < 0) {
-		free(pix);
-		return r;
-	}
-	uint8_t *png;
-	size_t len;
-	r = capture_png_encode(pix, (uint32_t)w, (uint32_t)h, stride, api->png_level, &png, &len,
-			       e);
-	free(pix);
-	if (r < 0)
-		return r;
-	http_reply_data(res, 200, "image/png", png, len);
+	int r = query_agent_display(req, o, e);
+	if (r == 0)
+		r = desk_enter(req, o, d, e);
+	cJSON_Delete(o);
+	return r;
+}
+
+static void add_frame_header(struct http_response *res, uint64_t frame)
+{
 	char fbuf[32];
 	snprintf(fbuf, sizeof(fbuf), "%llu", (unsigned long long)frame);
 	http_add_header(res, "X-Frame", fbuf, NULL);
-	http_add_header(res, "Cache-Control", "no-store", NULL);
+}
+
+/* 1 when the If-None-Match header lists `etag` (or is "*"). */
+static int etag_matches(struct http_request *req, const char *etag)
+{
+	const char *inm = http_header(req, "If-None-Match");
+	if (!inm)
+		return 0;
+	if (strcmp(inm, "*") == 0)
+		return 1;
+	size_t n = strlen(etag);
+	for (const char *p = inm; (p = strstr(p, etag)); p += n) {
+		char before = p == inm ? ' ' : p[-1], after = p[n];
+		if ((before == ' ' || before == ',' || before == '/') &&
+		    (after == '\0' || after == ',' || after == ' '))
+			return 1;
+	}
+	return 0;
+}
+
+int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct desk d;
+	if (enter_query(req, &d, e) < 0)
+		return err_code(e);
+	struct shot_opts so;
+	struct shot s;
+	int r = desk_shot_query(&d, req, &so, e);
+	if (r == 0) {
+		char etag[48];
+		uint64_t frame = capture_frame(d.cap);
+		desk_shot_etag(&d, &so, frame, etag, sizeof(etag));
+		if (etag_matches(req, etag)) {
+			desk_leave(&d);
+			http_reply_empty(res, 304);
+			http_add_header(res, "ETag", etag, NULL);
+			add_frame_header(res, frame);
+			return 0;
+		}
+		r = desk_shot_take(&d, &so, &s, e);
+	}
+	desk_leave(&d);
+	if (r < 0)
+		return r;
+	http_reply_data(res, 200, s.mime, s.data, s.len);
+	add_frame_header(res, s.frame);
+	http_add_header(res, "ETag", s.etag, NULL);
+	/* Revalidate every time: the ETag makes an unchanged screen cheap. */
+	http_add_header(res, "Cache-Control", "no-cache", NULL);
 	return 0;
 }
 
 int api_desktop_info(struct http_request *req, struct http_response *res, struct err *e)
 {
-	struct sandbox *sb;
-	struct capture *cap;
-	if (api_enter(req, 1, &sb, &cap, e) < 0)
+	struct desk d;
+	if (enter_query(req, &d, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "width", capture_width(cap));
-	cJSON_AddNumberToObject(j, "height", capture_height(cap));
-	cJSON_AddNumberToObject(j, "frame", (double)capture_frame(cap));
-	int32_t px, py;
-	capture_pointer(cap, &px, &py);
+	cJSON_AddNumberToObject(j, "width", d.w);
+	cJSON_AddNumberToObject(j, "height", d.h);
+	cJSON_AddNumberToObject(j, "frame", (double)capture_frame(d.cap));
+	int32_t px, py, ax, ay;
+	capture_pointer(d.cap, &px, &py);
 	cJSON *p = cJSON_AddObjectToObject(j, "pointer");
 	cJSON_AddNumberToObject(p, "x", px);
 	cJSON_AddNumberToObject(p, "y", py);
-	api_release(sb);
+	if (d.aw != d.w || d.ah != d.h) {
+		cJSON *ad = cJSON_AddObjectToObject(j, "agent_display");
+		cJSON_AddNumberToObject(ad, "width", d.aw);
+		cJSON_AddNumberToObject(ad, "height", d.ah);
+		desk_to_agent(&d, px, py, &ax, &ay);
+		cJSON *ap = cJSON_AddObjectToObject(j, "agent_pointer");
+		cJSON_AddNumberToObject(ap, "x", ax);
+		cJSON_AddNumberToObject(ap, "y", ay);
+	}
+	desk_leave(&d);
 	return http_reply_json(res, 200, j, e);
 }
 
-/* Parses the body, enters the sandbox, builds events with `build` and sends
- * them: the shape shared by every input action. */
-typedef int (*build_fn)(const cJSON *body, struct capture *cap, struct input_seq *seq,
-			struct err *e);
+/* GET routes that are actions without arguments: cursor, windows,
+ * clipboard. */
+static int get_action(struct http_request *req, struct http_response *res, const char *name,
+		      struct err *e)
+{
+	struct desk d;
+	if (enter_query(req, &d, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject();
+	cJSON *none = cJSON_CreateObject();
+	int r = desk_action(&d, name, none, j, e);
+	cJSON_Delete(none);
+	desk_leave(&d);
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	return http_reply_json(res, 200, j, e);
+}
 
-static int run_input(struct http_request *req, struct http_response *res, build_fn build,
-		     struct err *e)
+int api_desktop_cursor(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return get_action(req, res, "cursor", e);
+}
+
+int api_desktop_windows(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return get_action(req, res, "windows", e);
+}
+
+int api_desktop_clipboard(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return get_action(req, res, "get_clipboard", e);
+}
+
+/* POST …/desktop/{action}. */
+int api_desktop_action(struct http_request *req, struct http_response *res, struct err *e)
+{
+	const char *name = req->captures[1];
+	cJSON *body;
+	struct desk d;
+	if (enter_json(req, &body, &d, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject();
+	int r =
+	    desk_action(&d, strcmp(name, "clipboard") == 0 ? "set_clipboard" : name, body, j, e);
+	desk_leave(&d);
+	cJSON_Delete(body);
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/desktop/windows/{wid}/{op}. */
+int api_desktop_window_op(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (http_json_body(req, &body, e) < 0)
+	struct desk d;
+	if (enter_json(req, &body, &d, e) < 0)
 		return err_code(e);
-	struct sandbox *sb;
-	struct capture *cap;
-	if (api_enter(req, 1, &sb, &cap, e) < 0) {
-		cJSON_Delete(body);
-		return err_code(e);
-	}
-	struct input_seq seq = {0};
-	int r = build(body, cap, &seq, e);
+	cJSON *j = cJSON_CreateObject();
+	char name[32];
+	snprintf(name, sizeof(name), "window_%s", req->captures[2]);
+	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
+	desk_leave(&d);
 	cJSON_Delete(body);
-	if (r == 0)
-		r = capture_send(cap, seq.ev, seq.n, e);
-	cJSON *j = NULL;
-	if (r == 0) {
-		j = cJSON_CreateObject();
-		cJSON_AddNumberToObject(j, "events", (double)seq.n);
-		cJSON_AddNumberToObject(j, "frame", (double)capture_frame(cap));
-	}
-	input_seq_release(&seq);
-	api_release(sb);
-	if (r < 0)
+	if (r < 0) {
+		cJSON_Delete(j);
 		return r;
+	}
 	return http_reply_json(res, 200, j, e);
 }
 
-static int parse_point(const cJSON *body, struct capture *cap, int32_t *x, int32_t *y,
-		       struct err *e)
+/* The "then" part of a batch: an optional wait, then an optional
+ * screenshot (true, or an object of screenshot options). */
+static int batch_then(struct desk *d, const cJSON *then, cJSON *out, struct err *e)
 {
-	int64_t vx, vy;
-	if (args_int(body, "x", 0, (int64_t)capture_width(cap) - 1, 0, ARGS_REQUIRED, &vx, e) < 0 ||
-	    args_int(body, "y", 0, (int64_t)capture_height(cap) - 1, 0, ARGS_REQUIRED, &vy, e) < 0)
-		return err_code(e);
-	*x = (int32_t)vx;
-	*y = (int32_t)vy;
+	if (!then || cJSON_IsNull(then))
+		return 0;
+	if (!cJSON_IsObject(then))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'then' must be an object");
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(then, "wait");
+	if (w && !cJSON_IsNull(w)) {
+		if (!cJSON_IsObject(w))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field 'then.wait' must be an object");
+		cJSON *wo = cJSON_AddObjectToObject(out, "wait");
+		if (desk_wait(d, w, wo, e) < 0)
+			return err_wrap(e, "then.wait");
+	}
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(then, "screenshot");
+	if (!s || cJSON_IsNull(s) || cJSON_IsFalse(s))
+		return 0;
+	cJSON *empty = NULL;
+	if (cJSON_IsTrue(s))
+		s = empty = cJSON_CreateObject();
+	else if (!cJSON_IsObject(s))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'then.screenshot' must be true or an object of options");
+	struct shot_opts so;
+	struct shot shot;
+	int r = desk_shot_parse(d, s, &so, e);
+	cJSON_Delete(empty);
+	if (r == 0)
+		r = desk_shot_take(d, &so, &shot, e);
+	if (r < 0)
+		return err_wrap(e, "then.screenshot");
+	cJSON *sj = desk_shot_json(&shot);
+	desk_shot_release(&shot);
+	if (!sj)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	cJSON_AddItemToObject(out, "screenshot", sj);
 	return 0;
 }
 
-#define MAX_MODIFIERS 8
-
-static int build_click(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
+int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e)
 {
-	int32_t x, y;
-	if (parse_point(body, cap, &x, &y, e) < 0)
+	cJSON *body;
+	struct desk d;
+	if (enter_json(req, &body, &d, e) < 0)
 		return err_code(e);
-	enum input_button button = INPUT_BUTTON_LEFT;
-	const char *bname;
-	if (args_string(body, "button", 32, 0, &bname, e) < 0)
-		return err_code(e);
-	if (bname && input_button_parse(bname, &button, e) < 0)
-		return err_code(e);
-	int64_t count;
-	if (args_int(body, "count", 1, 3, 1, 0, &count, e) < 0)
-		return err_code(e);
-	uint32_t mods[MAX_MODIFIERS];
-	size_t nmods = 0;
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "modifiers");
-	if (m && !cJSON_IsNull(m)) {
-		if (!cJSON_IsArray(m))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'modifiers' must be an array of key names");
-		const cJSON *it;
-		cJSON_ArrayForEach(it, m)
-		{
-			if (nmods >= MAX_MODIFIERS)
-				return err_set(e, ERR_INVALID, E2BIG, "more than %d modifiers",
-					       MAX_MODIFIERS);
-			if (!cJSON_IsString(it))
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "field 'modifiers' must hold strings");
-			if (input_keysym_parse(it->valuestring, &mods[nmods], e) < 0)
-				return err_wrap(e, "modifiers");
-			nmods++;
+	long long start = fs_now_ms();
+	cJSON *j = cJSON_CreateObject();
+	cJSON *results = cJSON_AddArrayToObject(j, "results");
+	const cJSON *acts = cJSON_GetObjectItemCaseSensitive(body, "actions");
+	int r = 0;
+	if (!cJSON_IsArray(acts) || cJSON_GetArraySize(acts) > BATCH_MAX_ACTIONS)
+		r = err_set(e, ERR_INVALID, EINVAL,
+			    "field 'actions' must be an array of at most %d actions",
+			    BATCH_MAX_ACTIONS);
+	int i = 0;
+	const cJSON *a;
+	const cJSON *list = r == 0 ? acts : NULL;
+	cJSON_ArrayForEach(a, list)
+	{
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(a, "action");
+		if (!cJSON_IsObject(a) || !cJSON_IsString(name)) {
+			r = err_set(e, ERR_INVALID, EINVAL,
+				    "actions[%d] must be an object with an 'action' name", i);
+			break;
 		}
-	}
-	return input_seq_click(seq, x, y, button, (int)count, mods, nmods, e);
-}
-
-static int build_move(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
-{
-	int32_t x, y;
-	if (parse_point(body, cap, &x, &y, e) < 0)
-		return err_code(e);
-	struct input_event ev = {.type = INPUT_MOVE, .x = x, .y = y};
-	return input_seq_push(seq, &ev, e);
-}
-
-static int build_type_text(const cJSON *body, struct capture *cap, struct input_seq *seq,
-			   struct err *e)
-{
-	const char *text;
-	if (args_string(body, "text", TYPE_TEXT_MAX, ARGS_REQUIRED, &text, e) < 0)
-		return err_code(e);
-	return input_seq_text(seq, text, strlen(text), e);
-}
-
-static int build_key(const cJSON *body, struct capture *cap, struct input_seq *seq, struct err *e)
-{
-	const cJSON *k = cJSON_GetObjectItemCaseSensitive(body, "keys");
-	if (cJSON_IsString(k))
-		return input_seq_keys(seq, k->valuestring, e);
-	if (cJSON_IsArray(k) && cJSON_GetArraySize(k) > 0) {
-		const cJSON *it;
-		cJSON_ArrayForEach(it, k)
-		{
-			if (!cJSON_IsString(it))
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "field 'keys' must hold strings");
-			if (input_seq_keys(seq, it->valuestring, e) < 0)
-				return err_code(e);
+		if (fs_now_ms() - start > BATCH_MAX_MS) {
+			r = err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+				    "actions[%d]: the batch ran past %d ms", i, BATCH_MAX_MS);
+			break;
 		}
-		return 0;
+		cJSON *one = cJSON_CreateObject();
+		cJSON_AddItemToArray(results, one);
+		cJSON_AddStringToObject(one, "action", name->valuestring);
+		r = desk_action(&d, name->valuestring, a, one, e);
+		if (r < 0) {
+			err_wrap(e, "actions[%d] (%.32s)", i, name->valuestring);
+			break;
+		}
+		i++;
 	}
-	return err_set(e, ERR_INVALID, EINVAL,
-		       "field 'keys' must be a key combination like \"ctrl+shift+t\" or a "
-		       "non-empty list of them");
+	if (r == 0)
+		r = batch_then(&d, cJSON_GetObjectItemCaseSensitive(body, "then"), j, e);
+	if (r == 0)
+		cJSON_AddNumberToObject(j, "frame", (double)capture_frame(d.cap));
+	desk_leave(&d);
+	cJSON_Delete(body);
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	return http_reply_json(res, 200, j, e);
 }
 
-int api_desktop_click(struct http_request *req, struct http_response *res, struct err *e)
+static int adapter(struct http_request *req, struct http_response *res,
+		   int (*run)(struct desk *, const cJSON *, cJSON *, struct err *), struct err *e)
 {
-	return run_input(req, res, build_click, e);
+	cJSON *body;
+	struct desk d;
+	if (enter_json(req, &body, &d, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject();
+	int r = run(&d, body, j, e);
+	desk_leave(&d);
+	cJSON_Delete(body);
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	return http_reply_json(res, 200, j, e);
 }
 
-int api_desktop_move(struct http_request *req, struct http_response *res, struct err *e)
+int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return run_input(req, res, build_move, e);
+	return adapter(req, res, desk_anthropic, e);
 }
 
-int api_desktop_type_text(struct http_request *req, struct http_response *res, struct err *e)
+int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return run_input(req, res, build_type_text, e);
-}
-
-int api_desktop_key(struct http_request *req, struct http_response *res, struct err *e)
-{
-	return run_input(req, res, build_key, e);
+	return adapter(req, res, desk_openai, e);
 }

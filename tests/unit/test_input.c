@@ -25,6 +25,9 @@ static const char *render(const struct input_seq *s)
 		if (ev->type == INPUT_KEY)
 			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%c%x", i ? " " : "",
 					      ev->down ? '+' : '-', ev->keysym);
+		else if (ev->type == INPUT_PAUSE)
+			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%sp%d", i ? " " : "",
+					      ev->x);
 		else if (ev->type == INPUT_MOVE)
 			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%sm%d,%d", i ? " " : "",
 					      ev->x, ev->y);
@@ -156,7 +159,7 @@ int main(void)
 	ok(input_button_parse("nope", &b, &e) < 0, "unknown button");
 	uint32_t mods[] = {XK_Control_L, XK_Shift_L};
 	ok(input_seq_click(&s, 10, 20, INPUT_BUTTON_LEFT, 2, mods, 2, &e) == 0, "click");
-	is_str(render(&s), "m10,20 +ffe3 +ffe1 +b1 -b1 +b1 -b1 -ffe1 -ffe3",
+	is_str(render(&s), "m10,20 +ffe3 +ffe1 +b1 -b1 p50 +b1 -b1 -ffe1 -ffe3",
 	       "double click with mods");
 	ok(input_seq_click(&s, 10, 20, INPUT_BUTTON_LEFT, 4, NULL, 0, &e) < 0, "count 4 rejected");
 	ok(input_seq_click(&s, 10, 20, 9, 1, NULL, 0, &e) < 0, "button 9 rejected");
