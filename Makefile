@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng zlib libseccomp x11
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg zlib libseccomp x11
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -41,7 +41,9 @@ INPUT_SRC := $(wildcard input/*.c)
 CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
-INIT_SRC := $(wildcard desktop-image/*.c)
+VNC_SRC := $(wildcard desktop-image/vnc*.c)
+XTOOL_SRC := desktop-image/xtool.c
+INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -53,15 +55,18 @@ LIBSERVER := $(BUILD)/libserver.a
 DESKBOXD := $(BUILD)/deskboxd
 BRIDGE := $(BUILD)/deskbox-bridge
 INIT := $(BUILD)/deskbox-init
+VNC := $(BUILD)/deskbox-vnc
+XTOOL := $(BUILD)/deskbox-xtool
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng zlib x11)
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg zlib x11)
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
+VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT)
+BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL)
 
 .PHONY: all run test check format clean install-deps unit integration bench compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
@@ -79,6 +84,8 @@ $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 $(LIBINPUT): $(call obj,$(INPUT_SRC))
 $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(LIBSERVER): $(call obj,$(SERVER_SRC))
+# The Python context driver is embedded with .incbin.
+$(call obj,server/process_ctx.c): desktop-image/deskbox-pyctx.py
 
 $(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 	$(quiet) LINK $@
@@ -86,11 +93,19 @@ $(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(
 
 $(BRIDGE): $(call obj,$(BRIDGE_SRC)) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 	$(quiet) LINK $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BRIDGE_LIBS) $(call PKG_LIBS,libpng zlib)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BRIDGE_LIBS) $(call PKG_LIBS,libpng libjpeg zlib)
 
 $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(INIT_LIBS)
+
+$(XTOOL): $(call obj,$(XTOOL_SRC))
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11)
+
+$(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(VNC_LIBS)
 
 # A unit test links only the modules it tests: test_input* the input module,
 # test_capture* and test_png* capture and input, test_runtime* the runtime
@@ -109,6 +124,38 @@ $(UNIT_BIN):
 	@mkdir -p $(dir $@)
 	$(quiet) LINK $@
 	$(Q)$(TEST_LINK)
+
+# Fuzz targets (tests/fuzz/fuzz_*.c).  Normally each links replay.c and
+# replays its corpus in `make test`; `make fuzz` builds them with clang's
+# libFuzzer and runs each for FUZZ_SECONDS.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SECONDS ?= 60
+ifeq ($(LIBFUZZER),1)
+FUZZ_MAIN :=
+FUZZ_LDFLAGS := -fsanitize=fuzzer
+else
+FUZZ_MAIN := $(call obj,tests/fuzz/replay.c)
+FUZZ_LDFLAGS :=
+endif
+all: $(FUZZ_BIN)
+$(FUZZ_BIN): $(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(FUZZ_MAIN) $(LIBSERVER) $(LIBCAPTURE) \
+		$(LIBINPUT) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) $(FUZZ_LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
+
+.PHONY: fuzz
+fuzz:
+	@command -v clang >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang LIBFUZZER=1 DEVELOPER=0 \
+		SANITIZE=address,undefined CFLAGS="-fsanitize=fuzzer-no-link" \
+		$(patsubst $(BUILD)/%,build-fuzz/%,$(FUZZ_BIN))
+	@for t in $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC)); do \
+		c=tests/fuzz/corpus/$${t#fuzz_}; mkdir -p build-fuzz/corpus/$$t; \
+		echo "fuzzing $$t for $(FUZZ_SECONDS)s"; \
+		build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/$$t $$c || exit 1; \
+	done
 
 install-deps:
 	@sh scripts/install-deps.sh

@@ -1,7 +1,8 @@
 /* deskbox-init: PID 1 of a sandbox container (see README.md for the
- * contract).  Starts Xvfb, then openbox and x11vnc in parallel, announces
- * readiness with /run/deskbox/ready, restarts openbox and x11vnc when they
- * die, reaps every orphan, and tears the desktop down when Xvfb dies or on
+ * contract).  Starts Xvfb, then openbox and the VNC server (deskbox-vnc, or
+ * x11vnc with DESKBOX_VNC=x11vnc) in parallel, announces readiness with
+ * /run/deskbox/ready, restarts openbox and the VNC server when they die,
+ * reaps every orphan, and tears the desktop down when Xvfb dies or on
  * SIGTERM/SIGINT.  Signals arrive through a signalfd; nothing runs in a
  * signal handler. */
 #include <X11/Xatom.h>
@@ -21,10 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec_agent.h"
+
 #define DISPLAY_NAME ":0"
 #define RUN_DIR	     "/run/deskbox"
 #define VNC_SOCK     RUN_DIR "/vnc.sock"
 #define READY_FILE   RUN_DIR "/ready"
+#define VNC_BIN	     "/.deskbox/deskbox-vnc"
 #define HOME_DIR     "/home/user"
 
 #define DEFAULT_WIDTH  1280
@@ -63,8 +67,10 @@ struct init {
 	Display *dpy;
 	Atom wm_check;
 	int wm_ready, vnc_ready, ready;
+	int deskbox_vnc; /* deskbox-vnc, unless DESKBOX_VNC=x11vnc */
 	int stopping, exit_code;
 	long long stop_deadline, t0;
+	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
 };
 
 static long long now_ms(void)
@@ -153,6 +159,12 @@ static int start_xvfb(struct init *in)
 	 * the path socket need the directory. */
 	if (mkdir("/tmp/.X11-unix", 01777) == 0)
 		chmod("/tmp/.X11-unix", 01777);
+	/* /tmp persists across stop and start: a desktop that was killed
+	 * leaves its lock, whose pid may well be alive again in this pid
+	 * namespace, and Xvfb would refuse to start ("server is already
+	 * active").  Nothing else can own display :0 in here. */
+	unlink("/tmp/.X0-lock");
+	unlink("/tmp/.X11-unix/X0");
 	close(p[1]);
 	const char *argv[] = {"Xvfb", DISPLAY_NAME, "-screen", "0", in->geometry, "-nolisten",
 			      "tcp",
@@ -190,12 +202,18 @@ static void start_vnc(struct init *in)
 	 * command execution channels; -norc: ignore ~/.x11vncrc, which the
 	 * sandbox's user could write; -nonap: x11vnc's idle naps otherwise
 	 * stretch a new client's handshake to 1.5-2.6 s (measured: 150 ms
-	 * without them). */
+	 * without them); -noscr -nowf: x11vnc's scroll and window-drag
+	 * detection holds wheel and drag events back, so a modifier pressed
+	 * around a wheel click landed after it (measured). */
 	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK, "-rfbport",
 			      "0",	"-shared",  "-forever",	  "-nopw",     "-norc",	 "-quiet",
-			      "-safer", "-nocmds",  "-nonap",	  NULL};
+			      "-safer", "-nocmds",  "-nonap",	  "-noscr", "-nowf", NULL};
+	/* deskbox-vnc (vnc.c, bind-mounted by deskboxd), the default:
+	 * damage-driven, key to frame ~3 ms instead of ~30-50, no idle CPU,
+	 * banner at once (README.md); x11vnc with DESKBOX_VNC=x11vnc. */
+	const char *dargv[] = {VNC_BIN, "-display", DISPLAY_NAME, VNC_SOCK, NULL};
 	in->c[VNC].started = now_ms();
-	in->c[VNC].pid = start(argv, -1);
+	in->c[VNC].pid = start(in->deskbox_vnc ? dargv : argv, -1);
 	if (!in->c[VNC].pid)
 		schedule_restart(&in->c[VNC]);
 }
@@ -268,6 +286,7 @@ static int reap(struct init *in)
 			if (i == WM)
 				in->wm_ready = in->ready ? in->wm_ready : 0;
 		}
+		exec_agent_reaped(in->agent, pid, status);
 	}
 }
 
@@ -401,7 +420,11 @@ int main(void)
 	in.t0 = now_ms();
 	in.c[XVFB].name = "Xvfb";
 	in.c[WM].name = "openbox";
-	in.c[VNC].name = "x11vnc";
+	const char *vnc = getenv("DESKBOX_VNC");
+	in.deskbox_vnc = !vnc || strcmp(vnc, "x11vnc") != 0;
+	if (vnc && *vnc && in.deskbox_vnc && strcmp(vnc, "deskbox"))
+		say("unknown DESKBOX_VNC '%s' (deskbox | x11vnc), using deskbox-vnc", vnc);
+	in.c[VNC].name = in.deskbox_vnc ? "deskbox-vnc" : "x11vnc";
 
 	int w = DEFAULT_WIDTH, h = DEFAULT_HEIGHT;
 	const char *size = getenv("DESKBOX_DISPLAY");
@@ -432,15 +455,17 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	XSetIOErrorHandler(x_io_error);
 
+	in.agent = exec_agent_open();
 	say("starting %s desktop", in.geometry);
 	if (start_xvfb(&in) < 0)
 		return 1;
 
 	for (;;) {
-		struct pollfd p[3] = {{in.sigfd, POLLIN, 0},
+		struct pollfd p[4] = {{in.sigfd, POLLIN, 0},
 				      {in.displayfd, POLLIN, 0},
-				      {in.dpy ? ConnectionNumber(in.dpy) : -1, POLLIN, 0}};
-		int n = poll(p, 3, next_timeout(&in));
+				      {in.dpy ? ConnectionNumber(in.dpy) : -1, POLLIN, 0},
+				      {in.stopping ? -1 : exec_agent_fd(in.agent), POLLIN, 0}};
+		int n = poll(p, 4, next_timeout(&in));
 		if (n < 0 && errno != EINTR) {
 			say("poll: %s", strerror(errno));
 			in.exit_code = 1;
@@ -463,6 +488,8 @@ int main(void)
 				finish(&in);
 			continue;
 		}
+		if (p[3].revents)
+			exec_agent_accept(in.agent);
 		if (in.displayfd >= 0 && p[1].revents)
 			on_displayfd(&in);
 		else if (in.displayfd >= 0 && now_ms() - in.c[XVFB].started > XVFB_TIMEOUT_MS)
@@ -477,7 +504,7 @@ int main(void)
 		}
 		if (in.c[VNC].restart_at && now >= in.c[VNC].restart_at && !in.stopping) {
 			in.c[VNC].restart_at = 0;
-			say("restarting x11vnc");
+			say("restarting %s", in.c[VNC].name);
 			start_vnc(&in);
 		}
 		if (!in.stopping && in.displayfd < 0)

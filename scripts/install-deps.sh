@@ -4,10 +4,16 @@
 set -eu
 
 PKGS="build-essential pkg-config
-libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev zlib1g-dev libxdo-dev
-libseccomp-dev libcap-dev libx11-dev
+libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libxdo-dev
+libseccomp-dev libcap-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 imagemagick procps iproute2 util-linux curl"
+fonts-wqy-microhei python3 imagemagick procps iproute2 util-linux curl
+chromium"
+
+# The browser tests' driver (tests/browser) runs on node; Debian's nodejs
+# and npm are used only when no node is on the PATH already.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 missing=""
 for p in $PKGS; do
@@ -26,4 +32,13 @@ if [ -n "$missing" ]; then
 	apt-get update -qq
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing
+fi
+
+# playwright-core for tests/browser, exactly as package-lock.json pins it;
+# again only when missing or the lock file changed.
+browser="$(dirname "$0")/../tests/browser"
+if [ ! -d "$browser/node_modules/playwright-core" ] ||
+	[ "$browser/package-lock.json" -nt "$browser/node_modules/.package-lock.json" ]; then
+	echo "install-deps: npm ci in tests/browser"
+	(cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
 fi

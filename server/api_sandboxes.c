@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "api.h"
+#include "pool.h"
 
 int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
 	      struct err *e)
@@ -41,8 +42,14 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	if (r < 0)
 		return r;
 	struct sandbox *sb;
-	if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0)
+	r = pool_take(api->pool, &spec, &sb, e);
+	if (r != 0) {
+		sandbox_spec_release(&spec);
+		if (r < 0)
+			return r;
+	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
 		return err_code(e);
+	}
 	cJSON *j = sandbox_json(sb);
 	sandbox_put(sb);
 	return http_reply_json(res, 201, j, e);
@@ -61,6 +68,28 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 	struct api *api = req->app;
 	struct sandbox *sb;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_stop(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_start(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = sandbox_json(sb);
 	sandbox_put(sb);

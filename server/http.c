@@ -36,6 +36,10 @@ struct request_ctx {
 	struct http_body_sink sink;
 	int sink_active;       /* begin() succeeded and nobody finished or aborted it */
 	struct err stream_err; /* a write failure, answered once the body is in */
+	/* An upgrade answered but not yet run (see upgrade_run). */
+	http_upgrade_fn upgrade;
+	http_release upgrade_release;
+	void *upgrade_cls;
 };
 
 int http_token_equal(const char *presented, const char *expected)
@@ -62,6 +66,14 @@ int http_route_match(const char *pattern, const char *path, char *buf, size_t bu
 	for (;;) {
 		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
 		int capture = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
+		if (capture && plen >= 3 && p[plen - 2] == '*' && !p[plen]) {
+			/* "{name*}" as the last segment: the rest of the path,
+			 * slashes included (static file trees). */
+			if (!*s || *n_captures >= HTTP_MAX_CAPTURES)
+				return 0;
+			captures[(*n_captures)++] = s;
+			return 1;
+		}
 		if (capture) {
 			if (slen == 0 || *n_captures >= HTTP_MAX_CAPTURES)
 				return 0;
@@ -128,6 +140,11 @@ static void response_release(struct http_response *res)
 	for (size_t i = 0; i < res->n_headers; i++)
 		free(res->headers[i].value);
 	res->n_headers = 0;
+	if (res->upgrade && res->upgrade_release)
+		res->upgrade_release(res->upgrade_cls);
+	res->upgrade = NULL;
+	res->upgrade_release = NULL;
+	res->upgrade_cls = NULL;
 }
 
 int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e)
@@ -168,6 +185,17 @@ void http_reply_stream(struct http_response *res, int status, const char *conten
 	res->stream_size = size;
 }
 
+void http_reply_upgrade(struct http_response *res, http_upgrade_fn fn, void *cls,
+			http_release release)
+{
+	http_reply_data(res, 101, NULL, NULL, 0);
+	if (res->upgrade && res->upgrade_release)
+		res->upgrade_release(res->upgrade_cls);
+	res->upgrade = fn;
+	res->upgrade_release = release;
+	res->upgrade_cls = cls;
+}
+
 void http_reply_empty(struct http_response *res, int status)
 {
 	http_reply_data(res, status, NULL, NULL, 0);
@@ -201,6 +229,23 @@ static void reply_error(struct http_response *res, const struct err *e)
 const char *http_query(const struct http_request *req, const char *name)
 {
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_query_n(const struct http_request *req, const char *name, size_t *len)
+{
+	const char *v = NULL;
+	size_t n = 0;
+	enum MHD_Result found = MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND,
+							      name, strlen(name), &v, &n);
+	if (found != MHD_YES || !v)
+		return NULL;
+	*len = n;
+	return v;
+}
+
+const char *http_header(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
 int http_json_body(const struct http_request *req, cJSON **out, struct err *e)
@@ -293,6 +338,50 @@ static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_resp
 		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
 	response_release(res);
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)res->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* MHD calls this on the connection's thread once the 101 went out (before
+ * it reports the request completed, so `c` is still alive); the session
+ * runs right here, blocking that thread, which thread-per-connection mode
+ * allows. */
+static void upgrade_run(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+			size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct request_ctx *c = cls;
+	http_upgrade_fn fn = c->upgrade;
+	http_release release = c->upgrade_release;
+	void *ucls = c->upgrade_cls;
+	c->upgrade = NULL;
+	c->upgrade_release = NULL;
+	c->upgrade_cls = NULL;
+	if (fn)
+		fn(ucls, sock, extra, extra_len);
+	if (release)
+		release(ucls);
+	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* Queues the 101 of an upgrade; the upgrade's callback moves into `c`. */
+static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct request_ctx *c,
+				     struct http_response *res)
+{
+	struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_run, c);
+	if (!r) {
+		response_release(res);
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < res->n_headers; i++)
+		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	c->upgrade = res->upgrade;
+	c->upgrade_release = res->upgrade_release;
+	c->upgrade_cls = res->upgrade_cls;
+	res->upgrade = NULL;
+	res->upgrade_release = NULL;
+	res->upgrade_cls = NULL;
+	response_release(res);
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -424,6 +513,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		response_release(&res);
 		return queue_error(conn, &e);
 	}
+	if (res.upgrade)
+		return queue_upgrade(conn, c, &res);
 	return queue_owned(conn, &res);
 }
 
@@ -434,6 +525,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (c) {
 		if (c->sink_active)
 			c->sink.abort(c->sink.cls);
+		if (c->upgrade_release) /* the connection ended before the upgrade */
+			c->upgrade_release(c->upgrade_cls);
 		free(c->body);
 		free(c);
 		*con_cls = NULL;

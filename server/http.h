@@ -1,7 +1,8 @@
 /* http: deskboxd's HTTP layer on libmicrohttpd.
  *
  * Routes are a table of {method, pattern, handler}; a pattern's "{name}"
- * segments capture one path segment each.  A handler fills a response or
+ * segments capture one path segment each, and a last segment "{name*}" the
+ * rest of the path (one or more segments, slashes included).  A handler fills a response or
  * returns a negative code with `struct err` filled in; this file is the one
  * place that turns an error into a status and the JSON body
  * {"error":{"code":"...","message":"..."}}.
@@ -64,6 +65,12 @@ struct http_body_sink {
 typedef long (*http_reader)(void *cls, uint64_t pos, char *buf, size_t max);
 typedef void (*http_release)(void *cls);
 
+/* Protocol upgrades (WebSocket; see http_reply_upgrade).  Runs once the 101
+ * answer went out, on the connection's own thread, with the raw socket and
+ * the bytes the client sent right after its request; it may block for the
+ * whole session and must not close `fd`. */
+typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t extra_len);
+
 struct http_header {
 	const char *name;
 	char *value; /* owned (malloc'd) */
@@ -81,6 +88,10 @@ struct http_response {
 	uint64_t stream_size;
 	struct http_header headers[HTTP_MAX_HEADERS];
 	size_t n_headers;
+	/* Instead of a body: a protocol upgrade (see http_reply_upgrade). */
+	http_upgrade_fn upgrade;
+	http_release upgrade_release;
+	void *upgrade_cls;
 };
 
 /* Returns 0 with `res` filled, or a negative code with `e` filled. */
@@ -134,11 +145,23 @@ void http_reply_empty(struct http_response *res, int status);
  * `release(cls)` runs exactly once, whatever happens. */
 void http_reply_stream(struct http_response *res, int status, const char *content_type,
 		       uint64_t size, http_reader reader, void *cls, http_release release);
+/* Answers 101 Switching Protocols (add the protocol's headers with
+ * http_add_header; "Connection: Upgrade" is added here) and hands the socket
+ * to `fn` once the answer went out.  Takes ownership of `cls`:
+ * `release(cls)` runs exactly once, after fn returned or instead of it when
+ * the connection ends before the upgrade. */
+void http_reply_upgrade(struct http_response *res, http_upgrade_fn fn, void *cls,
+			http_release release);
 /* Adds a header; `value` is copied. */
 int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e);
 
 /* A query-string argument, or NULL. */
 const char *http_query(const struct http_request *req, const char *name);
+/* The same with its decoded length, which tells a value holding "%00"
+ * (an embedded NUL) from a shorter one. */
+const char *http_query_n(const struct http_request *req, const char *name, size_t *len);
+/* A request header, or NULL. */
+const char *http_header(const struct http_request *req, const char *name);
 
 /* Parses the body as a JSON object (an empty body is an empty object).
  * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */

@@ -17,7 +17,9 @@
 #include "api.h"
 #include "http.h"
 #include "runtime.h"
+#include "pool.h"
 #include "sandbox.h"
+#include "vnc.h"
 
 struct options {
 	const char *listen;
@@ -28,6 +30,9 @@ struct options {
 	int exec_timeout_default_s;
 	int exec_timeout_max_s;
 	size_t exec_max_output;
+	long long disk_quota_mb;
+	struct pool_size pool[POOL_MAX_SIZES];
+	size_t n_pool;
 };
 
 static void usage(FILE *f)
@@ -36,6 +41,7 @@ static void usage(FILE *f)
 	    "usage: deskboxd [--listen ADDR:PORT] [--state-dir DIR] [--token TOKEN]\n"
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
+	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -46,7 +52,11 @@ static void usage(FILE *f)
 	    "  --max-sandboxes    most sandboxes at once (default 32)\n"
 	    "  --exec-timeout     default process timeout in seconds (default 60)\n"
 	    "  --exec-timeout-max largest process timeout allowed (default 3600)\n"
-	    "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n",
+	    "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n"
+	    "  --disk-quota-mb    what each sandbox may hold on disk, for uploads\n"
+	    "                     (default 10240; 0: no quota)\n"
+	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
+	    "                     instant creates; repeat for more sizes\n",
 	    f);
 }
 
@@ -69,9 +79,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"token", required_argument, NULL, 't'},
 	    {"runtime", required_argument, NULL, 'r'},
 	    {"max-sandboxes", required_argument, NULL, 'm'},
+	    {"warm-pool", required_argument, NULL, 'W'},
 	    {"exec-timeout", required_argument, NULL, 'T'},
 	    {"exec-timeout-max", required_argument, NULL, 'M'},
 	    {"exec-max-output", required_argument, NULL, 'O'},
+	    {"disk-quota-mb", required_argument, NULL, 'Q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -96,6 +108,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 				goto bad;
 			o->max_sandboxes = (unsigned)v;
 			break;
+		case 'W': {
+			struct err pe = ERR_INIT;
+			if (o->n_pool >= POOL_MAX_SIZES ||
+			    pool_size_parse(optarg, &o->pool[o->n_pool], &pe) < 0) {
+				fprintf(stderr, "deskboxd: --warm-pool: %s\n",
+					pe.msg[0] ? pe.msg : "too many sizes");
+				return -1;
+			}
+			o->n_pool++;
+			break;
+		}
 		case 'T':
 			if (parse_uint(optarg, 1, 86400, &v) < 0)
 				goto bad;
@@ -110,6 +133,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (parse_uint(optarg, 1024, 1LL << 30, &v) < 0)
 				goto bad;
 			o->exec_max_output = (size_t)v;
+			break;
+		case 'Q':
+			if (parse_uint(optarg, 0, 1LL << 30, &v) < 0)
+				goto bad;
+			o->disk_quota_mb = v;
 			break;
 		case 'h':
 			usage(stdout);
@@ -195,6 +223,7 @@ int main(int argc, char **argv)
 	    .exec_timeout_default_s = 60,
 	    .exec_timeout_max_s = 3600,
 	    .exec_max_output = 1 << 20,
+	    .disk_quota_mb = 10240,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (parse_options(argc, argv, &o) < 0)
@@ -204,11 +233,13 @@ int main(int argc, char **argv)
 				"cgroups)\n");
 		return 1;
 	}
-	char bridge[PATH_MAX], init[PATH_MAX], state[PATH_MAX];
+	char bridge[PATH_MAX], init[PATH_MAX], vnc_bin[PATH_MAX], xtool[PATH_MAX], state[PATH_MAX];
 	if (sibling("deskbox-bridge", bridge, sizeof(bridge)) < 0 ||
-	    sibling("deskbox-init", init, sizeof(init)) < 0) {
-		fprintf(stderr, "deskboxd: deskbox-bridge and deskbox-init must sit next to "
-				"deskboxd\n");
+	    sibling("deskbox-init", init, sizeof(init)) < 0 ||
+	    sibling("deskbox-vnc", vnc_bin, sizeof(vnc_bin)) < 0 ||
+	    sibling("deskbox-xtool", xtool, sizeof(xtool)) < 0) {
+		fprintf(stderr, "deskboxd: deskbox-bridge, deskbox-init, deskbox-vnc and "
+				"deskbox-xtool must sit next to deskboxd\n");
 		return 1;
 	}
 	struct err e = ERR_INIT;
@@ -244,6 +275,8 @@ int main(int argc, char **argv)
 	    .runtime_binary = o.runtime,
 	    .bridge_path = bridge,
 	    .init_path = init,
+	    .vnc_path = vnc_bin,
+	    .xtool_path = xtool,
 	    .cgroup_mode = cg,
 	    .max_sandboxes = o.max_sandboxes,
 	    .ready_timeout_ms = 20000,
@@ -258,8 +291,14 @@ int main(int argc, char **argv)
 	    .exec_timeout_default_s = o.exec_timeout_default_s,
 	    .exec_timeout_max_s = o.exec_timeout_max_s,
 	    .exec_max_output = o.exec_max_output,
+	    .disk_quota_bytes = (uint64_t)o.disk_quota_mb << 20,
 	    .png_level = 1,
 	};
+	if (vnc_new(&api.vnc, token, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		sandboxes_close(sbx);
+		return 1;
+	}
 	struct http_opts ho = {
 	    .listen = o.listen,
 	    .token = token,
@@ -274,6 +313,7 @@ int main(int argc, char **argv)
 	if (http_new(&http, &ho, &e) < 0) {
 		fprintf(stderr, "deskboxd: %s\n", e.msg);
 		sandboxes_close(sbx);
+		vnc_free(api.vnc);
 		return 1;
 	}
 	char host[64];
@@ -281,12 +321,24 @@ int main(int argc, char **argv)
 	printf("deskboxd: cgroup v%d, state dir %s\n", cg == RUNTIME_CGROUP_V2 ? 2 : 1, state);
 	if (print_token)
 		printf("deskboxd: token %s\n", token);
+	if (o.n_pool && pool_new(&api.pool, sbx, o.pool, o.n_pool, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		vnc_stop_all(api.vnc);
+		http_free(http);
+		sandboxes_close(sbx);
+		vnc_free(api.vnc);
+		return 1;
+	}
 	printf("deskboxd: listening on http://%s:%u\n", host, http_port(http));
 
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	printf("deskboxd: signal %d, stopping\n", sig);
+	vnc_stop_all(api.vnc); /* viewer sessions hold connection threads */
+	sandboxes_kill_runs(sbx); /* so do foreground and streamed runs */
 	http_free(http);
+	pool_free(api.pool);
 	sandboxes_close(sbx);
+	vnc_free(api.vnc);
 	return 0;
 }

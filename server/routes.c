@@ -20,15 +20,50 @@ const struct http_route api_routes[] = {
     ROUTE("GET", "/v1/sandboxes", api_sandbox_list, 0),
     ROUTE("GET", SB, api_sandbox_get, 0),
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
+    ROUTE("POST", SB "/stop", api_sandbox_stop, 0),
+    ROUTE("POST", SB "/start", api_sandbox_start, 0),
+
+    /* Files (docs/files.md): uploads stream to disk as they arrive. */
+    STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),
+    STREAM("POST", SB "/files/upload", api_files_upload_begin, api_files_upload),
+    ROUTE("GET", SB "/files/download", api_files_download, 0),
+    ROUTE("GET", SB "/files/list", api_files_list, 0),
+    ROUTE("GET", SB "/files/stat", api_files_stat, 0),
+    ROUTE("POST", SB "/files/mkdir", api_files_mkdir, 0),
+    ROUTE("POST", SB "/files/move", api_files_move, 0),
+    ROUTE("DELETE", SB "/files", api_files_delete, 0),
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
-    ROUTE("POST", SB "/desktop/click", api_desktop_click, 0),
-    ROUTE("POST", SB "/desktop/move", api_desktop_move, 0),
-    ROUTE("POST", SB "/desktop/type_text", api_desktop_type_text, 0),
-    ROUTE("POST", SB "/desktop/key", api_desktop_key, 0),
+    ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
+    ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),
+    ROUTE("GET", SB "/desktop/clipboard", api_desktop_clipboard, 0),
+    ROUTE("POST", SB "/desktop/actions", api_desktop_actions, 0),
+    ROUTE("POST", SB "/desktop/anthropic", api_desktop_anthropic, 0),
+    ROUTE("POST", SB "/desktop/openai", api_desktop_openai, 0),
+    ROUTE("POST", SB "/desktop/windows/{wid}/{op}", api_desktop_window_op, 0),
+    /* click, move, drag, scroll, key, type_text, wait, launch, ...: see
+     * docs/actions.md; unknown names are 404. */
+    ROUTE("POST", SB "/desktop/{action}", api_desktop_action, 0),
 
     ROUTE("POST", SB "/process/exec", api_process_exec, 0),
+
+    /* Browser viewers (docs/vnc.md).  The page, its files and the
+     * WebSocket check viewer tokens themselves. */
+    ROUTE("POST", SB "/vnc/tokens", api_vnc_token_create, 0),
+    ROUTE("DELETE", SB "/vnc/tokens/{token}", api_vnc_token_revoke, 0),
+    ROUTE("GET", SB "/vnc/", api_vnc_page, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/vnc/websockify", api_vnc_websocket, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/vnc/{path*}", api_vnc_static, HTTP_NO_AUTH),
+    ROUTE("POST", SB "/process/code_run", api_process_code_run, 0),
+    /* Before {pid}, which would match "contexts" too. */
+    ROUTE("GET", SB "/process/contexts", api_context_list, 0),
+    ROUTE("POST", SB "/process/contexts", api_context_create, 0),
+    ROUTE("POST", SB "/process/contexts/{cid}/restart", api_context_restart, 0),
+    ROUTE("DELETE", SB "/process/contexts/{cid}", api_context_delete, 0),
+    ROUTE("GET", SB "/process/{pid}", api_process_status, 0),
+    ROUTE("POST", SB "/process/{pid}/kill", api_process_kill, 0),
+    ROUTE("GET", SB "/process/{pid}/logs", api_process_logs, 0),
 };
 
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -424,11 +424,11 @@ int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_
 		n_argv++;
 	if (n_argv == 0)
 		return err_set(e, ERR_INVALID, EINVAL, "exec in '%s' without a command", id);
-	char user[32], cwd_opt[PATH_MAX + 8], pid_opt[PATH_MAX + 16];
+	char user[32], cwd_opt[PATH_MAX + 8], pid_opt[PATH_MAX + 16], cg_opt[PATH_MAX + 16];
 	snprintf(user, sizeof(user), "%u:%u", x->uid, x->gid);
 	/* crun, --root, R, exec, --no-new-privs, --user U, [--cwd C],
-	 * [--pid-file F], 2 per env, id, argv, NULL */
-	size_t n = 12 + 2 * n_env + n_argv;
+	 * [--pid-file F], [--cgroup C], 2 per env, id, argv, NULL */
+	size_t n = 13 + 2 * n_env + n_argv;
 	_cleanup_free_ char **argv = calloc(n, sizeof(*argv));
 	if (!argv)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -447,6 +447,10 @@ int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_
 	if (x->pid_file) {
 		snprintf(pid_opt, sizeof(pid_opt), "--pid-file=%s", x->pid_file);
 		argv[i++] = pid_opt;
+	}
+	if (x->cgroup) {
+		snprintf(cg_opt, sizeof(cg_opt), "--cgroup=%s", x->cgroup);
+		argv[i++] = cg_opt;
 	}
 	for (size_t k = 0; k < n_env; k++) {
 		argv[i++] = "--env";

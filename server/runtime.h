@@ -66,7 +66,8 @@ void runtime_free(struct runtime *rt);
 /* Writes <bundle_dir>/config.json for `spec`: mount, pid, ipc, uts, net and
  * cgroup namespaces (only lo in the network), no capabilities,
  * no_new_privs, a default seccomp allowlist, masked and read-only /proc and
- * /sys paths, a minimal /dev, tmpfs /tmp and /run, and the limits. */
+ * /sys paths, a minimal /dev, a tmpfs /run (/tmp is the rootfs's, so it
+ * persists), and the limits. */
 int runtime_write_bundle(const struct runtime_spec *spec, struct err *e);
 
 /* Starts the container detached (`run -d`); the init's stdout and stderr go
@@ -92,6 +93,7 @@ struct runtime_exec {
 	uint32_t uid, gid;
 	int stdin_fd, stdout_fd, stderr_fd; /* become the process's 0, 1, 2 */
 	const char *pid_file;		    /* where the runtime writes the process's host pid */
+	const char *cgroup; /* sub-cgroup of the container's to run in (crun exec --cgroup), or NULL */
 };
 
 /* Spawns the runtime's `exec` for `x` and returns the runtime client's pid

@@ -93,8 +93,10 @@ static int build_mounts(cJSON *root, const struct runtime_spec *s)
 	    {"/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}},
 	    {"/sys", "sysfs", "sysfs", {"nosuid", "noexec", "nodev", "ro"}},
 	    {"/sys/fs/cgroup", "cgroup", "cgroup", {"nosuid", "noexec", "nodev", "relatime", "ro"}},
-	    /* tmpfs pages are charged to the sandbox's memory cgroup. */
-	    {"/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}},
+	    /* /tmp is not a tmpfs: it is part of the persistent overlay,
+	     * so the whole filesystem survives stop and start.  /run stays
+	     * a tmpfs (its pages are charged to the sandbox's memory
+	     * cgroup): pid files and sockets must not outlive a run. */
 	    {"/run", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=755"}},
 	};
 	for (size_t i = 0; i < sizeof(std) / sizeof(std[0]); i++)

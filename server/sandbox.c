@@ -19,11 +19,16 @@
 #include "../common/cleanup.h"
 #include "../common/fs.h"
 #include "args.h"
+#include "files.h"
 #include "image.h"
+#include "process.h"
 
 #define CAPTURE_READY_TIMEOUT_MS 5000
 #define RECONNECT_TIMEOUT_MS	 3000
 #define VNC_CONNECT_RETRY_MS	 3000
+/* What stop gives the desktop after SIGTERM (the init itself waits 2 s
+ * for its children before killing them). */
+#define SANDBOX_STOP_GRACE_MS 3000
 
 struct sandbox {
 	char id[SANDBOX_ID_LEN + 1];
@@ -39,9 +44,20 @@ struct sandbox {
 	enum sandbox_status status;
 	struct capture *cap;
 	pid_t init_pid;
+	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
+	 * sandbox is stopped (the files API works on it) until delete or
+	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
+	int rootfs_mounted;
+
+	/* The runs (exec, code_run, contexts) in it; see process.h. */
+	struct process_table *procs;
 
 	/* Operations hold it shared; delete, stop and reconnect exclusive. */
 	pthread_rwlock_t op;
+
+	/* A warm-pool member (server/pool.c): running, but not listed, not
+	 * found by id and not counted against max_sandboxes until claimed. */
+	int pooled;
 
 	struct sandbox *next;
 };
@@ -80,6 +96,11 @@ struct runtime *sandbox_runtime(const struct sandbox *sb)
 	return sb->owner->rt;
 }
 
+struct process_table *sandbox_procs(const struct sandbox *sb)
+{
+	return sb->procs;
+}
+
 uint32_t sandbox_width(const struct sandbox *sb)
 {
 	return sb->spec.width;
@@ -88,6 +109,12 @@ uint32_t sandbox_width(const struct sandbox *sb)
 uint32_t sandbox_height(const struct sandbox *sb)
 {
 	return sb->spec.height;
+}
+
+void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h)
+{
+	*w = sb->spec.agent_width;
+	*h = sb->spec.agent_height;
 }
 
 void sandbox_spec_release(struct sandbox_spec *spec)
@@ -135,6 +162,18 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
 		return err_code(e);
 	spec->cpu_millis = (uint32_t)v;
+	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
+	if (ad && !cJSON_IsNull(ad)) {
+		if (!cJSON_IsObject(ad))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field 'agent_display' must be an object");
+		if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
+			return err_wrap(e, "agent_display");
+		spec->agent_width = (uint32_t)v;
+		if (args_int(ad, "height", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
+			return err_wrap(e, "agent_display");
+		spec->agent_height = (uint32_t)v;
+	}
 	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
 	if (env && !cJSON_IsNull(env)) {
 		if (!cJSON_IsObject(env))
@@ -183,6 +222,11 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 	cJSON_AddNumberToObject(j, "memory_mb", (double)sb->spec.memory_mb);
 	cJSON_AddNumberToObject(j, "pids_max", (double)sb->spec.pids_max);
 	cJSON_AddNumberToObject(j, "cpu_millis", sb->spec.cpu_millis);
+	if (sb->spec.agent_width) {
+		cJSON *ad = cJSON_AddObjectToObject(j, "agent_display");
+		cJSON_AddNumberToObject(ad, "width", sb->spec.agent_width);
+		cJSON_AddNumberToObject(ad, "height", sb->spec.agent_height);
+	}
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
 	return j;
 }
@@ -190,6 +234,9 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 static int persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
 {
 	cJSON *j = spec_json(sb, status);
+	/* A pool member found at start-up was never handed out: removed. */
+	if (sb->pooled)
+		cJSON_AddTrueToObject(j, "pooled");
 	cJSON *env = cJSON_AddObjectToObject(j, "env");
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++) {
 		const char *kv = sb->spec.env[i];
@@ -219,6 +266,11 @@ static struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 	snprintf(sb->container_id, sizeof(sb->container_id), "dbx-%s", id);
 	snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", s->cfg.state_dir, id);
 	sb->owner = s;
+	sb->procs = process_table_new(s->cfg.cgroup_mode, sb->container_id);
+	if (!sb->procs) {
+		free(sb);
+		return NULL;
+	}
 	atomic_init(&sb->refs, 1);
 	pthread_mutex_init(&sb->mu, NULL);
 	pthread_rwlockattr_t attr;
@@ -236,6 +288,7 @@ void sandbox_put(struct sandbox *sb)
 	if (!sb || atomic_fetch_sub(&sb->refs, 1) != 1)
 		return;
 	capture_free(sb->cap);
+	process_table_unref(sb->procs);
 	sandbox_spec_release(&sb->spec);
 	pthread_mutex_destroy(&sb->mu);
 	pthread_rwlock_destroy(&sb->op);
@@ -281,24 +334,44 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/vnc.sock", dfd);
 	/* The socket file appears at bind(), a moment before x11vnc listens
 	 * (or while it restarts): retry refusals for a short while. */
 	long long deadline = fs_now_ms() + VNC_CONNECT_RETRY_MS;
 	for (;;) {
-		_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return err_sys(e, ERR_INTERNAL, errno, "socket");
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return TAKE_FD(fd);
-		int saved = errno;
+		/* SECURITY: the sandbox's user owns run/ and could put a
+		 * symlink to a host socket there; deskboxd (root) must only
+		 * ever connect to a socket inode that is really in run/. */
+		_cleanup_fd_ int sfd = openat(dfd, "vnc.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		int saved = 0;
+		if (sfd < 0)
+			saved = errno;
+		else if (fstat(sfd, &st) < 0)
+			saved = errno;
+		else if (!S_ISSOCK(st.st_mode))
+			return err_set(e, ERR_UNAVAILABLE, EINVAL,
+				       "the sandbox's VNC socket is not a socket");
+		if (!saved) {
+			struct sockaddr_un sa = {.sun_family = AF_UNIX};
+			snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", sfd);
+			_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd < 0)
+				return err_sys(e, ERR_INTERNAL, errno, "socket");
+			if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				return TAKE_FD(fd);
+			saved = errno;
+		}
 		if ((saved != ECONNREFUSED && saved != ENOENT) || fs_now_ms() > deadline)
 			return err_sys(e, ERR_UNAVAILABLE, saved,
 				       "connecting to the sandbox's VNC server");
 		struct timespec ts = {0, 5 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
+}
+
+int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
+{
+	return vnc_connect(sb, e);
 }
 
 static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out, struct err *e)
@@ -353,19 +426,26 @@ static int wait_desktop(struct sandbox *sb, int timeout_ms, struct err *e)
 	}
 }
 
-/* Stops the container and unmounts; leaves the files. */
-static void teardown(struct sandbox *sb)
+/* Stops the container and, with `unmount`, unmounts; leaves the files. */
+static void teardown_ex(struct sandbox *sb, int unmount)
 {
 	struct err e = ERR_INIT;
 	capture_free(sb->cap);
 	sb->cap = NULL;
+	/* Every run's own cgroup, before crun removes the sandbox's. */
+	process_table_kill_all(sb->procs);
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
 		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
 	err_clear(&e);
 	char rootfs[PATH_MAX];
 	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
-	if (image_umount_rootfs(rootfs, &e) < 0)
-		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+	if (unmount) {
+		if (image_umount_rootfs(rootfs, &e) < 0)
+			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+		pthread_mutex_lock(&sb->mu);
+		sb->rootfs_mounted = 0;
+		pthread_mutex_unlock(&sb->mu);
+	}
 	char sock[PATH_MAX];
 	path_in(sb, sock, sizeof(sock), "run/vnc.sock");
 	unlink(sock);
@@ -374,14 +454,33 @@ static void teardown(struct sandbox *sb)
 	sb->init_pid = -1;
 }
 
-static int start_container(struct sandbox *sb, struct err *e)
+static void teardown(struct sandbox *sb)
 {
-	struct sandboxes *s = sb->owner;
-	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX],
-	    logp[PATH_MAX];
+	teardown_ex(sb, 1);
+}
+
+/* Mounts the overlay on <dir>/rootfs unless it already is. */
+static int rootfs_mount(struct sandbox *sb, struct err *e)
+{
+	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];
 	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
 	path_in(sb, upper, sizeof(upper), "upper");
 	path_in(sb, work, sizeof(work), "work");
+	pthread_mutex_lock(&sb->mu);
+	int r = 0;
+	if (!sb->rootfs_mounted) {
+		r = image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
+		sb->rootfs_mounted = r == 0;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	return r;
+}
+
+static int start_container(struct sandbox *sb, struct err *e)
+{
+	struct sandboxes *s = sb->owner;
+	char rootfs[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX], logp[PATH_MAX];
+	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
 	path_in(sb, run, sizeof(run), "run");
 	path_in(sb, bundle, sizeof(bundle), "bundle");
 	path_in(sb, logp, sizeof(logp), "init.log");
@@ -390,7 +489,7 @@ static int start_container(struct sandbox *sb, struct err *e)
 		return err_code(e);
 	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
-	if (image_mount_rootfs(s->lower, upper, work, rootfs, e) < 0)
+	if (rootfs_mount(sb, e) < 0)
 		return err_code(e);
 
 	char display[64];
@@ -406,11 +505,22 @@ static int start_container(struct sandbox *sb, struct err *e)
 	env[n++] = display;
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
 		env[n++] = sb->spec.env[i];
+	/* deskboxd's own DESKBOX_VNC (x11vnc | deskbox) picks the sandboxes'
+	 * VNC server unless the create request's env does (the first of two
+	 * equal names wins in getenv). */
+	char vnc_env[32];
+	const char *vnc_choice = getenv("DESKBOX_VNC");
+	if (vnc_choice && (!strcmp(vnc_choice, "x11vnc") || !strcmp(vnc_choice, "deskbox"))) {
+		snprintf(vnc_env, sizeof(vnc_env), "DESKBOX_VNC=%s", vnc_choice);
+		env[n++] = vnc_env;
+	}
 	env[n] = NULL;
 	const char *argv[] = {"/.deskbox/init", NULL};
 	struct runtime_mount mounts[] = {
 	    {"/usr", "/usr", 1},
 	    {s->cfg.init_path, "/.deskbox/init", 1},
+	    {s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1},
+	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
 	    {run, "/run/deskbox", 0},
 	};
 	struct runtime_spec spec = {
@@ -457,15 +567,16 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 	for (struct sandbox **pp = &s->list; *pp; pp = &(*pp)->next) {
 		if (*pp == sb) {
 			*pp = sb->next;
-			s->count--;
+			if (!sb->pooled)
+				s->count--;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
 }
 
-int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
-		   struct err *e)
+static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
+		  struct sandbox **out, struct err *e)
 {
 	char id[SANDBOX_ID_LEN + 1];
 	if (fs_random_hex(id, SANDBOX_ID_LEN / 2, e) < 0) {
@@ -481,9 +592,10 @@ int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbo
 	memset(spec->env, 0, sizeof(spec->env));
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
+	sb->pooled = pooled;
 
 	pthread_mutex_lock(&s->mu);
-	if (s->count >= s->cfg.max_sandboxes) {
+	if (!pooled && s->count >= s->cfg.max_sandboxes) {
 		pthread_mutex_unlock(&s->mu);
 		sandbox_put(sb);
 		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
@@ -491,7 +603,8 @@ int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbo
 	}
 	sb->next = s->list;
 	s->list = sb;
-	s->count++;
+	if (!pooled)
+		s->count++;
 	atomic_fetch_add(&sb->refs, 1); /* the registry's */
 	pthread_mutex_unlock(&s->mu);
 
@@ -528,11 +641,55 @@ int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbo
 	return 0;
 }
 
+int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
+		   struct err *e)
+{
+	return create(s, spec, 0, out, e);
+}
+
+int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
+			  struct err *e)
+{
+	return create(s, spec, 1, out, e);
+}
+
+int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,
+		  struct err *e)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->count >= s->cfg.max_sandboxes) {
+		pthread_mutex_unlock(&s->mu);
+		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
+			       s->cfg.max_sandboxes);
+	}
+	s->count++;
+	pthread_rwlock_wrlock(&sb->op);
+	sb->pooled = 0;
+	sb->created_at = (long long)time(NULL);
+	sb->spec.agent_width = req->agent_width;
+	sb->spec.agent_height = req->agent_height;
+	pthread_mutex_unlock(&s->mu);
+	struct err e2 = ERR_INIT;
+	if (persist(sb, SANDBOX_RUNNING, &e2) < 0)
+		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e2.msg);
+	pthread_rwlock_unlock(&sb->op);
+	return 0;
+}
+
+int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb)
+{
+	/* Everything fixed when the container started must be equal; the
+	 * agent's display is only a mapping and is taken from the request. */
+	return req->width == sb->spec.width && req->height == sb->spec.height &&
+	       req->memory_mb == sb->spec.memory_mb && req->pids_max == sb->spec.pids_max &&
+	       req->cpu_millis == sb->spec.cpu_millis && !req->env[0] && !sb->spec.env[0];
+}
+
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
 {
 	pthread_mutex_lock(&s->mu);
 	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
-		if (strcmp(sb->id, id) == 0) {
+		if (!sb->pooled && strcmp(sb->id, id) == 0) {
 			atomic_fetch_add(&sb->refs, 1);
 			pthread_mutex_unlock(&s->mu);
 			*out = sb;
@@ -543,11 +700,28 @@ int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struc
 	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.64s'", id);
 }
 
+static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e);
+
 int sandbox_delete(struct sandboxes *s, const char *id, struct err *e)
 {
 	struct sandbox *sb;
 	if (sandbox_get(s, id, &sb, e) < 0)
 		return err_code(e);
+	return delete_ref(s, sb, e);
+}
+
+void sandbox_discard(struct sandboxes *s, struct sandbox *sb)
+{
+	struct err e = ERR_INIT;
+	atomic_fetch_add(&sb->refs, 1);
+	if (delete_ref(s, sb, &e) < 0)
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+}
+
+/* Deletes `sb`, consuming the caller's reference. */
+static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	const char *id = sb->id;
 	pthread_mutex_lock(&sb->mu);
 	if (sb->status == SANDBOX_DELETING) {
 		pthread_mutex_unlock(&sb->mu);
@@ -626,6 +800,13 @@ cJSON *sandbox_json(struct sandbox *sb)
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);
 	cJSON *j = spec_json(sb, st);
+	/* How a person gets a browser viewer (docs/vnc.md). */
+	cJSON *vnc = cJSON_AddObjectToObject(j, "vnc");
+	char url[96];
+	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/tokens", sb->id);
+	cJSON_AddStringToObject(vnc, "tokens_url", url);
+	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/", sb->id);
+	cJSON_AddStringToObject(vnc, "page", url);
 	return j;
 }
 
@@ -634,9 +815,177 @@ cJSON *sandboxes_json(struct sandboxes *s)
 	cJSON *arr = cJSON_CreateArray();
 	pthread_mutex_lock(&s->mu);
 	for (struct sandbox *sb = s->list; sb; sb = sb->next)
-		cJSON_AddItemToArray(arr, sandbox_json(sb));
+		if (!sb->pooled)
+			cJSON_AddItemToArray(arr, sandbox_json(sb));
 	pthread_mutex_unlock(&s->mu);
 	return arr;
+}
+
+/* ---- stop, start and the files API's view ---- */
+
+/* Whether `pid` is still there and not a zombie. */
+static int pid_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Removes the temporary files of uploads a crash cut short (files.h).
+ * Only while no container runs: the walk is on host paths. */
+static void sweep_uploads(struct sandbox *sb)
+{
+	static const char *const dirs[] = {"upper", "run"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char p[PATH_MAX];
+		path_in(sb, p, sizeof(p), dirs[i]);
+		struct err e = ERR_INIT;
+		unsigned n = 0;
+		if (files_sweep_temp(p, &n, &e) < 0)
+			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+		else if (n)
+			fprintf(stderr, "deskboxd: sandbox %s: removed %u unfinished upload(s)\n",
+				sb->id, n);
+	}
+}
+
+int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
+{
+	pthread_rwlock_rdlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pid_t pid = sb->init_pid;
+	pthread_mutex_unlock(&sb->mu);
+	int r = 0;
+	if (st == SANDBOX_DELETING)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED)
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
+	else if (st == SANDBOX_STOPPED)
+		r = rootfs_mount(sb, e);
+	if (r < 0) {
+		pthread_rwlock_unlock(&sb->op);
+		return r;
+	}
+	char rootfs[PATH_MAX];
+	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
+	struct stat want, got;
+	_cleanup_fd_ int fd = -1;
+	if (stat(rootfs, &want) < 0)
+		r = err_sys(e, ERR_INTERNAL, errno, "inspecting '%s'", rootfs);
+	if (r == 0 && st == SANDBOX_RUNNING && pid > 0) {
+		/* What the sandbox itself sees: its root with the /usr, /proc
+		 * and /run mounts on it. */
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+		fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		/* SECURITY: it must be the sandbox's overlay and nothing else:
+		 * were the init gone and its pid reused, /proc/N/root could be
+		 * the host's "/".  Then the overlay's own mount will do. */
+		if (fd >= 0 && (fstat(fd, &got) < 0 || got.st_dev != want.st_dev ||
+				got.st_ino != want.st_ino)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (r == 0 && fd < 0) {
+		fd = open(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* An overlay, not the empty mount point under it. */
+		struct stat dir;
+		if (fd >= 0 &&
+		    (fstat(fd, &got) < 0 || stat(sb->dir, &dir) < 0 || got.st_dev == dir.st_dev))
+			r = err_set(e, ERR_CONFLICT, ESRCH,
+				    "the filesystem of sandbox '%s' is not mounted", sb->id);
+		else if (fd < 0)
+			r = err_sys(e, ERR_INTERNAL, errno, "opening '%s'", rootfs);
+	}
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0)
+		return r;
+	*rootfd = TAKE_FD(fd);
+	return 0;
+}
+
+int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	struct sandbox *sb;
+	if (sandbox_get(s, id, &sb, e) < 0)
+		return err_code(e);
+	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	int r = 0;
+	if (st == SANDBOX_RUNNING) {
+		/* SIGTERM first: the init stops the desktop (Xvfb removes its
+		 * lock, programs save) and gets STOP_GRACE before the kill. */
+		runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
+		long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
+		while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
+			struct timespec ts = {0, 20 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		teardown_ex(sb, 0);
+		pthread_mutex_lock(&sb->mu);
+		sb->status = SANDBOX_STOPPED;
+		pthread_mutex_unlock(&sb->mu);
+		r = persist(sb, SANDBOX_STOPPED, e);
+	} else if (st == SANDBOX_DELETING) {
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	} else if (st != SANDBOX_STOPPED) {
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
+	}
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0) {
+		sandbox_put(sb);
+		return err_wrap(e, "stopping sandbox");
+	}
+	*out = sb;
+	return 0;
+}
+
+int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	struct sandbox *sb;
+	if (sandbox_get(s, id, &sb, e) < 0)
+		return err_code(e);
+	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	int r = 0;
+	if (st == SANDBOX_STOPPED) {
+		r = start_container(sb, e);
+		if (r == 0)
+			r = persist(sb, SANDBOX_RUNNING, e);
+		if (r < 0) {
+			/* The files stay; the sandbox stays stopped. */
+			teardown_ex(sb, 0);
+		} else {
+			pthread_mutex_lock(&sb->mu);
+			sb->status = SANDBOX_RUNNING;
+			pthread_mutex_unlock(&sb->mu);
+		}
+	} else if (st == SANDBOX_DELETING) {
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	} else if (st != SANDBOX_RUNNING) {
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
+	}
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0) {
+		sandbox_put(sb);
+		return err_wrap(e, "starting sandbox");
+	}
+	*out = sb;
+	return 0;
 }
 
 /* ---- opening and closing the registry ---- */
@@ -654,12 +1003,15 @@ static int load_one(struct sandboxes *s, const char *id)
 	const cJSON *st = NULL;
 	if (fs_read_file(path, 1 << 20, &text, NULL, &e) == 0 && (j = cJSON_Parse(text)) &&
 	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
-	    strcmp(st->valuestring, "creating") != 0 && sandbox_spec_parse(j, &sb->spec, &e) == 0) {
+	    strcmp(st->valuestring, "creating") != 0 &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooled")) &&
+	    sandbox_spec_parse(j, &sb->spec, &e) == 0) {
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped. */
 		teardown(sb);
+		sweep_uploads(sb);
 		sb->status = SANDBOX_STOPPED;
 		persist(sb, SANDBOX_STOPPED, &e);
 		cJSON_Delete(j);
@@ -714,6 +1066,14 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	}
 	*out = s;
 	return 0;
+}
+
+void sandboxes_kill_runs(struct sandboxes *s)
+{
+	pthread_mutex_lock(&s->mu);
+	for (struct sandbox *sb = s->list; sb; sb = sb->next)
+		process_table_kill_all(sb->procs);
+	pthread_mutex_unlock(&s->mu);
 }
 
 void sandboxes_close(struct sandboxes *s)

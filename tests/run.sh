@@ -45,6 +45,11 @@ for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
 	run_one "$(basename "$t")" "$t"
 done
+for t in "$BUILD"/fuzz/fuzz_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	run_one "$name" "$t" "tests/fuzz/corpus/${name#fuzz_}"
+done
 for t in tests/integration/test_*.py; do
 	[ -f "$t" ] || continue
 	run_one "$(basename "$t" .py)" python3 "$t"

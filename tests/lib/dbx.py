@@ -19,6 +19,9 @@ import zlib
 BUILD = os.environ.get("DESKBOX_BUILD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build")
 TOKEN = "test-token-" + "x" * 24
+# The sandboxes' VNC server process (deskbox-init's DESKBOX_VNC, which
+# deskboxd passes on from its own environment; deskbox-vnc by default).
+VNC_PROC = "x11vnc" if os.environ.get("DESKBOX_VNC") == "x11vnc" else "deskbox-vnc"
 
 
 class Tap:
@@ -277,3 +280,94 @@ def changed_bbox(png_a, png_b):
         y0 = min(y0, y)
         y1 = max(y1, y)
     return None if y1 < 0 else (x0, y0, x1, y1)
+
+
+# ---- streamed uploads and downloads (files API) ----
+
+def _read_head(sock, buf):
+    """Reads one response head from `sock`: (status, headers, rest of buf)."""
+    while b"\r\n\r\n" not in buf:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("connection closed before a response")
+        buf += data
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = [tuple(x.strip() for x in l.split(":", 1)) for l in lines[1:] if ":" in l]
+    return status, headers, rest
+
+
+def stream_upload(srv, path, chunks, length=None, method="PUT", headers=None, expect=False,
+                  timeout=300):
+    """Sends a request whose body is the byte strings of `chunks`, as they
+    come (Content-Length `length`, or chunked when None), and returns the
+    Response.  With `expect`, sends Expect: 100-continue and the body only
+    after the server's 100.  A server that answers early (and stops
+    reading) is fine: the answer is read all the same."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=timeout)
+    h = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1",
+         "Authorization: Bearer " + srv.token]
+    h.append("Content-Length: %d" % length if length is not None
+             else "Transfer-Encoding: chunked")
+    if expect:
+        h.append("Expect: 100-continue")
+    for k, v in (headers or {}).items():
+        h.append("%s: %s" % (k, v))
+    s.sendall(("\r\n".join(h) + "\r\n\r\n").encode())
+    buf = b""
+    try:
+        if expect:
+            status, hdrs, buf = _read_head(s, buf)
+            if status != 100:
+                return _finish(s, status, hdrs, buf)
+        for c in chunks:
+            s.sendall(c if length is not None else b"%x\r\n%s\r\n" % (len(c), c))
+        if length is None:
+            s.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    status, hdrs, buf = _read_head(s, buf)
+    return _finish(s, status, hdrs, buf)
+
+
+def _finish(s, status, hdrs, buf):
+    n = int(dict((k.lower(), v) for k, v in hdrs).get("content-length", "0"))
+    while len(buf) < n:
+        data = s.recv(65536)
+        if not data:
+            break
+        buf += data
+    s.close()
+    return Response(status, hdrs, buf[:n])
+
+
+def stream_download(srv, path, sink, headers=None, timeout=300):
+    """GETs `path`, handing the body to sink(bytes) in pieces of up to
+    1 MiB; returns (status, headers, bytes received)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    h = {"Authorization": "Bearer " + srv.token}
+    h.update(headers or {})
+    conn.request("GET", path, headers=h)
+    r = conn.getresponse()
+    total = 0
+    while True:
+        data = r.read(1 << 20)
+        if not data:
+            break
+        total += len(data)
+        sink(data)
+    conn.close()
+    return r.status, r.getheaders(), total
+
+
+def proc_mem_kib(pid):
+    """{'VmRSS': KiB, 'VmHWM': KiB} of a process."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    return out

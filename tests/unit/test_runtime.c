@@ -1,5 +1,5 @@
 /* Live test of the runtime and the default image: a real crun container
- * running deskbox-init (Xvfb, openbox, x11vnc) as uid 1000.
+ * running deskbox-init (Xvfb, openbox, deskbox-vnc) as uid 1000.
  *
  * Needs root and crun; skipped otherwise.  Uses the deskbox-init next to
  * this binary's build dir (<BUILD>/deskbox-init) or $DESKBOX_INIT. */
@@ -360,10 +360,16 @@ int main(void)
 	const char *argv[] = {"/.deskbox/init", NULL};
 	const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/user", "LANG=C.UTF-8",
 			     "DESKBOX_DISPLAY=1024x768", NULL};
+	/* The init's default VNC server, next to it (as deskboxd mounts it). */
+	char vnc_bin[PATH_MAX];
+	const char *slash = strrchr(init_bin, '/');
+	snprintf(vnc_bin, sizeof(vnc_bin), "%.*sdeskbox-vnc",
+		 slash ? (int)(slash - init_bin + 1) : 0, init_bin);
 	const struct runtime_mount mounts[] = {
 	    {init_bin, "/.deskbox/init", 1},
 	    {"/usr", "/usr", 1},
 	    {c.run_dir, "/run/deskbox", 0},
+	    {vnc_bin, "/.deskbox/deskbox-vnc", 1},
 	};
 	struct runtime_spec spec = {.id = c.id,
 				    .bundle_dir = bundle,
@@ -375,7 +381,7 @@ int main(void)
 				    .env = env,
 				    .cwd = "/home/user",
 				    .mounts = mounts,
-				    .n_mounts = 3,
+				    .n_mounts = sizeof(mounts) / sizeof(mounts[0]),
 				    .memory_bytes = 512ull << 20,
 				    .pids_max = 256,
 				    .cpu_millis = 1000,
