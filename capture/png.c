@@ -68,7 +68,8 @@ static int png_looks_flat(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t st
 	uint64_t same = 0, total = 0;
 	for (uint32_t y = 1; y < h; y += step) {
 		const uint32_t *row = (const uint32_t *)(const void *)(bgrx + (size_t)y * stride);
-		const uint32_t *up = (const uint32_t *)(const void *)(bgrx + (size_t)(y - 1) * stride);
+		const uint32_t *up =
+		    (const uint32_t *)(const void *)(bgrx + (size_t)(y - 1) * stride);
 		for (uint32_t x = 0; x < w; x++)
 			same += ((row[x] ^ up[x]) & 0xffffffu) == 0;
 		total += w;

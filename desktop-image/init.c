@@ -207,7 +207,7 @@ static void start_vnc(struct init *in)
 	 * around a wheel click landed after it (measured). */
 	const char *argv[] = {"x11vnc", "-display", DISPLAY_NAME, "-unixsock", VNC_SOCK, "-rfbport",
 			      "0",	"-shared",  "-forever",	  "-nopw",     "-norc",	 "-quiet",
-			      "-safer", "-nocmds",  "-nonap",	  "-noscr", "-nowf", NULL};
+			      "-safer", "-nocmds",  "-nonap",	  "-noscr",    "-nowf",	 NULL};
 	/* deskbox-vnc (vnc.c, bind-mounted by deskboxd), the default:
 	 * damage-driven, key to frame ~3 ms instead of ~30-50, no idle CPU,
 	 * banner at once (README.md); x11vnc with DESKBOX_VNC=x11vnc. */

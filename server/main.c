@@ -345,7 +345,7 @@ int main(int argc, char **argv)
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	printf("deskboxd: signal %d, stopping\n", sig);
-	vnc_stop_all(api.vnc); /* viewer sessions hold connection threads */
+	vnc_stop_all(api.vnc);	  /* viewer sessions hold connection threads */
 	sandboxes_kill_runs(sbx); /* so do foreground and streamed runs */
 	http_free(http);
 	pool_free(api.pool);

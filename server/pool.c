@@ -141,8 +141,7 @@ int pool_new(struct pool **out, struct sandboxes *s, const struct pool_size *siz
 	return 0;
 }
 
-int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out,
-	      struct err *e)
+int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out, struct err *e)
 {
 	if (!p)
 		return 0;

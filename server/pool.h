@@ -15,7 +15,7 @@
 #include "../common/error.h"
 #include "sandbox.h"
 
-#define POOL_MAX_SIZES 8
+#define POOL_MAX_SIZES	  8
 #define POOL_MAX_PER_SIZE 64
 
 struct pool_size {
@@ -36,8 +36,7 @@ int pool_new(struct pool **out, struct sandboxes *s, const struct pool_size *siz
 /* Claims a ready sandbox matching `spec`: 1 with *out (a reference the
  * caller drops with sandbox_put), 0 when none is ready or none matches,
  * negative on error (ERR_LIMIT). */
-int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out,
-	      struct err *e);
+int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out, struct err *e);
 
 /* Stops the refill thread and deletes the sandboxes still waiting. */
 void pool_free(struct pool *p);

@@ -93,7 +93,8 @@ struct runtime_exec {
 	uint32_t uid, gid;
 	int stdin_fd, stdout_fd, stderr_fd; /* become the process's 0, 1, 2 */
 	const char *pid_file;		    /* where the runtime writes the process's host pid */
-	const char *cgroup; /* sub-cgroup of the container's to run in (crun exec --cgroup), or NULL */
+	const char
+	    *cgroup; /* sub-cgroup of the container's to run in (crun exec --cgroup), or NULL */
 };
 
 /* Spawns the runtime's `exec` for `x` and returns the runtime client's pid

@@ -1,4 +1,5 @@
 #include "sandbox.h"
+#include "sandbox_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,52 +27,8 @@
 #define CAPTURE_READY_TIMEOUT_MS 5000
 #define RECONNECT_TIMEOUT_MS	 3000
 #define VNC_CONNECT_RETRY_MS	 3000
-/* What stop gives the desktop after SIGTERM (the init itself waits 2 s
- * for its children before killing them). */
-#define SANDBOX_STOP_GRACE_MS 3000
 
-struct sandbox {
-	char id[SANDBOX_ID_LEN + 1];
-	char container_id[SANDBOX_ID_LEN + 8];
-	char dir[PATH_MAX];
-	struct sandbox_spec spec;
-	long long created_at; /* unix seconds */
-	struct sandboxes *owner;
-	atomic_int refs;
-
-	/* Guards status and cap. */
-	pthread_mutex_t mu;
-	enum sandbox_status status;
-	struct capture *cap;
-	pid_t init_pid;
-	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
-	 * sandbox is stopped (the files API works on it) until delete or
-	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
-	int rootfs_mounted;
-
-	/* The runs (exec, code_run, contexts) in it; see process.h. */
-	struct process_table *procs;
-
-	/* Operations hold it shared; delete, stop and reconnect exclusive. */
-	pthread_rwlock_t op;
-
-	/* A warm-pool member (server/pool.c): running, but not listed, not
-	 * found by id and not counted against max_sandboxes until claimed. */
-	int pooled;
-
-	struct sandbox *next;
-};
-
-struct sandboxes {
-	struct sandboxes_config cfg;
-	char lower[PATH_MAX];
-	struct runtime *rt;
-	pthread_mutex_t mu;
-	struct sandbox *list;
-	unsigned count;
-};
-
-static const char *const status_names[] = {
+const char *const sandbox_status_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
     [SANDBOX_FAILED] = "failed",     [SANDBOX_DELETING] = "deleting",
 };
@@ -215,7 +172,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", sb->id);
-	cJSON_AddStringToObject(j, "status", status_names[status]);
+	cJSON_AddStringToObject(j, "status", sandbox_status_names[status]);
 	cJSON *d = cJSON_AddObjectToObject(j, "display");
 	cJSON_AddNumberToObject(d, "width", sb->spec.width);
 	cJSON_AddNumberToObject(d, "height", sb->spec.height);
@@ -231,7 +188,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 	return j;
 }
 
-static int persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
+int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
 {
 	cJSON *j = spec_json(sb, status);
 	/* A pool member found at start-up was never handed out: removed. */
@@ -295,7 +252,7 @@ void sandbox_put(struct sandbox *sb)
 	free(sb);
 }
 
-static void path_in(const struct sandbox *sb, char *buf, size_t size, const char *name)
+void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *name)
 {
 	snprintf(buf, size, "%s/%s", sb->dir, name);
 }
@@ -305,7 +262,7 @@ static void path_in(const struct sandbox *sb, char *buf, size_t size, const char
 static void log_tail(const struct sandbox *sb, char *out, size_t size)
 {
 	char path[PATH_MAX];
-	path_in(sb, path, sizeof(path), "init.log");
+	sandbox_path(sb, path, sizeof(path), "init.log");
 	out[0] = '\0';
 	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -330,7 +287,7 @@ static void log_tail(const struct sandbox *sb, char *out, size_t size)
 static int vnc_connect(const struct sandbox *sb, struct err *e)
 {
 	char run[PATH_MAX];
-	path_in(sb, run, sizeof(run), "run");
+	sandbox_path(sb, run, sizeof(run), "run");
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
@@ -401,8 +358,8 @@ static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **
 static int wait_desktop(struct sandbox *sb, int timeout_ms, struct err *e)
 {
 	char ready[PATH_MAX], sock[PATH_MAX];
-	path_in(sb, ready, sizeof(ready), "run/ready");
-	path_in(sb, sock, sizeof(sock), "run/vnc.sock");
+	sandbox_path(sb, ready, sizeof(ready), "run/ready");
+	sandbox_path(sb, sock, sizeof(sock), "run/vnc.sock");
 	long long deadline = fs_now_ms() + timeout_ms;
 	for (int i = 0;; i++) {
 		if (access(ready, F_OK) == 0 && access(sock, F_OK) == 0)
@@ -427,7 +384,7 @@ static int wait_desktop(struct sandbox *sb, int timeout_ms, struct err *e)
 }
 
 /* Stops the container and, with `unmount`, unmounts; leaves the files. */
-static void teardown_ex(struct sandbox *sb, int unmount)
+void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 {
 	struct err e = ERR_INIT;
 	capture_free(sb->cap);
@@ -438,7 +395,7 @@ static void teardown_ex(struct sandbox *sb, int unmount)
 		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
 	err_clear(&e);
 	char rootfs[PATH_MAX];
-	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
+	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	if (unmount) {
 		if (image_umount_rootfs(rootfs, &e) < 0)
 			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
@@ -447,25 +404,25 @@ static void teardown_ex(struct sandbox *sb, int unmount)
 		pthread_mutex_unlock(&sb->mu);
 	}
 	char sock[PATH_MAX];
-	path_in(sb, sock, sizeof(sock), "run/vnc.sock");
+	sandbox_path(sb, sock, sizeof(sock), "run/vnc.sock");
 	unlink(sock);
-	path_in(sb, sock, sizeof(sock), "run/ready");
+	sandbox_path(sb, sock, sizeof(sock), "run/ready");
 	unlink(sock);
 	sb->init_pid = -1;
 }
 
 static void teardown(struct sandbox *sb)
 {
-	teardown_ex(sb, 1);
+	sandbox_teardown_ex(sb, 1);
 }
 
 /* Mounts the overlay on <dir>/rootfs unless it already is. */
-static int rootfs_mount(struct sandbox *sb, struct err *e)
+int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 {
 	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];
-	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
-	path_in(sb, upper, sizeof(upper), "upper");
-	path_in(sb, work, sizeof(work), "work");
+	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
+	sandbox_path(sb, upper, sizeof(upper), "upper");
+	sandbox_path(sb, work, sizeof(work), "work");
 	pthread_mutex_lock(&sb->mu);
 	int r = 0;
 	if (!sb->rootfs_mounted) {
@@ -476,20 +433,20 @@ static int rootfs_mount(struct sandbox *sb, struct err *e)
 	return r;
 }
 
-static int start_container(struct sandbox *sb, struct err *e)
+int sandbox_start_container(struct sandbox *sb, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
 	char rootfs[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX], logp[PATH_MAX];
-	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
-	path_in(sb, run, sizeof(run), "run");
-	path_in(sb, bundle, sizeof(bundle), "bundle");
-	path_in(sb, logp, sizeof(logp), "init.log");
+	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
+	sandbox_path(sb, run, sizeof(run), "run");
+	sandbox_path(sb, bundle, sizeof(bundle), "bundle");
+	sandbox_path(sb, logp, sizeof(logp), "init.log");
 
 	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0)
 		return err_code(e);
 	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
-	if (rootfs_mount(sb, e) < 0)
+	if (sandbox_rootfs_mount(sb, e) < 0)
 		return err_code(e);
 
 	char display[64];
@@ -575,8 +532,8 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
-		  struct sandbox **out, struct err *e)
+static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, struct sandbox **out,
+		  struct err *e)
 {
 	char id[SANDBOX_ID_LEN + 1];
 	if (fs_random_hex(id, SANDBOX_ID_LEN / 2, e) < 0) {
@@ -612,12 +569,12 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	 * "creating", delete waits for the start to finish. */
 	pthread_rwlock_wrlock(&sb->op);
 	int r;
-	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || persist(sb, SANDBOX_CREATING, e) < 0)
+	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0)
 		r = err_code(e);
 	else
-		r = start_container(sb, e);
+		r = sandbox_start_container(sb, e);
 	if (r == 0)
-		r = persist(sb, SANDBOX_RUNNING, e);
+		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
 	if (r < 0) {
 		err_wrap(e, "creating sandbox");
 		teardown(sb);
@@ -670,7 +627,7 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.agent_height = req->agent_height;
 	pthread_mutex_unlock(&s->mu);
 	struct err e2 = ERR_INIT;
-	if (persist(sb, SANDBOX_RUNNING, &e2) < 0)
+	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
 		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e2.msg);
 	pthread_rwlock_unlock(&sb->op);
 	return 0;
@@ -754,7 +711,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 			if (st == SANDBOX_DELETING)
 				return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
 			return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
-				       status_names[st]);
+				       sandbox_status_names[st]);
 		}
 		if (!need_capture)
 			return 0;
@@ -821,173 +778,6 @@ cJSON *sandboxes_json(struct sandboxes *s)
 	return arr;
 }
 
-/* ---- stop, start and the files API's view ---- */
-
-/* Whether `pid` is still there and not a zombie. */
-static int pid_alive(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
-/* Removes the temporary files of uploads a crash cut short (files.h).
- * Only while no container runs: the walk is on host paths. */
-static void sweep_uploads(struct sandbox *sb)
-{
-	static const char *const dirs[] = {"upper", "run"};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char p[PATH_MAX];
-		path_in(sb, p, sizeof(p), dirs[i]);
-		struct err e = ERR_INIT;
-		unsigned n = 0;
-		if (files_sweep_temp(p, &n, &e) < 0)
-			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
-		else if (n)
-			fprintf(stderr, "deskboxd: sandbox %s: removed %u unfinished upload(s)\n",
-				sb->id, n);
-	}
-}
-
-int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
-{
-	pthread_rwlock_rdlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pid_t pid = sb->init_pid;
-	pthread_mutex_unlock(&sb->mu);
-	int r = 0;
-	if (st == SANDBOX_DELETING)
-		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED)
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
-	else if (st == SANDBOX_STOPPED)
-		r = rootfs_mount(sb, e);
-	if (r < 0) {
-		pthread_rwlock_unlock(&sb->op);
-		return r;
-	}
-	char rootfs[PATH_MAX];
-	path_in(sb, rootfs, sizeof(rootfs), "rootfs");
-	struct stat want, got;
-	_cleanup_fd_ int fd = -1;
-	if (stat(rootfs, &want) < 0)
-		r = err_sys(e, ERR_INTERNAL, errno, "inspecting '%s'", rootfs);
-	if (r == 0 && st == SANDBOX_RUNNING && pid > 0) {
-		/* What the sandbox itself sees: its root with the /usr, /proc
-		 * and /run mounts on it. */
-		char p[64];
-		snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
-		fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		/* SECURITY: it must be the sandbox's overlay and nothing else:
-		 * were the init gone and its pid reused, /proc/N/root could be
-		 * the host's "/".  Then the overlay's own mount will do. */
-		if (fd >= 0 && (fstat(fd, &got) < 0 || got.st_dev != want.st_dev ||
-				got.st_ino != want.st_ino)) {
-			close(fd);
-			fd = -1;
-		}
-	}
-	if (r == 0 && fd < 0) {
-		fd = open(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		/* An overlay, not the empty mount point under it. */
-		struct stat dir;
-		if (fd >= 0 &&
-		    (fstat(fd, &got) < 0 || stat(sb->dir, &dir) < 0 || got.st_dev == dir.st_dev))
-			r = err_set(e, ERR_CONFLICT, ESRCH,
-				    "the filesystem of sandbox '%s' is not mounted", sb->id);
-		else if (fd < 0)
-			r = err_sys(e, ERR_INTERNAL, errno, "opening '%s'", rootfs);
-	}
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0)
-		return r;
-	*rootfd = TAKE_FD(fd);
-	return 0;
-}
-
-int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
-{
-	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
-		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
-	int r = 0;
-	if (st == SANDBOX_RUNNING) {
-		/* SIGTERM first: the init stops the desktop (Xvfb removes its
-		 * lock, programs save) and gets STOP_GRACE before the kill. */
-		runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
-		long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
-		while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
-			struct timespec ts = {0, 20 * 1000000L};
-			nanosleep(&ts, NULL);
-		}
-		teardown_ex(sb, 0);
-		pthread_mutex_lock(&sb->mu);
-		sb->status = SANDBOX_STOPPED;
-		pthread_mutex_unlock(&sb->mu);
-		r = persist(sb, SANDBOX_STOPPED, e);
-	} else if (st == SANDBOX_DELETING) {
-		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	} else if (st != SANDBOX_STOPPED) {
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
-	}
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
-		return err_wrap(e, "stopping sandbox");
-	}
-	*out = sb;
-	return 0;
-}
-
-int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
-{
-	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
-		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
-	int r = 0;
-	if (st == SANDBOX_STOPPED) {
-		r = start_container(sb, e);
-		if (r == 0)
-			r = persist(sb, SANDBOX_RUNNING, e);
-		if (r < 0) {
-			/* The files stay; the sandbox stays stopped. */
-			teardown_ex(sb, 0);
-		} else {
-			pthread_mutex_lock(&sb->mu);
-			sb->status = SANDBOX_RUNNING;
-			pthread_mutex_unlock(&sb->mu);
-		}
-	} else if (st == SANDBOX_DELETING) {
-		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	} else if (st != SANDBOX_RUNNING) {
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, status_names[st]);
-	}
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
-		return err_wrap(e, "starting sandbox");
-	}
-	*out = sb;
-	return 0;
-}
-
 /* ---- opening and closing the registry ---- */
 
 static int load_one(struct sandboxes *s, const char *id)
@@ -997,7 +787,7 @@ static int load_one(struct sandboxes *s, const char *id)
 	if (!sb)
 		return -ENOMEM;
 	char path[PATH_MAX];
-	path_in(sb, path, sizeof(path), "sandbox.json");
+	sandbox_path(sb, path, sizeof(path), "sandbox.json");
 	_cleanup_free_ char *text = NULL;
 	cJSON *j = NULL;
 	const cJSON *st = NULL;
@@ -1011,9 +801,9 @@ static int load_one(struct sandboxes *s, const char *id)
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped. */
 		teardown(sb);
-		sweep_uploads(sb);
+		sandbox_sweep_uploads(sb);
 		sb->status = SANDBOX_STOPPED;
-		persist(sb, SANDBOX_STOPPED, &e);
+		sandbox_persist(sb, SANDBOX_STOPPED, &e);
 		cJSON_Delete(j);
 		pthread_mutex_lock(&s->mu);
 		sb->next = s->list;
@@ -1092,7 +882,7 @@ void sandboxes_close(struct sandboxes *s)
 		if (sb->status == SANDBOX_RUNNING) {
 			teardown(sb);
 			struct err e = ERR_INIT;
-			persist(sb, SANDBOX_STOPPED, &e);
+			sandbox_persist(sb, SANDBOX_STOPPED, &e);
 		}
 		sb->status = SANDBOX_STOPPED;
 		pthread_rwlock_unlock(&sb->op);

@@ -1,0 +1,68 @@
+/* sandbox_internal: what sandbox.c and sandbox_state.c share.  Not for
+ * other modules: they use sandbox.h. */
+#ifndef DESKBOX_SERVER_SANDBOX_INTERNAL_H
+#define DESKBOX_SERVER_SANDBOX_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "sandbox.h"
+
+struct sandbox {
+	char id[SANDBOX_ID_LEN + 1];
+	char container_id[SANDBOX_ID_LEN + 8];
+	char dir[PATH_MAX];
+	struct sandbox_spec spec;
+	long long created_at; /* unix seconds */
+	struct sandboxes *owner;
+	atomic_int refs;
+
+	/* Guards status and cap. */
+	pthread_mutex_t mu;
+	enum sandbox_status status;
+	struct capture *cap;
+	pid_t init_pid;
+	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
+	 * sandbox is stopped (the files API works on it) until delete or
+	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
+	int rootfs_mounted;
+
+	/* The runs (exec, code_run, contexts) in it; see process.h. */
+	struct process_table *procs;
+
+	/* Operations hold it shared; delete, stop and reconnect exclusive. */
+	pthread_rwlock_t op;
+
+	/* A warm-pool member (server/pool.c): running, but not listed, not
+	 * found by id and not counted against max_sandboxes until claimed. */
+	int pooled;
+
+	struct sandbox *next;
+};
+
+struct sandboxes {
+	struct sandboxes_config cfg;
+	char lower[PATH_MAX];
+	struct runtime *rt;
+	pthread_mutex_t mu;
+	struct sandbox *list;
+	unsigned count;
+};
+
+extern const char *const sandbox_status_names[];
+
+/* <dir>/<name> into buf. */
+void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *name);
+/* Writes sandbox.json atomically with `status`. */
+int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e);
+/* Stops the container and the mirror; unmounts the overlay with `unmount`. */
+void sandbox_teardown_ex(struct sandbox *sb, int unmount);
+/* Mounts the overlay on <dir>/rootfs unless it already is. */
+int sandbox_rootfs_mount(struct sandbox *sb, struct err *e);
+/* Starts the container and waits for its desktop and mirror. */
+int sandbox_start_container(struct sandbox *sb, struct err *e);
+/* Removes upload temp files a crash left behind (sandbox_state.c). */
+void sandbox_sweep_uploads(struct sandbox *sb);
+
+#endif
