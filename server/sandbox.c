@@ -331,7 +331,8 @@ int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
 	return vnc_connect(sb, e);
 }
 
-static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out, struct err *e)
+/* Connects a new bridge to the sandbox's VNC server; returns at once. */
+static int capture_begin(struct sandbox *sb, struct capture **out, struct err *e)
 {
 	int fd = vnc_connect(sb, e);
 	if (fd < 0)
@@ -341,28 +342,38 @@ static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **
 	    .width = sb->spec.width,
 	    .height = sb->spec.height,
 	};
-	struct capture *cap;
-	int r = capture_start(&cap, &o, fd, e);
-	if (r < 0)
+	if (capture_start(out, &o, fd, e) < 0)
 		return err_wrap(e, "starting the capture bridge");
-	r = capture_wait_ready(cap, timeout_ms, e);
-	if (r < 0) {
+	return 0;
+}
+
+static int capture_finish(struct capture *cap, int timeout_ms, struct err *e)
+{
+	if (capture_wait_ready(cap, timeout_ms, e) < 0) {
 		capture_free(cap);
 		return err_wrap(e, "waiting for the first frame");
 	}
+	return 0;
+}
+
+static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out, struct err *e)
+{
+	struct capture *cap;
+	if (capture_begin(sb, &cap, e) < 0 || capture_finish(cap, timeout_ms, e) < 0)
+		return err_code(e);
 	*out = cap;
 	return 0;
 }
 
-/* Waits for the init's ready flag and the VNC socket. */
-static int wait_desktop(struct sandbox *sb, int timeout_ms, struct err *e)
+/* Waits until the init creates run/<name> ("vnc.sock", "ready"). */
+static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, struct err *e)
 {
-	char ready[PATH_MAX], sock[PATH_MAX];
-	sandbox_path(sb, ready, sizeof(ready), "run/ready");
-	sandbox_path(sb, sock, sizeof(sock), "run/vnc.sock");
+	char path[PATH_MAX], rel[64];
+	snprintf(rel, sizeof(rel), "run/%s", name);
+	sandbox_path(sb, path, sizeof(path), rel);
 	long long deadline = fs_now_ms() + timeout_ms;
 	for (int i = 0;; i++) {
-		if (access(ready, F_OK) == 0 && access(sock, F_OK) == 0)
+		if (access(path, F_OK) == 0)
 			return 0;
 		if (sb->init_pid > 0 && kill(sb->init_pid, 0) < 0 && errno == ESRCH) {
 			char tail[400];
@@ -507,10 +518,18 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
 	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
 		return err_code(e);
-	if (wait_desktop(sb, s->cfg.ready_timeout_ms, e) < 0)
-		return err_code(e);
+	/* The mirror connects as soon as the VNC server listens, so its
+	 * handshake and first frame overlap with the window manager's start
+	 * (the init's ready flag). */
 	struct capture *cap;
-	if (capture_connect(sb, CAPTURE_READY_TIMEOUT_MS, &cap, e) < 0)
+	if (wait_desktop(sb, "vnc.sock", s->cfg.ready_timeout_ms, e) < 0 ||
+	    capture_begin(sb, &cap, e) < 0)
+		return err_code(e);
+	if (wait_desktop(sb, "ready", s->cfg.ready_timeout_ms, e) < 0) {
+		capture_free(cap);
+		return err_code(e);
+	}
+	if (capture_finish(cap, CAPTURE_READY_TIMEOUT_MS, e) < 0)
 		return err_code(e);
 	pthread_mutex_lock(&sb->mu);
 	sb->cap = cap;
