@@ -3,9 +3,15 @@
 #ifndef DESKBOX_CAPTURE_INTERNAL_H
 #define DESKBOX_CAPTURE_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "../common/error.h"
 #include "../input/input.h"
+
+/* Checks an encoder's input image: 1..CAPTURE_MAX_DIM per side and rows at
+ * least w * 4 bytes apart.  0, or -EINVAL with ERR_INVALID in `e`. */
+int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e);
 
 #define CAPTURE_MSG_MAGIC 0x4e495844u /* "DXIN" */
 #define CAPTURE_ACK_MAGIC 0x4b415844u /* "DXAK" */

@@ -8,6 +8,7 @@
 #include <jpeglib.h>
 
 #include "capture.h"
+#include "internal.h"
 
 struct jerr {
 	struct jpeg_error_mgr mgr;
@@ -32,12 +33,8 @@ int capture_jpeg_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stri
 {
 	*out = NULL;
 	*out_len = 0;
-	if (w == 0 || h == 0 || w > CAPTURE_MAX_DIM || h > CAPTURE_MAX_DIM)
-		return err_set(e, ERR_INVALID, EINVAL, "image size %ux%u out of range 1-%u", w, h,
-			       CAPTURE_MAX_DIM);
-	if (stride < (size_t)w * 4)
-		return err_set(e, ERR_INVALID, EINVAL, "stride %zu below %zu", stride,
-			       (size_t)w * 4);
+	if (capture_check_image(w, h, stride, e) < 0)
+		return err_code(e);
 	if (quality < 1 || quality > 100)
 		return err_set(e, ERR_INVALID, EINVAL, "jpeg quality %d out of range 1-100",
 			       quality);

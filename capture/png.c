@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "internal.h"
 
 struct membuf {
 	uint8_t *data;
@@ -77,17 +78,24 @@ static int png_looks_flat(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t st
 	return same * 2 >= total;
 }
 
-int capture_png_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int level,
-		       uint8_t **out, size_t *out_len, struct err *e)
+int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e)
 {
-	*out = NULL;
-	*out_len = 0;
 	if (w == 0 || h == 0 || w > CAPTURE_MAX_DIM || h > CAPTURE_MAX_DIM)
 		return err_set(e, ERR_INVALID, EINVAL, "image size %ux%u out of range 1-%u", w, h,
 			       CAPTURE_MAX_DIM);
 	if (stride < (size_t)w * 4)
 		return err_set(e, ERR_INVALID, EINVAL, "stride %zu below %zu", stride,
 			       (size_t)w * 4);
+	return 0;
+}
+
+int capture_png_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int level,
+		       uint8_t **out, size_t *out_len, struct err *e)
+{
+	*out = NULL;
+	*out_len = 0;
+	if (capture_check_image(w, h, stride, e) < 0)
+		return err_code(e);
 	if (level < 0 || level > 9)
 		return err_set(e, ERR_INVALID, EINVAL, "png compression level %d out of range 0-9",
 			       level);
