@@ -417,6 +417,23 @@ static int body_append(struct http *h, struct request_ctx *c, const char *data, 
 	return 0;
 }
 
+/* What a handler (or a stream's begin()) sees of the request so far. */
+static void request_view(const struct http *h, const struct request_ctx *c,
+			 struct MHD_Connection *conn, const char *method, const char *url,
+			 struct http_request *req)
+{
+	*req = (struct http_request){
+	    .conn = conn,
+	    .method = method,
+	    .path = url,
+	    .n_captures = c->n_captures,
+	    .body = c->body ? c->body : "",
+	    .body_len = c->body_len,
+	    .app = h->o.app,
+	};
+	memcpy(req->captures, c->captures, sizeof(req->captures));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -434,15 +451,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (c->route && !(c->route->flags & HTTP_NO_AUTH))
 			check_auth(h, conn, &e);
 		if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
-			struct http_request req = {
-			    .conn = conn,
-			    .method = method,
-			    .path = url,
-			    .n_captures = c->n_captures,
-			    .body = "",
-			    .app = h->o.app,
-			};
-			memcpy(req.captures, c->captures, sizeof(req.captures));
+			struct http_request req;
+			request_view(h, c, conn, method, url, &req);
 			if (c->route->begin(&req, &c->sink, &e) == 0)
 				c->sink_active = 1;
 			else if (e.kind == ERR_NONE)
@@ -486,16 +496,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return queue_error(conn, &e);
 	}
 
-	struct http_request req = {
-	    .conn = conn,
-	    .method = method,
-	    .path = url,
-	    .n_captures = c->n_captures,
-	    .body = c->body ? c->body : "",
-	    .body_len = c->body_len,
-	    .app = h->o.app,
-	};
-	memcpy(req.captures, c->captures, sizeof(req.captures));
+	struct http_request req;
+	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
 	int hr = c->route->handler(&req, &res, &e);
