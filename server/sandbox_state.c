@@ -72,7 +72,8 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
 	if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
 	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED)
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, sandbox_status_names[st]);
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
+			    sandbox_status_names[st]);
 	else if (st == SANDBOX_STOPPED)
 		r = sandbox_rootfs_mount(sb, e);
 	if (r < 0) {
@@ -118,7 +119,48 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
 	return 0;
 }
 
-int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+/* Stops a running sandbox (under its exclusive lock); files stay. */
+static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	/* SIGTERM first: the init stops the desktop (Xvfb removes its
+	 * lock, programs save) and gets STOP_GRACE before the kill. */
+	runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
+	long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
+	while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	sandbox_teardown_ex(sb, 0);
+	pthread_mutex_lock(&sb->mu);
+	sb->status = SANDBOX_STOPPED;
+	pthread_mutex_unlock(&sb->mu);
+	return sandbox_persist(sb, SANDBOX_STOPPED, e);
+}
+
+/* Starts a stopped sandbox (under its exclusive lock). */
+static int start_stopped(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	int r = sandbox_start_container(sb, e);
+	if (r == 0)
+		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
+	if (r < 0) {
+		/* The files stay; the sandbox stays stopped. */
+		sandbox_teardown_ex(sb, 0);
+	} else {
+		pthread_mutex_lock(&sb->mu);
+		sb->status = SANDBOX_RUNNING;
+		pthread_mutex_unlock(&sb->mu);
+	}
+	return r;
+}
+
+/* Looks `id` up and, holding it exclusively, runs `act` if it is in state
+ * `from`; being in `to` already is success, any other state an error.  On
+ * success the caller gets a reference in *out. */
+static int transition(struct sandboxes *s, const char *id, enum sandbox_status from,
+		      enum sandbox_status to,
+		      int (*act)(struct sandboxes *, struct sandbox *, struct err *),
+		      const char *what, struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
 	if (sandbox_get(s, id, &sb, e) < 0)
@@ -128,66 +170,30 @@ int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, stru
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);
 	int r = 0;
-	if (st == SANDBOX_RUNNING) {
-		/* SIGTERM first: the init stops the desktop (Xvfb removes its
-		 * lock, programs save) and gets STOP_GRACE before the kill. */
-		runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
-		long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
-		while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
-			struct timespec ts = {0, 20 * 1000000L};
-			nanosleep(&ts, NULL);
-		}
-		sandbox_teardown_ex(sb, 0);
-		pthread_mutex_lock(&sb->mu);
-		sb->status = SANDBOX_STOPPED;
-		pthread_mutex_unlock(&sb->mu);
-		r = sandbox_persist(sb, SANDBOX_STOPPED, e);
-	} else if (st == SANDBOX_DELETING) {
+	if (st == from)
+		r = act(s, sb, e);
+	else if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	} else if (st != SANDBOX_STOPPED) {
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, sandbox_status_names[st]);
-	}
+	else if (st != to)
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
+			    sandbox_status_names[st]);
 	pthread_rwlock_unlock(&sb->op);
 	if (r < 0) {
 		sandbox_put(sb);
-		return err_wrap(e, "stopping sandbox");
+		return err_wrap(e, "%s", what);
 	}
 	*out = sb;
 	return 0;
 }
 
+int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	return transition(s, id, SANDBOX_RUNNING, SANDBOX_STOPPED, stop_running, "stopping sandbox",
+			  out, e);
+}
+
 int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
 {
-	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
-		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
-	int r = 0;
-	if (st == SANDBOX_STOPPED) {
-		r = sandbox_start_container(sb, e);
-		if (r == 0)
-			r = sandbox_persist(sb, SANDBOX_RUNNING, e);
-		if (r < 0) {
-			/* The files stay; the sandbox stays stopped. */
-			sandbox_teardown_ex(sb, 0);
-		} else {
-			pthread_mutex_lock(&sb->mu);
-			sb->status = SANDBOX_RUNNING;
-			pthread_mutex_unlock(&sb->mu);
-		}
-	} else if (st == SANDBOX_DELETING) {
-		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	} else if (st != SANDBOX_RUNNING) {
-		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id, sandbox_status_names[st]);
-	}
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
-		return err_wrap(e, "starting sandbox");
-	}
-	*out = sb;
-	return 0;
+	return transition(s, id, SANDBOX_STOPPED, SANDBOX_RUNNING, start_stopped,
+			  "starting sandbox", out, e);
 }
