@@ -15,7 +15,7 @@ PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 # last, never replacing the flags the build needs.
 OPT ?= -O2 -g
 DBX_CFLAGS := $(OPT)
-DBX_CFLAGS += -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(PKG_CFLAGS)
+DBX_CFLAGS += -std=gnu11 -D_GNU_SOURCE -I. -fno-strict-aliasing -pthread $(PKG_CFLAGS)
 DBX_CFLAGS += -Wall -Wextra -Wshadow -Wformat=2 -Wno-format-truncation -Wno-unused-parameter -Wmissing-prototypes -Wvla
 ifeq ($(DEVELOPER),1)
 DBX_CFLAGS += -Werror
@@ -40,7 +40,9 @@ COMMON_SRC := $(wildcard common/*.c)
 INPUT_SRC := $(wildcard input/*.c)
 CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
-SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+# server/ is one archive per subsystem folder, listed so that each comes
+# before what it uses: a static link then fails on an arrow pointing up.
+SERVER_MODULES := api desktop viewer sandbox process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := desktop-image/xtool.c
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
@@ -50,7 +52,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBCOMMON := $(BUILD)/libcommon.a
 LIBINPUT := $(BUILD)/libinput.a
 LIBCAPTURE := $(BUILD)/libcapture.a
-LIBSERVER := $(BUILD)/libserver.a
+SERVER_LIBA := $(foreach m,$(SERVER_MODULES),$(BUILD)/libserver-$(m).a)
+LIBSERVER := $(SERVER_LIBA)
 
 DESKBOXD := $(BUILD)/deskboxd
 BRIDGE := $(BUILD)/deskbox-bridge
@@ -77,15 +80,16 @@ $(BUILD)/obj/%.o: %.c
 	$(Q)$(CC) $(DBX_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c -o $@ $<
 
 $(BUILD)/lib%.a:
+	@mkdir -p $(dir $@)
 	$(quiet) AR $@
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 $(LIBINPUT): $(call obj,$(INPUT_SRC))
 $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
-$(LIBSERVER): $(call obj,$(SERVER_SRC))
+$(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
 # The Python context driver is embedded with .incbin.
-$(call obj,server/process_ctx.c): desktop-image/deskbox-pyctx.py
+$(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
 
 $(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 	$(quiet) LINK $@
@@ -116,7 +120,7 @@ $(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,t
 $(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: \
 		$(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 $(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
-		$(call obj,$(wildcard server/runtime*.c) server/image.c) $(LIBCOMMON)
+		$(BUILD)/libserver-runtime.a $(LIBCOMMON)
 $(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \
 		$(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: \
 		$(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)

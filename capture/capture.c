@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/cleanup.h"
+#include "common/cleanup.h"
 #include "internal.h"
 
 struct capture {

@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../common/error.h"
-#include "../input/input.h"
+#include "common/error.h"
+#include "input/input.h"
 
 #define CAPTURE_MAGIC	 0x46584244u /* "DBXF" */
 #define CAPTURE_VERSION	 2u

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/error.h"
-#include "../input/input.h"
+#include "common/error.h"
+#include "input/input.h"
 
 /* Checks an encoder's input image: 1..CAPTURE_MAX_DIM per side and rows at
  * least w * 4 bytes apart.  0, or -EINVAL with ERR_INVALID in `e`. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/error.h"
+#include "common/error.h"
 
 enum input_type {
 	INPUT_MOVE = 1,	  /* pointer to (x, y) */

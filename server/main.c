@@ -13,14 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/cleanup.h"
-#include "../common/fs.h"
-#include "api.h"
-#include "http.h"
-#include "runtime.h"
-#include "pool.h"
-#include "sandbox.h"
-#include "vnc.h"
+#include "common/cleanup.h"
+#include "common/fs.h"
+#include "server/api/api.h"
+#include "server/http/http.h"
+#include "server/runtime/runtime.h"
+#include "server/sandbox/pool.h"
+#include "server/sandbox/sandbox.h"
+#include "server/viewer/viewer.h"
 
 struct options {
 	const char *listen;

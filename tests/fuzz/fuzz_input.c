@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/text.h"
-#include "../../input/input.h"
+#include "common/text.h"
+#include "input/input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,8 +3,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../server/args.h"
-#include "../../server/sandbox.h"
+#include "common/args.h"
+#include "server/sandbox/sandbox.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

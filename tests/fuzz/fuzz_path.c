@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../server/files.h"
+#include "server/files/files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../server/api.h"
-#include "../../server/http.h"
+#include "server/api/api.h"
+#include "server/http/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,8 +20,8 @@
 
 #include <X11/Xlib.h>
 
-#include "../../capture/capture.h"
-#include "../harness.h"
+#include "capture/capture.h"
+#include "tests/harness.h"
 
 #define W 1280
 #define H 800

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../capture/capture.h"
-#include "../harness.h"
+#include "capture/capture.h"
+#include "tests/harness.h"
 
 static void fill(uint8_t *img, uint32_t w, uint32_t h, uint8_t b, uint8_t g, uint8_t r)
 {

@@ -27,8 +27,8 @@
 #include <X11/Xlib.h>
 #include <X11/keysym.h>
 
-#include "../../capture/capture.h"
-#include "../harness.h"
+#include "capture/capture.h"
+#include "tests/harness.h"
 
 #define W 1280
 #define H 800

@@ -1,7 +1,7 @@
 #include <errno.h>
 
-#include "../../common/error.h"
-#include "../harness.h"
+#include "common/error.h"
+#include "tests/harness.h"
 
 int main(void)
 {

@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../common/fs.h"
-#include "../../common/sha256.h"
-#include "../../server/files.h"
-#include "../../server/image.h"
-#include "../harness.h"
+#include "common/fs.h"
+#include "common/sha256.h"
+#include "server/files/files.h"
+#include "server/runtime/image.h"
+#include "tests/harness.h"
 
 static void norm_ok(const char *in, const char *want)
 {

@@ -1,7 +1,7 @@
-#include "../../common/text.h"
-#include "../../server/args.h"
-#include "../../server/http.h"
-#include "../harness.h"
+#include "common/text.h"
+#include "common/args.h"
+#include "server/http/http.h"
+#include "tests/harness.h"
 
 static int match(const char *pattern, const char *path, const char **c0, size_t *n)
 {

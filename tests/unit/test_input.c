@@ -2,8 +2,8 @@
 #include <X11/keysym.h>
 #include <string.h>
 
-#include "../../input/input.h"
-#include "../harness.h"
+#include "input/input.h"
+#include "tests/harness.h"
 
 static uint32_t key(const char *name)
 {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../input/input.h"
-#include "../harness.h"
+#include "input/input.h"
+#include "tests/harness.h"
 
 static size_t count(const struct input_seq *s, int type)
 {

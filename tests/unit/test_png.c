@@ -4,8 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../capture/capture.h"
-#include "../harness.h"
+#include "capture/capture.h"
+#include "tests/harness.h"
 
 struct reader {
 	const uint8_t *p;

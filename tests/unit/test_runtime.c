@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../common/fs.h"
-#include "../../server/image.h"
-#include "../../server/runtime.h"
-#include "../harness.h"
+#include "common/fs.h"
+#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
+#include "tests/harness.h"
 
 struct ctx {
 	enum runtime_cgroup_mode mode;

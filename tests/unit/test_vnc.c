@@ -2,12 +2,12 @@
  * parser, the view-only RFB filter, viewer tokens, static path routing. */
 #include <string.h>
 
-#include "../../common/sha1.h"
-#include "../../server/http.h"
-#include "../../server/vnc.h"
-#include "../../server/vnc_rfb.h"
-#include "../../server/websocket.h"
-#include "../harness.h"
+#include "common/sha1.h"
+#include "server/http/http.h"
+#include "server/viewer/viewer.h"
+#include "server/viewer/internal.h"
+#include "common/websocket.h"
+#include "tests/harness.h"
 
 static void hex(const unsigned char *d, size_t n, char *out)
 {

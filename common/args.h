@@ -1,0 +1,41 @@
+/* args: strict validation of JSON arguments (fields of a request body, an
+ * action or a tool call).  Every failure is ERR_INVALID naming the field, so a
+ * client learns exactly what to fix. */
+#ifndef DESKBOX_COMMON_ARGS_H
+#define DESKBOX_COMMON_ARGS_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "error.h"
+
+enum args_flags {
+	ARGS_REQUIRED = 1 << 0,
+};
+
+/* An integer field in [min, max]; `def` when absent (and not required).
+ * Fractions, strings and out-of-range values are refused. */
+int args_int(const cJSON *obj, const char *name, int64_t min, int64_t max, int64_t def,
+	     unsigned flags, int64_t *out, struct err *e);
+
+/* A number field (fractions allowed) in [min, max]. */
+int args_double(const cJSON *obj, const char *name, double min, double max, double def,
+		unsigned flags, double *out, struct err *e);
+
+/* A string field of at most `max_len` bytes; *out points into `obj` (NULL
+ * when absent and not required). */
+int args_string(const cJSON *obj, const char *name, size_t max_len, unsigned flags,
+		const char **out, struct err *e);
+
+int args_bool(const cJSON *obj, const char *name, int def, int *out, struct err *e);
+
+/* A string field that must be one of `choices` (NULL-terminated); *out is
+ * its index, or `def` when absent. */
+int args_enum(const cJSON *obj, const char *name, const char *const *choices, int def,
+	      unsigned flags, int *out, struct err *e);
+
+/* Parses a whole decimal integer string in [min, max]. */
+int args_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+
+#endif

@@ -1,0 +1,81 @@
+/* api: the REST handlers, one file per API area (api_sandboxes.c,
+ * api_desktop.c, api_process.c), and the route table (routes.c). */
+#ifndef DESKBOX_SERVER_API_H
+#define DESKBOX_SERVER_API_H
+
+#include "server/http/http.h"
+#include "server/sandbox/sandbox.h"
+
+struct vnc;
+
+/* What every handler reaches through http_request.app. */
+struct pool;
+
+struct api {
+	struct sandboxes *sandboxes;
+	int exec_timeout_default_s;
+	int exec_timeout_max_s;
+	size_t exec_max_output;
+	int png_level;
+	struct vnc *vnc; /* browser viewers: tokens and connected viewers */
+	/* Per sandbox (what its overlay's upper layer holds); 0: none. */
+	uint64_t disk_quota_bytes;
+	struct pool *pool; /* warm desktops (server/pool.h); NULL: none */
+};
+
+extern const struct http_route api_routes[];
+extern const size_t api_n_routes;
+
+/* Looks up the {id} capture (the first one) and enters an operation on it
+ * (sandbox_use): on success the caller must api_release(). */
+int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
+	      struct err *e);
+void api_release(struct sandbox *sb);
+
+int api_health(struct http_request *req, struct http_response *res, struct err *e);
+
+int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_files.c (docs/files.md) */
+int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_files_upload(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_download(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_stat(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_mkdir(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_move(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_delete(struct http_request *req, struct http_response *res, struct err *e);
+
+int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_info(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_cursor(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_windows(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_clipboard(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_action(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_window_op(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e);
+
+int api_process_exec(struct http_request *req, struct http_response *res, struct err *e);
+
+int api_vnc_token_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_token_revoke(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_page(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_static(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_websocket(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_code_run(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_status(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_kill(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_logs(struct http_request *req, struct http_response *res, struct err *e);
+int api_context_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_context_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_context_restart(struct http_request *req, struct http_response *res, struct err *e);
+int api_context_delete(struct http_request *req, struct http_response *res, struct err *e);
+
+#endif

@@ -1,0 +1,504 @@
+/* The files API: upload (streamed to disk), download (streamed, ranges),
+ * list, stat, mkdir, move, delete.  Path safety lives in files.c; this file
+ * is HTTP: arguments, quota, multipart bodies, ranges. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/sha256.h"
+#include "api.h"
+#include "common/args.h"
+#include "server/files/files.h"
+
+/* MHD hands the post processor's iterator at most this much at a time. */
+#define MULTIPART_BUFFER (64 * 1024)
+
+/* ---- arguments ---- */
+
+static int query_path(const struct http_request *req, const char *name, const char *def, char *out,
+		      struct err *e)
+{
+	size_t len = 0;
+	const char *v = http_query_n(req, name, &len);
+	if (!v && def) {
+		v = def;
+		len = strlen(def);
+	}
+	if (!v)
+		return err_set(e, ERR_INVALID, EINVAL, "missing query parameter '%s'", name);
+	if (files_path_normalize(v, len, out, PATH_MAX, e) < 0)
+		return err_wrap(e, "query parameter '%s'", name);
+	return 0;
+}
+
+static int query_flag(const struct http_request *req, const char *name, int *out, struct err *e)
+{
+	const char *v = http_query(req, name);
+	*out = 0;
+	if (!v || !*v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+		return 0;
+	if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
+		*out = 1;
+		return 0;
+	}
+	return err_set(e, ERR_INVALID, EINVAL, "query parameter '%s' must be 1 or 0", name);
+}
+
+/* `mode=0644`: octal permission bits; -1 when absent. */
+static int query_mode(const struct http_request *req, int *out, struct err *e)
+{
+	const char *v = http_query(req, "mode");
+	*out = -1;
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long m = strtoul(v, &end, 8);
+	if (!*v || *end || errno || m > 0777 || strspn(v, "01234567") != strlen(v))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "query parameter 'mode' must be octal permission bits (0 to 0777)");
+	*out = (int)m;
+	return 0;
+}
+
+static int body_path(const cJSON *body, const char *name, int required, char *out, struct err *e)
+{
+	const char *v;
+	if (args_string(body, name, PATH_MAX - 1, required ? ARGS_REQUIRED : 0, &v, e) < 0)
+		return err_code(e);
+	if (!v)
+		return 1;
+	if (files_path_normalize(v, strlen(v), out, PATH_MAX, e) < 0)
+		return err_wrap(e, "field '%s'", name);
+	return 0;
+}
+
+/* The request's sandbox and an fd of its "/"; the reference is dropped
+ * here (the fd outlives it safely: see sandbox_open_root). */
+static int open_root(struct http_request *req, int *rootfd, struct sandbox **keep, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	int r = sandbox_open_root(sb, rootfd, e);
+	if (r < 0 || !keep)
+		sandbox_put(sb);
+	else
+		*keep = sb;
+	return r;
+}
+
+static int reply_stat(struct http_response *res, int status, int root, const char *path,
+		      struct err *e)
+{
+	struct stat st;
+	if (files_stat(root, path, &st, e) < 0)
+		return err_code(e);
+	const char *slash = strrchr(path, '/');
+	const char *name = slash && slash[1] ? slash + 1 : "/";
+	cJSON *j = files_stat_json(path, name, &st);
+	if (!j)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	return http_reply_json(res, status, j, e);
+}
+
+/* ---- upload ---- */
+
+struct upload {
+	struct files_upload *fu;
+	struct sha256 sha;
+	uint64_t size;
+	uint64_t allowed; /* bytes the quota leaves for this upload */
+	uint64_t quota, used;
+	char path[PATH_MAX];
+	/* multipart/form-data (POST) */
+	struct MHD_PostProcessor *pp;
+	int part_started, part_done;
+	struct err pp_err;
+};
+
+static void upload_free(struct upload *u)
+{
+	if (!u)
+		return;
+	if (u->pp)
+		MHD_destroy_post_processor(u->pp);
+	files_upload_free(u->fu);
+	free(u);
+}
+
+static void upload_abort(void *cls)
+{
+	upload_free(cls);
+}
+
+static int quota_error(const struct upload *u, struct err *e)
+{
+	return err_set(e, ERR_NO_SPACE, EDQUOT,
+		       "upload of '%s' exceeds the sandbox's disk quota of %" PRIu64
+		       " MiB (%" PRIu64 " MiB in use); existing files are unchanged",
+		       u->path, u->quota >> 20, u->used >> 20);
+}
+
+static int upload_data(struct upload *u, const char *data, size_t len, struct err *e)
+{
+	if (len > u->allowed - u->size)
+		return quota_error(u, e);
+	if (files_upload_write(u->fu, data, len, e) < 0)
+		return err_code(e);
+	sha256_update(&u->sha, data, len);
+	u->size += len;
+	return 0;
+}
+
+/* The first part carrying a file is the upload; the others are ignored. */
+static enum MHD_Result multipart_part(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *filename, const char *content_type,
+				      const char *transfer_encoding, const char *data, uint64_t off,
+				      size_t size)
+{
+	struct upload *u = cls;
+	if (!filename || u->part_done)
+		return MHD_YES;
+	if (u->part_started && off == 0 && size > 0) {
+		u->part_done = 1; /* a second file part */
+		return MHD_YES;
+	}
+	u->part_started = 1;
+	if (size && upload_data(u, data, size, &u->pp_err) < 0)
+		return MHD_NO;
+	return MHD_YES;
+}
+
+static int upload_write(void *cls, const char *data, size_t len, struct err *e)
+{
+	struct upload *u = cls;
+	if (!u->pp)
+		return upload_data(u, data, len, e);
+	if (MHD_post_process(u->pp, data, len) != MHD_YES) {
+		if (u->pp_err.kind != ERR_NONE) {
+			*e = u->pp_err;
+			return err_code(e);
+		}
+		return err_set(e, ERR_INVALID, EINVAL, "malformed multipart/form-data body");
+	}
+	return 0;
+}
+
+int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
+{
+	struct api *api = req->app;
+	struct upload *u = calloc(1, sizeof(*u));
+	if (!u)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int parents, mode, r;
+	_cleanup_fd_ int root = -1;
+	struct sandbox *sb = NULL;
+	if ((r = query_path(req, "path", NULL, u->path, e)) < 0 ||
+	    (r = query_flag(req, "parents", &parents, e)) < 0 ||
+	    (r = query_mode(req, &mode, e)) < 0)
+		goto fail;
+	if (strcmp(req->method, "POST") == 0) {
+		const char *ct = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_TYPE);
+		if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0) {
+			r = err_set(e, ERR_UNSUPPORTED, EINVAL,
+				    "POST uploads must be multipart/form-data (or use PUT with "
+				    "the raw file as the body)");
+			goto fail;
+		}
+		u->pp = MHD_create_post_processor(req->conn, MULTIPART_BUFFER, multipart_part, u);
+		if (!u->pp) {
+			r = err_set(e, ERR_INVALID, EINVAL,
+				    "malformed multipart/form-data content type (no boundary?)");
+			goto fail;
+		}
+	}
+	if ((r = open_root(req, &root, &sb, e)) < 0)
+		goto fail;
+	u->allowed = UINT64_MAX;
+	if (api->disk_quota_bytes) {
+		char upper[PATH_MAX];
+		snprintf(upper, sizeof(upper), "%s/upper", sandbox_dir(sb));
+		if ((r = files_usage(upper, &u->used, e)) < 0)
+			goto fail;
+		u->quota = api->disk_quota_bytes;
+		u->allowed = u->used < u->quota ? u->quota - u->used : 0;
+		/* A declared size over the quota is refused before any byte
+		 * is read (and a client sending Expect: 100-continue never
+		 * sends the body). */
+		const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (!u->pp && cl && strtoull(cl, NULL, 10) > u->allowed) {
+			r = quota_error(u, e);
+			goto fail;
+		}
+	}
+	if ((r = files_upload_begin(root, u->path, parents, mode, &u->fu, e)) < 0)
+		goto fail;
+	sandbox_put(sb);
+	sha256_init(&u->sha);
+	sink->write = upload_write;
+	sink->abort = upload_abort;
+	sink->cls = u;
+	return 0;
+fail:
+	sandbox_put(sb);
+	upload_free(u);
+	return r;
+}
+
+int api_files_upload(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct upload *u = req->stream;
+	int r = 0;
+	if (u->pp) {
+		/* Flushes the last part to the iterator. */
+		enum MHD_Result ok = MHD_destroy_post_processor(u->pp);
+		u->pp = NULL;
+		if (u->pp_err.kind != ERR_NONE) {
+			*e = u->pp_err;
+			r = err_code(e);
+		} else if (ok != MHD_YES) {
+			r = err_set(e, ERR_INVALID, EINVAL, "malformed multipart/form-data body");
+		} else if (!u->part_started) {
+			r = err_set(e, ERR_INVALID, EINVAL,
+				    "no file part in the multipart/form-data body");
+		}
+	}
+	/* On failure the http layer calls upload_abort(), which frees. */
+	if (r == 0)
+		r = files_upload_commit(u->fu, e);
+	if (r < 0)
+		return r;
+	char hex[SHA256_HEX_LEN + 1];
+	sha256_final_hex(&u->sha, hex);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "path", u->path);
+	cJSON_AddNumberToObject(j, "size", (double)u->size);
+	cJSON_AddStringToObject(j, "sha256", hex);
+	upload_free(u);
+	return http_reply_json(res, 201, j, e);
+}
+
+/* ---- download ---- */
+
+struct download {
+	int fd;
+	uint64_t start;
+};
+
+static long download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct download *d = cls;
+	for (;;) {
+		ssize_t n = pread(d->fd, buf, max, (off_t)(d->start + pos));
+		if (n < 0 && errno == EINTR)
+			continue;
+		/* 0: the file shrank under us; cut the connection rather than
+		 * send fewer bytes than Content-Length promised. */
+		return n > 0 ? (long)n : HTTP_STREAM_ERROR;
+	}
+}
+
+static void download_release(void *cls)
+{
+	struct download *d = cls;
+	close(d->fd);
+	free(d);
+}
+
+/* Parses a single "bytes=A-B" / "bytes=A-" / "bytes=-N" range against
+ * `size`: 1 with [*from, *to] filled, 0 to ignore the header (absent,
+ * malformed or several ranges: the whole file is sent), -1 unsatisfiable. */
+static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+{
+	if (!h || strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+		return 0;
+	const char *p = h + 6;
+	while (*p == ' ')
+		p++;
+	char *end;
+	if (*p == '-') {
+		if (p[1] < '0' || p[1] > '9')
+			return 0;
+		errno = 0;
+		unsigned long long n = strtoull(p + 1, &end, 10);
+		if (errno || *end)
+			return 0;
+		if (n == 0 || size == 0)
+			return -1;
+		*from = n >= size ? 0 : size - n;
+		*to = size - 1;
+		return 1;
+	}
+	if (*p < '0' || *p > '9')
+		return 0;
+	errno = 0;
+	unsigned long long a = strtoull(p, &end, 10);
+	if (errno || *end != '-')
+		return 0;
+	p = end + 1;
+	unsigned long long b = UINT64_MAX;
+	if (*p) {
+		if (*p < '0' || *p > '9')
+			return 0;
+		b = strtoull(p, &end, 10);
+		if (errno || *end || b < a)
+			return 0;
+	}
+	if (a >= size)
+		return -1;
+	*from = a;
+	*to = b >= size ? size - 1 : b;
+	return 1;
+}
+
+int api_files_download(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char path[PATH_MAX];
+	if (query_path(req, "path", NULL, path, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0)
+		return err_code(e);
+	struct stat st;
+	_cleanup_fd_ int fd = -1;
+	if (files_open_read(root, path, &fd, &st, e) < 0)
+		return err_code(e);
+	uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
+	const char *rh = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Range");
+	int rr = parse_range(rh, size, &from, &to);
+	char cr[96];
+	if (rr < 0) {
+		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+		cJSON *j = cJSON_CreateObject();
+		cJSON *er = cJSON_AddObjectToObject(j, "error");
+		cJSON_AddStringToObject(er, "code", "range_not_satisfiable");
+		cJSON_AddStringToObject(er, "message",
+					"the requested range is past the file's end");
+		if (http_reply_json(res, 416, j, e) < 0)
+			return err_code(e);
+		return http_add_header(res, "Content-Range", cr, e);
+	}
+	if (http_add_header(res, "Accept-Ranges", "bytes", e) < 0)
+		return err_code(e);
+	if (size == 0) {
+		http_reply_data(res, 200, "application/octet-stream", NULL, 0);
+		return 0;
+	}
+	if (rr > 0) {
+		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
+		if (http_add_header(res, "Content-Range", cr, e) < 0)
+			return err_code(e);
+	}
+	struct download *d = malloc(sizeof(*d));
+	if (!d)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	d->fd = TAKE_FD(fd);
+	d->start = from;
+	http_reply_stream(res, rr > 0 ? 206 : 200, "application/octet-stream", to - from + 1,
+			  download_read, d, download_release);
+	return 0;
+}
+
+/* ---- list, stat, mkdir, move, delete ---- */
+
+int api_files_list(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char path[PATH_MAX];
+	if (query_path(req, "path", FILES_HOME, path, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0)
+		return err_code(e);
+	cJSON *entries;
+	int truncated;
+	if (files_list(root, path, &entries, &truncated, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "path", path);
+	cJSON_AddItemToObject(j, "entries", entries);
+	if (truncated)
+		cJSON_AddTrueToObject(j, "truncated");
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_files_stat(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char path[PATH_MAX];
+	if (query_path(req, "path", NULL, path, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0)
+		return err_code(e);
+	return reply_stat(res, 200, root, path, e);
+}
+
+/* cJSON turns "\u0000" into a string that ends early: refuse it rather
+ * than act on a shorter path than the client meant. */
+static int json_body(const struct http_request *req, cJSON **out, struct err *e)
+{
+	if (memmem(req->body, req->body_len, "\\u0000", 6))
+		return err_set(e, ERR_INVALID, EINVAL, "path contains a NUL byte");
+	return http_json_body(req, out, e);
+}
+
+int api_files_mkdir(struct http_request *req, struct http_response *res, struct err *e)
+{
+	cJSON *body;
+	if (json_body(req, &body, e) < 0)
+		return err_code(e);
+	char path[PATH_MAX];
+	int parents = 0, created = 0;
+	int r = body_path(body, "path", 1, path, e);
+	if (r == 0)
+		r = args_bool(body, "parents", 0, &parents, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0 || files_mkdir(root, path, parents, &created, e) < 0)
+		return err_code(e);
+	return reply_stat(res, created ? 201 : 200, root, path, e);
+}
+
+int api_files_move(struct http_request *req, struct http_response *res, struct err *e)
+{
+	cJSON *body;
+	if (json_body(req, &body, e) < 0)
+		return err_code(e);
+	char from[PATH_MAX], to[PATH_MAX];
+	int r = body_path(body, "from", 1, from, e);
+	if (r == 0)
+		r = body_path(body, "to", 1, to, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0 || files_move(root, from, to, e) < 0)
+		return err_code(e);
+	return reply_stat(res, 200, root, to, e);
+}
+
+int api_files_delete(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char path[PATH_MAX];
+	int recursive;
+	if (query_path(req, "path", NULL, path, e) < 0 ||
+	    query_flag(req, "recursive", &recursive, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int root = -1;
+	if (open_root(req, &root, NULL, e) < 0 || files_remove(root, path, recursive, e) < 0)
+		return err_code(e);
+	http_reply_empty(res, 204);
+	return 0;
+}

@@ -1,0 +1,389 @@
+/* The process routes: exec, code_run (optionally streamed as Server-Sent
+ * Events, optionally in a Python context), background status, kill and
+ * logs.  Contexts' own routes are in api_process_ctx.c. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/text.h"
+#include "common/args.h"
+
+void exec_args_release(struct exec_args *a)
+{
+	for (size_t i = 0; i < a->n_env; i++)
+		free(a->env_owned[i]);
+	a->n_env = 0;
+}
+
+static int parse_argv(const cJSON *body, struct exec_args *a, struct err *e)
+{
+	const cJSON *argv = cJSON_GetObjectItemCaseSensitive(body, "argv");
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(body, "command");
+	if (argv && cmd)
+		return err_set(e, ERR_INVALID, EINVAL, "give either 'argv' or 'command', not both");
+	if (cmd) {
+		if (!cJSON_IsString(cmd) || !cmd->valuestring[0])
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field 'command' must be a non-empty string");
+		a->argv[0] = "/bin/sh";
+		a->argv[1] = "-c";
+		a->argv[2] = cmd->valuestring;
+		a->argv[3] = NULL;
+		return 0;
+	}
+	if (!cJSON_IsArray(argv) || cJSON_GetArraySize(argv) == 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'argv' must be a non-empty array of strings (or give "
+			       "'command')");
+	size_t n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, argv)
+	{
+		if (n >= EXEC_MAX_ARGS)
+			return err_set(e, ERR_INVALID, E2BIG, "more than %d arguments",
+				       EXEC_MAX_ARGS);
+		if (!cJSON_IsString(it))
+			return err_set(e, ERR_INVALID, EINVAL, "argv[%zu] must be a string", n);
+		a->argv[n++] = it->valuestring;
+	}
+	if (!a->argv[0][0])
+		return err_set(e, ERR_INVALID, EINVAL, "argv[0] must not be empty");
+	a->argv[n] = NULL;
+	return 0;
+}
+
+static int parse_env(const cJSON *body, struct exec_args *a, struct err *e)
+{
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
+	a->env_kv[0] = NULL;
+	if (!env || cJSON_IsNull(env))
+		return 0;
+	if (!cJSON_IsObject(env))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object of strings");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, env)
+	{
+		if (a->n_env >= EXEC_MAX_ENV)
+			return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+				       EXEC_MAX_ENV);
+		if (!cJSON_IsString(it))
+			return err_set(e, ERR_INVALID, EINVAL, "env '%.64s' must be a string",
+				       it->string);
+		if (!it->string[0] || strchr(it->string, '='))
+			return err_set(e, ERR_INVALID, EINVAL, "bad env variable name '%.64s'",
+				       it->string);
+		char *kv;
+		if (asprintf(&kv, "%s=%s", it->string, it->valuestring) < 0)
+			return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+		a->env_owned[a->n_env] = kv;
+		a->env_kv[a->n_env++] = kv;
+	}
+	a->env_kv[a->n_env] = NULL;
+	return 0;
+}
+
+/* Adds K=V unless the request set K. */
+static int env_default(struct exec_args *a, const char *kv, struct err *e)
+{
+	size_t kl = strcspn(kv, "=");
+	for (size_t i = 0; i < a->n_env; i++)
+		if (strncmp(a->env_kv[i], kv, kl + 1) == 0)
+			return 0;
+	if (a->n_env >= EXEC_MAX_ENV + EXEC_EXTRA_ENV)
+		return err_set(e, ERR_INVALID, E2BIG, "too many env variables");
+	char *copy = strdup(kv);
+	if (!copy)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	a->env_owned[a->n_env] = copy;
+	a->env_kv[a->n_env++] = copy;
+	a->env_kv[a->n_env] = NULL;
+	return 0;
+}
+
+void api_add_output(cJSON *j, const char *name, const char *data, size_t len)
+{
+	if (utf8_valid(data, len)) {
+		cJSON_AddStringToObject(j, name, data);
+		return;
+	}
+	char *clean = utf8_sanitize(data, len);
+	char *b64 = base64_encode(data, len);
+	char key[32];
+	snprintf(key, sizeof(key), "%s_b64", name);
+	cJSON_AddStringToObject(j, name, clean ? clean : "");
+	cJSON_AddStringToObject(j, key, b64 ? b64 : "");
+	free(clean);
+	free(b64);
+}
+
+cJSON *api_result_json(const struct process_result *pr, int with_output)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
+		return NULL;
+	cJSON_AddNumberToObject(j, "exit_code", pr->exit_code);
+	if (with_output) {
+		api_add_output(j, "stdout", pr->out, pr->out_len);
+		api_add_output(j, "stderr", pr->err, pr->err_len);
+	}
+	cJSON_AddBoolToObject(j, "timed_out", pr->timed_out);
+	cJSON_AddBoolToObject(j, "oom_killed", pr->oom_killed);
+	cJSON_AddBoolToObject(j, "truncated", pr->out_truncated || pr->err_truncated);
+	cJSON_AddNumberToObject(j, "duration_ms", (double)pr->duration_ms);
+	if (pr->killed)
+		cJSON_AddBoolToObject(j, "killed", 1);
+	return j;
+}
+
+/* What exec and code_run share: env, cwd, stdin, timeout_s. */
+static int parse_common(struct http_request *req, const cJSON *body, struct exec_args *a,
+			struct process_opts *o, int background, struct err *e)
+{
+	struct api *api = req->app;
+	const char *cwd, *stdin_data;
+	double timeout_s;
+	/* Background runs have no timeout unless one is asked for. */
+	double def = background ? 0 : api->exec_timeout_default_s;
+	if (parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
+	    args_string(body, "stdin", EXEC_MAX_STDIN, 0, &stdin_data, e) < 0 ||
+	    args_double(body, "timeout_s", 0.001, api->exec_timeout_max_s, def, 0, &timeout_s, e) <
+		0)
+		return err_code(e);
+	if (cwd && cwd[0] != '/')
+		return err_set(e, ERR_INVALID, EINVAL, "field 'cwd' must be an absolute path");
+	memset(o, 0, sizeof(*o));
+	o->max_output = api->exec_max_output;
+	o->argv = a->argv;
+	o->env = a->env_kv;
+	o->cwd = cwd;
+	o->stdin_data = stdin_data;
+	o->stdin_len = stdin_data ? strlen(stdin_data) : 0;
+	o->timeout_ms = (int)(timeout_s * 1000.0);
+	return 0;
+}
+
+int api_wants_stream(struct http_request *req)
+{
+	const char *s = http_query(req, "stream");
+	if (s && (strcmp(s, "1") == 0 || strcmp(s, "true") == 0))
+		return 1;
+	const char *accept = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Accept");
+	return accept && strstr(accept, "text/event-stream") != NULL;
+}
+
+/* Runs `o` in the sandbox of the request: streamed, in the background, or
+ * to the end.  The sandbox is "in use" only while the run starts: a delete
+ * kills the run rather than waiting for it. */
+static int run_request(struct http_request *req, struct http_response *res,
+		       const struct process_opts *o, int background, struct err *e)
+{
+	struct sandbox *sb;
+	if (api_enter(req, 0, &sb, NULL, e) < 0)
+		return err_code(e);
+	int r;
+	cJSON *j = NULL;
+	if (background) {
+		pid_t pid;
+		r = process_spawn(sb, o, &pid, e);
+		api_release(sb);
+		if (r == 0) {
+			j = cJSON_CreateObject();
+			cJSON_AddNumberToObject(j, "pid", pid);
+		}
+	} else {
+		struct process_run *run;
+		r = process_start(sb, o, &run, e);
+		api_release(sb);
+		if (r < 0)
+			return r;
+		if (api_wants_stream(req))
+			return api_stream_run(res, run, e);
+		while (!process_step(run, 1000, NULL, NULL))
+			;
+		struct process_result pr;
+		r = process_finish(run, &pr, e);
+		process_run_free(run);
+		if (r == 0) {
+			j = api_result_json(&pr, 1);
+			process_result_release(&pr);
+		}
+	}
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_process_exec(struct http_request *req, struct http_response *res, struct err *e)
+{
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	struct exec_args *a = calloc(1, sizeof(*a));
+	if (!a) {
+		cJSON_Delete(body);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	struct process_opts o;
+	int background;
+	int r = 0;
+	if (parse_argv(body, a, e) < 0 || args_bool(body, "background", 0, &background, e) < 0 ||
+	    parse_common(req, body, a, &o, background, e) < 0)
+		r = err_code(e);
+	if (r == 0)
+		r = run_request(req, res, &o, background, e);
+	exec_args_release(a);
+	free(a);
+	cJSON_Delete(body);
+	return r;
+}
+
+static const char *const languages[] = {"python", "bash", "node", NULL};
+/* Looked up on the host: the default image's /usr is the host's. */
+static const char *const interpreters[] = {"/usr/bin/python3", "/usr/bin/bash", "/usr/bin/node"};
+static const char *const code_flags[] = {"-c", "-c", "-e"};
+
+int api_process_code_run(struct http_request *req, struct http_response *res, struct err *e)
+{
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	struct exec_args *a = calloc(1, sizeof(*a));
+	if (!a) {
+		cJSON_Delete(body);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	struct process_opts o;
+	const char *code, *ctx;
+	int lang, background;
+	int r = 0;
+	if (args_string(body, "code", CODE_MAX, ARGS_REQUIRED, &code, e) < 0 ||
+	    args_enum(body, "language", languages, 0, 0, &lang, e) < 0 ||
+	    args_string(body, "context", 64, 0, &ctx, e) < 0 ||
+	    args_bool(body, "background", 0, &background, e) < 0 ||
+	    parse_common(req, body, a, &o, background, e) < 0)
+		r = err_code(e);
+	if (r == 0 && ctx) {
+		if (lang != 0)
+			r = err_set(e, ERR_INVALID, EINVAL, "contexts run python only");
+		else if (background)
+			r = err_set(e, ERR_INVALID, EINVAL,
+				    "'context' and 'background' do not go together");
+		else
+			r = api_context_run(req, res, ctx, code, &o, e);
+		goto out;
+	}
+	if (r == 0 && access(interpreters[lang], X_OK) != 0)
+		r = err_set(e, ERR_INVALID, ENOENT,
+			    "language '%s' is not available in this sandbox ('%s' is missing)",
+			    languages[lang], interpreters[lang]);
+	if (r == 0 && lang == 0)
+		/* Output reaches streams and logs as it is printed. */
+		r = env_default(a, "PYTHONUNBUFFERED=1", e);
+	if (r == 0) {
+		a->argv[0] = interpreters[lang];
+		a->argv[1] = code_flags[lang];
+		a->argv[2] = code;
+		a->argv[3] = NULL;
+		r = run_request(req, res, &o, background, e);
+	}
+out:
+	exec_args_release(a);
+	free(a);
+	cJSON_Delete(body);
+	return r;
+}
+
+/* The {pid} capture (the second one). */
+static int parse_pid(struct http_request *req, pid_t *pid, struct err *e)
+{
+	int64_t v;
+	if (req->n_captures < 2 || args_parse_int(req->captures[1], 1, 4194304, &v) < 0)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no process '%.32s'",
+			       req->n_captures < 2 ? "" : req->captures[1]);
+	*pid = (pid_t)v;
+	return 0;
+}
+
+static cJSON *info_json(const struct process_info *in)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", in->pid);
+	cJSON_AddStringToObject(j, "status", in->running ? "running" : "exited");
+	if (in->running)
+		cJSON_AddNullToObject(j, "exit_code");
+	else
+		cJSON_AddNumberToObject(j, "exit_code", in->exit_code);
+	cJSON_AddBoolToObject(j, "timed_out", in->timed_out);
+	cJSON_AddBoolToObject(j, "oom_killed", in->oom_killed);
+	cJSON_AddBoolToObject(j, "killed", in->killed);
+	cJSON_AddNumberToObject(j, "started_at_ms", (double)in->started_at_ms);
+	cJSON_AddNumberToObject(j, "duration_ms", (double)in->duration_ms);
+	return j;
+}
+
+/* Looks the sandbox up (it need not be running: records outlive it). */
+static int bg_lookup(struct http_request *req, struct sandbox **sb, pid_t *pid, struct err *e)
+{
+	struct api *api = req->app;
+	if (sandbox_get(api->sandboxes, req->captures[0], sb, e) < 0)
+		return err_code(e);
+	if (parse_pid(req, pid, e) < 0) {
+		sandbox_put(*sb);
+		return err_code(e);
+	}
+	return 0;
+}
+
+int api_process_status(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct sandbox *sb;
+	pid_t pid;
+	if (bg_lookup(req, &sb, &pid, e) < 0)
+		return err_code(e);
+	struct process_info in;
+	int r = process_bg_info(sb, pid, &in, e);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, info_json(&in), e);
+}
+
+int api_process_kill(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct sandbox *sb;
+	pid_t pid;
+	if (bg_lookup(req, &sb, &pid, e) < 0)
+		return err_code(e);
+	struct process_info in;
+	int r = process_bg_kill(sb, pid, &in, e);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, info_json(&in), e);
+}
+
+int api_process_logs(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct sandbox *sb;
+	pid_t pid;
+	if (bg_lookup(req, &sb, &pid, e) < 0)
+		return err_code(e);
+	struct process_info in;
+	struct process_logs l;
+	int r = process_bg_logs(sb, pid, &l, &in, e);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	cJSON *j = info_json(&in);
+	api_add_output(j, "stdout", l.out, l.out_len);
+	api_add_output(j, "stderr", l.err, l.err_len);
+	cJSON_AddNumberToObject(j, "stdout_bytes", (double)l.out_total);
+	cJSON_AddNumberToObject(j, "stderr_bytes", (double)l.err_total);
+	cJSON_AddBoolToObject(j, "truncated", l.out_total > l.out_len || l.err_total > l.err_len);
+	process_logs_release(&l);
+	return http_reply_json(res, 200, j, e);
+}

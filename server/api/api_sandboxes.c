@@ -1,0 +1,106 @@
+#include <stdlib.h>
+
+#include "api.h"
+#include "server/sandbox/pool.h"
+
+int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
+	      struct err *e)
+{
+	struct api *api = req->app;
+	if (sandbox_get(api->sandboxes, req->captures[0], sb, e) < 0)
+		return err_code(e);
+	if (sandbox_use(*sb, need_capture, cap, e) < 0) {
+		sandbox_put(*sb);
+		*sb = NULL;
+		return err_code(e);
+	}
+	return 0;
+}
+
+void api_release(struct sandbox *sb)
+{
+	sandbox_unuse(sb);
+	sandbox_put(sb);
+}
+
+int api_health(struct http_request *req, struct http_response *res, struct err *e)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "status", "ok");
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	struct sandbox_spec spec;
+	int r = sandbox_spec_parse(body, &spec, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	struct sandbox *sb;
+	r = pool_take(api->pool, &spec, &sb, e);
+	if (r != 0) {
+		sandbox_spec_release(&spec);
+		if (r < 0)
+			return r;
+	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
+		return err_code(e);
+	}
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 201, j, e);
+}
+
+int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddItemToObject(j, "sandboxes", sandboxes_json(api->sandboxes));
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_get(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_stop(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_start(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = sandbox_json(sb);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	if (sandbox_delete(api->sandboxes, req->captures[0], e) < 0)
+		return err_code(e);
+	http_reply_empty(res, 204);
+	return 0;
+}

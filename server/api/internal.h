@@ -1,0 +1,46 @@
+/* Shared by the process route files (api_process*.c); not used elsewhere. */
+#ifndef DESKBOX_SERVER_API_PROCESS_H
+#define DESKBOX_SERVER_API_PROCESS_H
+
+#include <microhttpd.h>
+
+#include "api.h"
+#include "server/process/process.h"
+
+#define EXEC_MAX_ARGS  4096
+#define EXEC_MAX_ENV   256
+#define EXEC_EXTRA_ENV 4 /* variables deskboxd adds (PYTHONUNBUFFERED) */
+#define EXEC_MAX_STDIN (1u << 20)
+/* One argv string (MAX_ARG_STRLEN is 32 pages including the NUL). */
+#define CODE_MAX (128u * 1024 - 1)
+
+/* argv and env as C arrays pointing into the request's JSON. */
+struct exec_args {
+	const char *argv[EXEC_MAX_ARGS + 1];
+	const char *env_kv[EXEC_MAX_ENV + EXEC_EXTRA_ENV + 1];
+	char *env_owned[EXEC_MAX_ENV + EXEC_EXTRA_ENV];
+	size_t n_env;
+};
+
+void exec_args_release(struct exec_args *a);
+
+/* Adds `name` (and `name`_b64 with the exact bytes when they are not
+ * UTF-8, the text then made valid by U+FFFD replacement) to `j`. */
+void api_add_output(cJSON *j, const char *name, const char *data, size_t len);
+
+/* exit_code, [stdout, stderr,] timed_out, oom_killed, truncated,
+ * duration_ms. */
+cJSON *api_result_json(const struct process_result *pr, int with_output);
+
+/* ?stream=1 or Accept: text/event-stream. */
+int api_wants_stream(struct http_request *req);
+
+/* Answers with the run's output as Server-Sent Events (`stdout`, `stderr`,
+ * then one `result`); takes ownership of `run`. */
+int api_stream_run(struct http_response *res, struct process_run *run, struct err *e);
+
+/* code_run with "context": runs `code` in the Python context `cid`. */
+int api_context_run(struct http_request *req, struct http_response *res, const char *cid,
+		    const char *code, const struct process_opts *o, struct err *e);
+
+#endif

@@ -1,0 +1,100 @@
+/* desktop: the computer-use actions behind /v1/sandboxes/{id}/desktop/...
+ * (api_desktop.c: routes; desktop_actions.c: pointer, keyboard and wait;
+ * desktop_shot.c: screenshots; desktop_adapters.c: the Anthropic and
+ * OpenAI tool formats; desktop_x.c: windows, clipboard, launch).
+ *
+ * Coordinates: an agent may declare the screen size it works in
+ * ("agent_display", per sandbox or per request).  Everything it sends is
+ * then in that space and mapped onto the real screen here, once, and
+ * screenshots come at that size; without one both spaces are the real
+ * screen. */
+#ifndef DESKBOX_SERVER_DESKTOP_H
+#define DESKBOX_SERVER_DESKTOP_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "capture/capture.h"
+#include "server/api/api.h"
+
+/* The longest any one desktop request may wait or pace input for: keeps
+ * every action bounded well inside the HTTP idle timeout. */
+#define DESK_MAX_WAIT_MS 60000
+
+/* An operation in progress on one sandbox's desktop (between desk_enter and
+ * desk_leave). */
+struct desk {
+	struct api *api;
+	struct sandbox *sb;
+	struct capture *cap;
+	uint32_t w, h;	 /* the real screen */
+	uint32_t aw, ah; /* the agent's coordinate space (w, h when none declared) */
+};
+
+/* Enters the {id} sandbox's desktop; the agent display comes from `body`'s
+ * "agent_display" (may be NULL) or else the sandbox's.  Caller must
+ * desk_leave() on success. */
+int desk_enter(struct http_request *req, const cJSON *body, struct desk *d, struct err *e);
+void desk_leave(struct desk *d);
+
+/* Parses an "agent_display" {"width","height"} field of `obj` (absent: 0x0). */
+int desk_parse_agent_display(const cJSON *obj, uint32_t *w, uint32_t *h, struct err *e);
+
+/* Agent coordinates to real ones and back. */
+void desk_to_real(const struct desk *d, int32_t ax, int32_t ay, int32_t *x, int32_t *y);
+void desk_to_agent(const struct desk *d, int32_t x, int32_t y, int32_t *ax, int32_t *ay);
+
+/* Runs the action `name` with arguments `args` (a JSON object) and adds its
+ * results to `out`.  ERR_NOT_FOUND for an unknown action. */
+int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out, struct err *e);
+
+/* Sends `seq` to the sandbox (pauses included); ERR_INVALID when its pauses
+ * add up to more than DESK_MAX_WAIT_MS. */
+int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);
+
+/* What a screenshot is of and how it is encoded. */
+struct shot_opts {
+	struct capture_rect r; /* real pixels */
+	uint32_t ow, oh;       /* output size */
+	int jpeg, quality, cursor;
+};
+
+struct shot {
+	uint8_t *data; /* malloc'd encoded image */
+	size_t len;
+	uint32_t w, h;
+	uint64_t frame;
+	const char *mime;
+	char etag[48];
+};
+
+/* Screenshot options from a JSON object: x, y, w, h (region, agent space),
+ * scale, width, height, format ("png"|"jpeg"), quality, cursor. */
+int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, struct err *e);
+/* The same from a GET's query string (numbers and "cursor=1"). */
+int desk_shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
+		    struct err *e);
+/* The ETag a screenshot with `so` taken at `frame` has now. */
+void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t frame, char *buf,
+		    size_t size);
+int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot *s, struct err *e);
+void desk_shot_release(struct shot *s);
+/* {"format","media_type","width","height","frame","data":base64}; NULL on
+ * allocation failure. */
+cJSON *desk_shot_json(const struct shot *s);
+
+/* The waits: {"until":"stable","quiet_ms","timeout_ms"},
+ * {"until":"change","since_frame","timeout_ms"} or {"ms"}. */
+int desk_wait(struct desk *d, const cJSON *args, cJSON *out, struct err *e);
+
+/* Window, clipboard and launch actions, run by deskbox-xtool inside the
+ * sandbox (desktop_x.c).  ERR_NOT_FOUND when `name` is not one of them. */
+int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
+		  struct err *e);
+
+/* The adapters: run one tool call and fill `out` with the tool result. */
+int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct err *e);
+int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct err *e);
+
+#endif

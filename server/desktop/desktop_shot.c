@@ -1,0 +1,222 @@
+/* Screenshots: region, scaling, cursor, PNG or JPEG, ETags. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "common/args.h"
+#include "desktop.h"
+
+#define JPEG_DEFAULT_QUALITY 80
+
+/* Agent-space span [a, a + n) to real pixels, covering every real pixel any
+ * part of it touches. */
+static void span_to_real(uint32_t a, uint32_t n, uint32_t from, uint32_t to, uint32_t *x,
+			 uint32_t *len)
+{
+	uint64_t x0 = (uint64_t)a * to / from;
+	uint64_t x1 = ((uint64_t)(a + n) * to + from - 1) / from;
+	if (x1 > to)
+		x1 = to;
+	if (x1 <= x0)
+		x1 = x0 + 1;
+	*x = (uint32_t)x0;
+	*len = (uint32_t)(x1 - x0);
+}
+
+int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, struct err *e)
+{
+	static const char *const formats[] = {"png", "jpeg", "jpg", NULL};
+	memset(so, 0, sizeof(*so));
+	int64_t x, y, w, h, ow, oh, q;
+	double scale;
+	int fmt, cursor;
+	if (args_int(o, "x", 0, (int64_t)d->aw - 1, 0, 0, &x, e) < 0 ||
+	    args_int(o, "y", 0, (int64_t)d->ah - 1, 0, 0, &y, e) < 0 ||
+	    args_int(o, "w", 1, (int64_t)d->aw - x, (int64_t)d->aw - x, 0, &w, e) < 0 ||
+	    args_int(o, "h", 1, (int64_t)d->ah - y, (int64_t)d->ah - y, 0, &h, e) < 0 ||
+	    args_double(o, "scale", 0.01, 4.0, 1.0, 0, &scale, e) < 0 ||
+	    args_int(o, "width", 0, CAPTURE_MAX_DIM, 0, 0, &ow, e) < 0 ||
+	    args_int(o, "height", 0, CAPTURE_MAX_DIM, 0, 0, &oh, e) < 0 ||
+	    args_enum(o, "format", formats, 0, 0, &fmt, e) < 0 ||
+	    args_int(o, "quality", 1, 100, JPEG_DEFAULT_QUALITY, 0, &q, e) < 0 ||
+	    args_bool(o, "cursor", 0, &cursor, e) < 0)
+		return err_code(e);
+	span_to_real((uint32_t)x, (uint32_t)w, d->aw, d->w, &so->r.x, &so->r.w);
+	span_to_real((uint32_t)y, (uint32_t)h, d->ah, d->h, &so->r.y, &so->r.h);
+	/* The output is the region as the agent sees it (its own size in
+	 * agent pixels), times `scale`, unless a target size is given; a
+	 * single target side keeps the aspect ratio, two are fitted inside. */
+	double fw = (double)w * scale, fh = (double)h * scale;
+	if (ow && oh) {
+		double kw = (double)ow / (double)w, kh = (double)oh / (double)h;
+		double k = kw < kh ? kw : kh;
+		fw = (double)w * k;
+		fh = (double)h * k;
+	} else if (ow) {
+		fw = (double)ow;
+		fh = (double)h * (double)ow / (double)w;
+	} else if (oh) {
+		fh = (double)oh;
+		fw = (double)w * (double)oh / (double)h;
+	}
+	/* Rounded; both are positive and bounded by 4 * 8192 here. */
+	fw = (double)(int64_t)(fw + 0.5);
+	fh = (double)(int64_t)(fh + 0.5);
+	if (fw < 1 || fh < 1 || fw > CAPTURE_MAX_DIM || fh > CAPTURE_MAX_DIM)
+		return err_set(e, ERR_INVALID, EINVAL, "output size %.0fx%.0f out of range 1-%u",
+			       fw, fh, CAPTURE_MAX_DIM);
+	so->ow = (uint32_t)fw;
+	so->oh = (uint32_t)fh;
+	so->jpeg = fmt > 0;
+	so->quality = (int)q;
+	so->cursor = cursor;
+	return 0;
+}
+
+int desk_shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
+		    struct err *e)
+{
+	static const char *const nums[] = {"x",	    "y",     "w",      "h",
+					   "scale", "width", "height", "quality"};
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < sizeof(nums) / sizeof(nums[0]); i++) {
+		const char *v = http_query(req, nums[i]);
+		if (!v)
+			continue;
+		char *end;
+		errno = 0;
+		double dv = strtod(v, &end);
+		if (!*v || *end || errno || !(dv > -1e9 && dv < 1e9))
+			r = err_set(e, ERR_INVALID, EINVAL, "query '%s' must be a number", nums[i]);
+		else
+			cJSON_AddNumberToObject(o, nums[i], dv);
+	}
+	const char *f = http_query(req, "format");
+	if (r == 0 && f)
+		cJSON_AddStringToObject(o, "format", f);
+	const char *c = http_query(req, "cursor");
+	if (r == 0 && c) {
+		if (strcmp(c, "1") == 0 || strcmp(c, "true") == 0)
+			cJSON_AddTrueToObject(o, "cursor");
+		else if (strcmp(c, "0") == 0 || strcmp(c, "false") == 0)
+			cJSON_AddFalseToObject(o, "cursor");
+		else
+			r = err_set(e, ERR_INVALID, EINVAL, "query 'cursor' must be 1 or 0");
+	}
+	if (r == 0)
+		r = desk_shot_parse(d, o, so, e);
+	cJSON_Delete(o);
+	return r;
+}
+
+void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t frame, char *buf,
+		    size_t size)
+{
+	/* What the bytes depend on besides the frame: the options, and with
+	 * the cursor drawn its position and shape (which move without a new
+	 * frame).  FNV-1a over them. */
+	uint64_t v[12] = {so->r.x,
+			  so->r.y,
+			  so->r.w,
+			  so->r.h,
+			  so->ow,
+			  so->oh,
+			  (uint64_t)so->jpeg,
+			  (uint64_t)so->quality,
+			  (uint64_t)so->cursor};
+	if (so->cursor) {
+		int32_t px, py;
+		capture_pointer(d->cap, &px, &py);
+		uint8_t tmp[CAPTURE_CURSOR_SIZE];
+		uint32_t cw = 0, ch = 0;
+		int32_t hx, hy;
+		uint64_t serial = 0;
+		capture_cursor(d->cap, tmp, &cw, &ch, &hx, &hy, &serial);
+		v[9] = (uint64_t)(uint32_t)px << 32 | (uint32_t)py;
+		v[10] = serial;
+	}
+	uint64_t hsh = 1469598103934665603ull;
+	const uint8_t *p = (const uint8_t *)v;
+	for (size_t i = 0; i < sizeof(v); i++)
+		hsh = (hsh ^ p[i]) * 1099511628211ull;
+	snprintf(buf, size, "\"f%llu-%08llx\"", (unsigned long long)frame,
+		 (unsigned long long)(hsh & 0xffffffffu));
+}
+
+int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot *s, struct err *e)
+{
+	memset(s, 0, sizeof(*s));
+	/* SECURITY: the region lies inside the display deskboxd chose (<= 4096
+	 * per side) and the output is <= CAPTURE_MAX_DIM per side, so these
+	 * products fit in size_t. */
+	size_t stride = (size_t)so->r.w * 4;
+	uint8_t *pix = malloc(stride * so->r.h);
+	if (!pix)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = capture_snapshot(d->cap, so->r, pix, stride, &s->frame, e);
+	if (r == 0 && so->cursor) {
+		static _Thread_local uint8_t cur[CAPTURE_CURSOR_SIZE];
+		uint32_t cw, ch;
+		int32_t hx, hy, px, py;
+		if (capture_cursor(d->cap, cur, &cw, &ch, &hx, &hy, NULL)) {
+			capture_pointer(d->cap, &px, &py);
+			capture_draw_cursor(pix, so->r.w, so->r.h, stride, cur, cw, ch,
+					    px - hx - (int32_t)so->r.x, py - hy - (int32_t)so->r.y);
+		}
+	}
+	const uint8_t *img = pix;
+	size_t istride = stride;
+	uint8_t *scaled = NULL;
+	if (r == 0 && (so->ow != so->r.w || so->oh != so->r.h)) {
+		istride = (size_t)so->ow * 4;
+		scaled = malloc(istride * so->oh);
+		if (!scaled)
+			r = err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+		else
+			capture_scale(pix, so->r.w, so->r.h, stride, scaled, so->ow, so->oh,
+				      istride);
+		img = scaled;
+	}
+	if (r == 0 && so->jpeg)
+		r = capture_jpeg_encode(img, so->ow, so->oh, istride, so->quality, &s->data,
+					&s->len, e);
+	else if (r == 0)
+		r = capture_png_encode(img, so->ow, so->oh, istride, d->api->png_level, &s->data,
+				       &s->len, e);
+	free(scaled);
+	free(pix);
+	if (r < 0)
+		return r;
+	s->w = so->ow;
+	s->h = so->oh;
+	s->mime = so->jpeg ? "image/jpeg" : "image/png";
+	desk_shot_etag(d, so, s->frame, s->etag, sizeof(s->etag));
+	return 0;
+}
+
+void desk_shot_release(struct shot *s)
+{
+	free(s->data);
+	s->data = NULL;
+}
+
+cJSON *desk_shot_json(const struct shot *s)
+{
+	char *b64 = base64_encode(s->data, s->len);
+	if (!b64)
+		return NULL;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "format", strcmp(s->mime, "image/png") == 0 ? "png" : "jpeg");
+	cJSON_AddStringToObject(j, "media_type", s->mime);
+	cJSON_AddNumberToObject(j, "width", s->w);
+	cJSON_AddNumberToObject(j, "height", s->h);
+	cJSON_AddNumberToObject(j, "frame", (double)s->frame);
+	cJSON_AddStringToObject(j, "data", b64);
+	free(b64);
+	return j;
+}

@@ -1,0 +1,635 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "common/cleanup.h"
+
+#define HTTP_PATH_MAX 4096
+
+struct http {
+	struct MHD_Daemon *daemon;
+	struct http_opts o;
+	char *token;
+	uint16_t port;
+};
+
+/* Per-request state, from the first call of the access handler to the
+ * completion notification. */
+struct request_ctx {
+	const struct http_route *route;
+	char pathbuf[HTTP_PATH_MAX];
+	const char *captures[HTTP_MAX_CAPTURES];
+	size_t n_captures;
+	char *body;
+	size_t body_len, body_cap;
+	int too_large;
+	/* HTTP_STREAM_BODY routes */
+	struct http_body_sink sink;
+	int sink_active;       /* begin() succeeded and nobody finished or aborted it */
+	struct err stream_err; /* a write failure, answered once the body is in */
+	/* An upgrade answered but not yet run (see upgrade_run). */
+	http_upgrade_fn upgrade;
+	http_release upgrade_release;
+	void *upgrade_cls;
+};
+
+int http_token_equal(const char *presented, const char *expected)
+{
+	size_t lp = strlen(presented), le = strlen(expected);
+	/* Compare every byte of the expected token whatever the presented one
+	 * holds, so the time taken says nothing about where they differ. */
+	unsigned char diff = (unsigned char)(lp != le);
+	for (size_t i = 0; i < le; i++)
+		diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
+	return diff == 0;
+}
+
+int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
+		     const char **captures, size_t *n_captures)
+{
+	size_t len = strlen(path);
+	*n_captures = 0;
+	if (len + 1 > buf_size || path[0] != '/' || pattern[0] != '/')
+		return 0;
+	memcpy(buf, path, len + 1);
+	const char *p = pattern + 1;
+	char *s = buf + 1;
+	for (;;) {
+		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
+		int capture = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
+		if (capture && plen >= 3 && p[plen - 2] == '*' && !p[plen]) {
+			/* "{name*}" as the last segment: the rest of the path,
+			 * slashes included (static file trees). */
+			if (!*s || *n_captures >= HTTP_MAX_CAPTURES)
+				return 0;
+			captures[(*n_captures)++] = s;
+			return 1;
+		}
+		if (capture) {
+			if (slen == 0 || *n_captures >= HTTP_MAX_CAPTURES)
+				return 0;
+			captures[(*n_captures)++] = s;
+		} else if (plen != slen || memcmp(p, s, plen) != 0) {
+			return 0;
+		}
+		char pc = p[plen], sc = s[slen];
+		if (pc != sc)
+			return 0;
+		if (capture)
+			s[slen] = '\0';
+		if (!pc)
+			return 1;
+		p += plen + 1;
+		s += slen + 1;
+	}
+}
+
+static const struct http_route *route_find(const struct http *h, const char *method,
+					   const char *path, struct request_ctx *c, struct err *e)
+{
+	int path_matched = 0;
+	for (size_t i = 0; i < h->o.n_routes; i++) {
+		const struct http_route *r = &h->o.routes[i];
+		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
+				      &c->n_captures))
+			continue;
+		if (strcmp(r->method, method) == 0)
+			return r;
+		path_matched = 1;
+	}
+	if (path_matched)
+		err_set(e, ERR_METHOD, 0, "method %s not allowed on '%s'", method, path);
+	else
+		err_set(e, ERR_NOT_FOUND, 0, "no route '%s'", path);
+	return NULL;
+}
+
+static int check_auth(const struct http *h, struct MHD_Connection *conn, struct err *e)
+{
+	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	if (!auth)
+		return err_set(e, ERR_UNAUTHORIZED, 0, "missing 'Authorization: Bearer' header");
+	if (strncasecmp(auth, "Bearer ", 7) != 0)
+		return err_set(e, ERR_UNAUTHORIZED, 0, "authorization scheme must be 'Bearer'");
+	const char *tok = auth + 7;
+	while (*tok == ' ')
+		tok++;
+	if (!http_token_equal(tok, h->token))
+		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
+	return 0;
+}
+
+static void response_release(struct http_response *res)
+{
+	free(res->data);
+	res->data = NULL;
+	if (res->reader && res->release)
+		res->release(res->reader_cls);
+	res->reader = NULL;
+	res->release = NULL;
+	res->reader_cls = NULL;
+	for (size_t i = 0; i < res->n_headers; i++)
+		free(res->headers[i].value);
+	res->n_headers = 0;
+	if (res->upgrade && res->upgrade_release)
+		res->upgrade_release(res->upgrade_cls);
+	res->upgrade = NULL;
+	res->upgrade_release = NULL;
+	res->upgrade_cls = NULL;
+}
+
+int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e)
+{
+	if (res->n_headers >= HTTP_MAX_HEADERS)
+		return err_set(e, ERR_INTERNAL, 0, "too many response headers");
+	char *v = strdup(value);
+	if (!v)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	res->headers[res->n_headers].name = name;
+	res->headers[res->n_headers].value = v;
+	res->n_headers++;
+	return 0;
+}
+
+void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
+		     size_t len)
+{
+	free(res->data);
+	res->status = status;
+	res->content_type = content_type;
+	res->data = data;
+	res->len = len;
+}
+
+void http_reply_stream(struct http_response *res, int status, const char *content_type,
+		       uint64_t size, http_reader reader, void *cls, http_release release)
+{
+	free(res->data);
+	res->data = NULL;
+	if (res->reader && res->release)
+		res->release(res->reader_cls);
+	res->status = status;
+	res->content_type = content_type;
+	res->reader = reader;
+	res->release = release;
+	res->reader_cls = cls;
+	res->stream_size = size;
+}
+
+void http_reply_upgrade(struct http_response *res, http_upgrade_fn fn, void *cls,
+			http_release release)
+{
+	http_reply_data(res, 101, NULL, NULL, 0);
+	if (res->upgrade && res->upgrade_release)
+		res->upgrade_release(res->upgrade_cls);
+	res->upgrade = fn;
+	res->upgrade_release = release;
+	res->upgrade_cls = cls;
+}
+
+void http_reply_empty(struct http_response *res, int status)
+{
+	http_reply_data(res, status, NULL, NULL, 0);
+}
+
+int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e)
+{
+	char *s = json ? cJSON_PrintUnformatted(json) : NULL;
+	cJSON_Delete(json);
+	if (!s)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "cannot serialise response");
+	http_reply_data(res, status, "application/json", s, strlen(s));
+	return 0;
+}
+
+static void reply_error(struct http_response *res, const struct err *e)
+{
+	response_release(res);
+	cJSON *root = cJSON_CreateObject();
+	cJSON *er = cJSON_AddObjectToObject(root, "error");
+	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
+	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
+	if (http_reply_json(res, err_http_status(e->kind), root, NULL) < 0) {
+		static const char fallback[] =
+		    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+		char *copy = strdup(fallback);
+		http_reply_data(res, 500, "application/json", copy, copy ? strlen(copy) : 0);
+	}
+}
+
+const char *http_query(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_query_n(const struct http_request *req, const char *name, size_t *len)
+{
+	const char *v = NULL;
+	size_t n = 0;
+	enum MHD_Result found = MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND,
+							      name, strlen(name), &v, &n);
+	if (found != MHD_YES || !v)
+		return NULL;
+	*len = n;
+	return v;
+}
+
+const char *http_header(const struct http_request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+int http_json_body(const struct http_request *req, cJSON **out, struct err *e)
+{
+	*out = NULL;
+	size_t i = 0;
+	while (i < req->body_len && (req->body[i] == ' ' || req->body[i] == '\n' ||
+				     req->body[i] == '\r' || req->body[i] == '\t'))
+		i++;
+	if (i == req->body_len) {
+		*out = cJSON_CreateObject();
+		return *out ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, 0);
+	if (!j) {
+		size_t off = end && end >= req->body ? (size_t)(end - req->body) : 0;
+		return err_set(e, ERR_INVALID, 0, "malformed JSON body near byte %zu", off);
+	}
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return err_set(e, ERR_INVALID, 0, "JSON body must be an object");
+	}
+	*out = j;
+	return 0;
+}
+
+/* What MHD's content reader calls: our reader and release behind MHD's
+ * function types. */
+struct stream_adapter {
+	http_reader reader;
+	http_release release;
+	void *cls;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_adapter *a = cls;
+	long n = a->reader(a->cls, pos, buf, max);
+	if (n == HTTP_STREAM_END)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_adapter *a = cls;
+	if (a->release)
+		a->release(a->cls);
+	free(a);
+}
+
+static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_response *res)
+{
+	struct MHD_Response *r;
+	if (res->reader) {
+		struct stream_adapter *a = malloc(sizeof(*a));
+		r = NULL;
+		if (a) {
+			*a = (struct stream_adapter){res->reader, res->release, res->reader_cls};
+			r = MHD_create_response_from_callback(
+			    res->stream_size == HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN
+								  : res->stream_size,
+			    64 * 1024, stream_read, a, stream_free);
+			if (r) {
+				/* MHD owns it now and calls stream_free. */
+				res->reader = NULL;
+				res->release = NULL;
+				res->reader_cls = NULL;
+			} else {
+				free(a);
+			}
+		}
+	} else if (res->data) {
+		r = MHD_create_response_from_buffer(res->len, res->data, MHD_RESPMEM_MUST_FREE);
+		if (r)
+			res->data = NULL;
+	} else {
+		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	}
+	if (!r) {
+		response_release(res);
+		return MHD_NO;
+	}
+	if (res->content_type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
+	for (size_t i = 0; i < res->n_headers; i++)
+		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	response_release(res);
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)res->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* MHD calls this on the connection's thread once the 101 went out (before
+ * it reports the request completed, so `c` is still alive); the session
+ * runs right here, blocking that thread, which thread-per-connection mode
+ * allows. */
+static void upgrade_run(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+			size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct request_ctx *c = cls;
+	http_upgrade_fn fn = c->upgrade;
+	http_release release = c->upgrade_release;
+	void *ucls = c->upgrade_cls;
+	c->upgrade = NULL;
+	c->upgrade_release = NULL;
+	c->upgrade_cls = NULL;
+	if (fn)
+		fn(ucls, sock, extra, extra_len);
+	if (release)
+		release(ucls);
+	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* Queues the 101 of an upgrade; the upgrade's callback moves into `c`. */
+static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct request_ctx *c,
+				     struct http_response *res)
+{
+	struct MHD_Response *r = MHD_create_response_for_upgrade(upgrade_run, c);
+	if (!r) {
+		response_release(res);
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < res->n_headers; i++)
+		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	c->upgrade = res->upgrade;
+	c->upgrade_release = res->upgrade_release;
+	c->upgrade_cls = res->upgrade_cls;
+	res->upgrade = NULL;
+	res->upgrade_release = NULL;
+	res->upgrade_cls = NULL;
+	response_release(res);
+	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result queue_error(struct MHD_Connection *conn, const struct err *e)
+{
+	struct http_response res = {0};
+	reply_error(&res, e);
+	if (e->kind == ERR_UNAUTHORIZED)
+		http_add_header(&res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+	return queue_owned(conn, &res);
+}
+
+static int body_append(struct http *h, struct request_ctx *c, const char *data, size_t len)
+{
+	if (c->too_large || len > h->o.max_body - c->body_len) {
+		c->too_large = 1;
+		return 0;
+	}
+	if (c->body_len + len + 1 > c->body_cap) {
+		size_t cap = c->body_cap ? c->body_cap : 4096;
+		while (cap < c->body_len + len + 1)
+			cap *= 2;
+		char *nb = realloc(c->body, cap);
+		if (!nb)
+			return -ENOMEM;
+		c->body = nb;
+		c->body_cap = cap;
+	}
+	memcpy(c->body + c->body_len, data, len);
+	c->body_len += len;
+	c->body[c->body_len] = '\0';
+	return 0;
+}
+
+/* What a handler (or a stream's begin()) sees of the request so far. */
+static void request_view(const struct http *h, const struct request_ctx *c,
+			 struct MHD_Connection *conn, const char *method, const char *url,
+			 struct http_request *req)
+{
+	*req = (struct http_request){
+	    .conn = conn,
+	    .method = method,
+	    .path = url,
+	    .n_captures = c->n_captures,
+	    .body = c->body ? c->body : "",
+	    .body_len = c->body_len,
+	    .app = h->o.app,
+	};
+	memcpy(req->captures, c->captures, sizeof(req->captures));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct http *h = cls;
+	struct request_ctx *c = *con_cls;
+	struct err e = ERR_INIT;
+
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return MHD_NO;
+		*con_cls = c;
+		c->route = route_find(h, method, url, c, &e);
+		if (c->route && !(c->route->flags & HTTP_NO_AUTH))
+			check_auth(h, conn, &e);
+		if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
+			struct http_request req;
+			request_view(h, c, conn, method, url, &req);
+			if (c->route->begin(&req, &c->sink, &e) == 0)
+				c->sink_active = 1;
+			else if (e.kind == ERR_NONE)
+				err_set(&e, ERR_INTERNAL, 0,
+					"stream setup failed without a reason");
+		} else if (e.kind == ERR_NONE) {
+			const char *cl = MHD_lookup_connection_value(
+			    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+			if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
+				err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes",
+					h->o.max_body);
+		}
+		if (e.kind != ERR_NONE)
+			return queue_error(conn, &e);
+		return MHD_YES;
+	}
+
+	if (*upload_data_size) {
+		if (c->route->flags & HTTP_STREAM_BODY) {
+			/* After a failed write the rest is read and dropped,
+			 * and the error answered when the body is in. */
+			if (c->sink_active &&
+			    c->sink.write(c->sink.cls, upload_data, *upload_data_size,
+					  &c->stream_err) < 0) {
+				if (c->stream_err.kind == ERR_NONE)
+					err_set(&c->stream_err, ERR_INTERNAL, 0, "write failed");
+				c->sink.abort(c->sink.cls);
+				c->sink_active = 0;
+			}
+		} else if (body_append(h, c, upload_data, *upload_data_size) < 0) {
+			return MHD_NO;
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
+		return queue_error(conn, &c->stream_err);
+
+	if (c->too_large) {
+		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
+		return queue_error(conn, &e);
+	}
+
+	struct http_request req;
+	request_view(h, c, conn, method, url, &req);
+	req.stream = c->sink_active ? c->sink.cls : NULL;
+	struct http_response res = {.status = 200};
+	int hr = c->route->handler(&req, &res, &e);
+	if (c->sink_active) {
+		/* Succeeded: the handler owns the sink's state now. */
+		if (hr < 0)
+			c->sink.abort(c->sink.cls);
+		c->sink_active = 0;
+	}
+	if (hr < 0) {
+		if (e.kind == ERR_NONE)
+			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
+		if (err_http_status(e.kind) >= 500)
+			fprintf(stderr, "deskboxd: %s %s: %s\n", method, url, e.msg);
+		response_release(&res);
+		return queue_error(conn, &e);
+	}
+	if (res.upgrade)
+		return queue_upgrade(conn, c, &res);
+	return queue_owned(conn, &res);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct request_ctx *c = *con_cls;
+	if (c) {
+		if (c->sink_active)
+			c->sink.abort(c->sink.cls);
+		if (c->upgrade_release) /* the connection ended before the upgrade */
+			c->upgrade_release(c->upgrade_cls);
+		free(c->body);
+		free(c);
+		*con_cls = NULL;
+	}
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	fputs("deskboxd: http: ", stderr);
+	vfprintf(stderr, fmt, ap);
+}
+
+static int parse_listen(const char *listen, struct sockaddr_in *sa, struct err *e)
+{
+	const char *colon = strrchr(listen, ':');
+	if (!colon)
+		return err_set(e, ERR_INVALID, 0, "listen address '%s' is not ADDR:PORT", listen);
+	char host[64];
+	size_t hl = (size_t)(colon - listen);
+	if (hl == 0 || hl >= sizeof(host))
+		return err_set(e, ERR_INVALID, 0, "bad listen address '%s'", listen);
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port > 65535)
+		return err_set(e, ERR_INVALID, 0, "bad port in '%s'", listen);
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	if (strcmp(host, "localhost") == 0)
+		strcpy(host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return err_set(e, ERR_INVALID, 0, "bad IPv4 address '%s'", host);
+	return 0;
+}
+
+int http_new(struct http **out, const struct http_opts *o, struct err *e)
+{
+	struct sockaddr_in sa;
+	int r = parse_listen(o->listen, &sa, e);
+	if (r < 0)
+		return r;
+	struct http *h = calloc(1, sizeof(*h));
+	if (!h)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	h->o = *o;
+	h->token = strdup(o->token);
+	if (!h->token) {
+		free(h);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
+	h->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    h, MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	if (!h->daemon) {
+		free(h->token);
+		free(h);
+		return err_set(e, ERR_INTERNAL, errno, "cannot listen on '%s'", o->listen);
+	}
+	const union MHD_DaemonInfo *info =
+	    MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = info ? info->port : ntohs(sa.sin_port);
+	*out = h;
+	return 0;
+}
+
+uint16_t http_port(const struct http *h)
+{
+	return h->port;
+}
+
+void http_free(struct http *h)
+{
+	if (!h)
+		return;
+	MHD_stop_daemon(h->daemon);
+	free(h->token);
+	free(h);
+}
+
+int http_query_int(const struct http_request *req, const char *name, int64_t min, int64_t max,
+		   int64_t def, unsigned flags, int64_t *out, struct err *e)
+{
+	const char *s = http_query(req, name);
+	*out = def;
+	if (!s)
+		{
+		if (flags & ARGS_REQUIRED)
+			return err_set(e, ERR_INVALID, EINVAL, "query parameter '%s' is required", name);
+		return 0;
+	}
+	if (args_parse_int(s, min, max, out) < 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "query parameter '%s' must be an integer between %lld and %lld",
+			       name, (long long)min, (long long)max);
+	return 0;
+}

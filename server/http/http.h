@@ -1,0 +1,184 @@
+/* http: deskboxd's HTTP layer on libmicrohttpd.
+ *
+ * Routes are a table of {method, pattern, handler}; a pattern's "{name}"
+ * segments capture one path segment each, and a last segment "{name*}" the
+ * rest of the path (one or more segments, slashes included).  A handler fills a response or
+ * returns a negative code with `struct err` filled in; this file is the one
+ * place that turns an error into a status and the JSON body
+ * {"error":{"code":"...","message":"..."}}.
+ *
+ * Threads: one per connection (handlers may block: creating a sandbox, a
+ * foreground exec, waiting for the screen).  Connection count, idle timeout
+ * and per-connection memory are capped explicitly; libmicrohttpd's defaults
+ * are unlimited.
+ */
+#ifndef DESKBOX_SERVER_HTTP_H
+#define DESKBOX_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/args.h"
+#include "common/error.h"
+
+#define HTTP_MAX_CAPTURES 4
+#define HTTP_MAX_HEADERS  8
+
+struct MHD_Connection;
+
+struct http_request {
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *path;
+	const char *captures[HTTP_MAX_CAPTURES]; /* values of the pattern's {name}s, in order */
+	size_t n_captures;
+	const char
+	    *body; /* NUL-terminated copy of the request body (routes without HTTP_STREAM_BODY) */
+	size_t body_len;
+	void *app;    /* the application context given to http_new() */
+	void *stream; /* HTTP_STREAM_BODY routes: the sink's cls from the route's begin() */
+};
+
+/* Where a streamed request body goes (HTTP_STREAM_BODY routes).  write() is
+ * called per chunk as it arrives; after the last one the route's handler
+ * runs with req->stream == cls to finish (e.g. fsync and rename).  If the
+ * request ends any other way (the client went away, a write or the handler
+ * failed) abort() runs instead of nothing: it must undo what begin() did.
+ * Exactly one of "handler returned 0" or abort() happens for every sink;
+ * when the handler succeeds it owns the cls and abort() is not called. */
+struct http_body_sink {
+	int (*write)(void *cls, const char *data, size_t len, struct err *e);
+	void (*abort)(void *cls);
+	void *cls;
+};
+
+/* Streamed responses (downloads, Server-Sent Events).  The reader fills
+ * `buf` with up to `max` bytes of the body from offset `pos` and returns how
+ * many, or HTTP_STREAM_END at the end (chunked bodies) or HTTP_STREAM_ERROR
+ * to cut the connection.  It runs on the connection's own thread and may
+ * block until data is there; it must not return 0.  `release` frees `cls`
+ * once the response is done (also when it was never sent). */
+#define HTTP_STREAM_END	  (-1)
+#define HTTP_STREAM_ERROR (-2)
+#define HTTP_SIZE_UNKNOWN UINT64_MAX
+typedef long (*http_reader)(void *cls, uint64_t pos, char *buf, size_t max);
+typedef void (*http_release)(void *cls);
+
+/* Protocol upgrades (WebSocket; see http_reply_upgrade).  Runs once the 101
+ * answer went out, on the connection's own thread, with the raw socket and
+ * the bytes the client sent right after its request; it may block for the
+ * whole session and must not close `fd`. */
+typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t extra_len);
+
+struct http_header {
+	const char *name;
+	char *value; /* owned (malloc'd) */
+};
+
+struct http_response {
+	int status;
+	const char *content_type;
+	void *data; /* malloc'd body, freed by the http layer */
+	size_t len;
+	/* Instead of data: a streamed body (see http_reply_stream). */
+	http_reader reader;
+	http_release release;
+	void *reader_cls;
+	uint64_t stream_size;
+	struct http_header headers[HTTP_MAX_HEADERS];
+	size_t n_headers;
+	/* Instead of a body: a protocol upgrade (see http_reply_upgrade). */
+	http_upgrade_fn upgrade;
+	http_release upgrade_release;
+	void *upgrade_cls;
+};
+
+/* Returns 0 with `res` filled, or a negative code with `e` filled. */
+typedef int (*http_handler)(struct http_request *req, struct http_response *res, struct err *e);
+
+/* Called once the headers are in, before any body byte is read, for
+ * HTTP_STREAM_BODY routes: validates the request and sets up `sink`.  A
+ * failure is answered at once (the body is never read). */
+typedef int (*http_stream_begin)(struct http_request *req, struct http_body_sink *sink,
+				 struct err *e);
+
+enum http_route_flags {
+	HTTP_NO_AUTH = 1 << 0,	   /* no bearer token needed (health check) */
+	HTTP_STREAM_BODY = 1 << 1, /* body goes to begin()'s sink, no size cap here */
+};
+
+struct http_route {
+	const char *method;
+	const char *pattern;
+	http_handler handler;
+	unsigned flags;		 /* enum http_route_flags */
+	http_stream_begin begin; /* HTTP_STREAM_BODY only */
+};
+
+struct http_opts {
+	const char *listen; /* "ADDR:PORT"; port 0 picks a free one */
+	const char *token;  /* the API bearer token */
+	const struct http_route *routes;
+	size_t n_routes;
+	void *app;
+	size_t max_body; /* JSON bodies over this are refused with 413 */
+	unsigned max_connections;
+	unsigned idle_timeout_s;
+};
+
+struct http;
+
+int http_new(struct http **out, const struct http_opts *o, struct err *e);
+/* The port actually bound. */
+uint16_t http_port(const struct http *h);
+/* Stops accepting, waits for the connection threads, frees. */
+void http_free(struct http *h);
+
+/* Response helpers.  They take ownership of `json` / `data`. */
+int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e);
+void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
+		     size_t len);
+void http_reply_empty(struct http_response *res, int status);
+/* Answers with a body produced by `reader` (`size` bytes, or
+ * HTTP_SIZE_UNKNOWN for a chunked body).  Takes ownership of `cls`:
+ * `release(cls)` runs exactly once, whatever happens. */
+void http_reply_stream(struct http_response *res, int status, const char *content_type,
+		       uint64_t size, http_reader reader, void *cls, http_release release);
+/* Answers 101 Switching Protocols (add the protocol's headers with
+ * http_add_header; "Connection: Upgrade" is added here) and hands the socket
+ * to `fn` once the answer went out.  Takes ownership of `cls`:
+ * `release(cls)` runs exactly once, after fn returned or instead of it when
+ * the connection ends before the upgrade. */
+void http_reply_upgrade(struct http_response *res, http_upgrade_fn fn, void *cls,
+			http_release release);
+/* Adds a header; `value` is copied. */
+int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e);
+
+/* A query-string argument, or NULL. */
+const char *http_query(const struct http_request *req, const char *name);
+/* The same with its decoded length, which tells a value holding "%00"
+ * (an embedded NUL) from a shorter one. */
+const char *http_query_n(const struct http_request *req, const char *name, size_t *len);
+/* A query-string integer in [min, max]; `def` when absent (ARGS_REQUIRED in
+ * `flags` makes it mandatory).  ERR_INVALID naming the parameter. */
+int http_query_int(const struct http_request *req, const char *name, int64_t min, int64_t max,
+		   int64_t def, unsigned flags, int64_t *out, struct err *e);
+/* A request header, or NULL. */
+const char *http_header(const struct http_request *req, const char *name);
+
+/* Parses the body as a JSON object (an empty body is an empty object).
+ * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */
+int http_json_body(const struct http_request *req, cJSON **out, struct err *e);
+
+/* Constant-time comparison of a presented token with the expected one. */
+int http_token_equal(const char *presented, const char *expected);
+
+/* Splits `path` against `pattern`: 1 on a match (captures filled, pointing
+ * into `buf`, which receives a copy of the path), 0 otherwise.  Exposed for
+ * the unit tests and the fuzzer. */
+int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
+		     const char **captures, size_t *n_captures);
+
+#endif

@@ -1,0 +1,177 @@
+/* process: programs inside a sandbox.
+ *
+ * A run is one exec, code_run or Python context: a program started in a
+ * cgroup of its own below the sandbox's (process_cgroup.h) before it runs
+ * an instruction, so the whole tree it starts can be killed at once without
+ * touching the desktop.  The sandbox's init starts it (its exec agent,
+ * process_agent.c, ~1 ms); without one, `crun exec --cgroup` (~30 ms).
+ *
+ * Foreground runs capture stdout and stderr (each capped; what is past the
+ * cap is read and dropped so the program never blocks on a full pipe), feed
+ * stdin, and end at the deadline by killing the run's cgroup.  When the
+ * program itself exits, whatever it left running in its cgroup is killed
+ * too: a run is over when its response says so (background runs are for
+ * long-lived programs).  Output can also be delivered as it arrives
+ * (process_step with a callback), which the SSE responses use.
+ *
+ * Background runs return at once with the program's pid inside the
+ * sandbox; a thread owns them (reads their output into bounded logs, keeps
+ * their exit status) and the sandbox's process table keeps the record.
+ *
+ * Every run is registered in its sandbox's table while it lives, and
+ * process_table_kill_all() (sandbox teardown) kills them all.
+ */
+#ifndef DESKBOX_SERVER_PROCESS_H
+#define DESKBOX_SERVER_PROCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "server/runtime/runtime.h"
+#include "server/sandbox/sandbox.h"
+
+/* ---- the per-sandbox table ---- */
+
+struct process_table;
+
+/* NULL when out of memory.  The sandbox holds one reference, each run
+ * another. */
+struct process_table *process_table_new(enum runtime_cgroup_mode mode, const char *container_id);
+void process_table_unref(struct process_table *t);
+/* Kills every run of the sandbox (their owners then see them end). */
+void process_table_kill_all(struct process_table *t);
+
+/* ---- runs ---- */
+
+struct process_opts {
+	const char *const *argv; /* NULL-terminated, argv[0] non-empty */
+	const char *const *env;	 /* extra "K=V", NULL-terminated, may be NULL */
+	const char *cwd;	 /* NULL: /workspace */
+	const char *stdin_data;	 /* may be NULL; background runs copy it */
+	size_t stdin_len;
+	int timeout_ms;	     /* 0: none (background runs only) */
+	size_t max_output;   /* per stream */
+	int keep_stdin_open; /* contexts: stdin stays open for process_write() */
+	int want_pid;	     /* find out the program's pid (process_pid) */
+};
+
+struct process_result {
+	int exit_code; /* -1 when killed by the timeout or the API */
+	int timed_out, oom_killed, killed;
+	char *out, *err; /* malloc'd, NUL-terminated */
+	size_t out_len, err_len;
+	int out_truncated, err_truncated;
+	long long duration_ms;
+};
+
+void process_result_release(struct process_result *r);
+
+enum process_stream {
+	PROCESS_STDOUT = 1,
+	PROCESS_STDERR = 2,
+};
+
+/* Receives output as it arrives (only what is within the cap). */
+typedef void (*process_output_fn)(void *cls, enum process_stream s, const char *data, size_t len);
+
+struct process_run;
+
+/* Starts `o` in `sb` (the caller is between sandbox_use and unuse; the
+ * run itself does not need that afterwards).  The caller owns the run and
+ * must process_run_free() it. */
+int process_start(struct sandbox *sb, const struct process_opts *o, struct process_run **out,
+		  struct err *e);
+
+/* Waits up to `wait_ms` for the run to make progress and handles it:
+ * output (kept in the result unless `fn` takes it), stdin, the program's
+ * exit, the deadline.  Returns 1 once the run is over, 0 otherwise. */
+int process_step(struct process_run *r, int wait_ms, process_output_fn fn, void *cls);
+
+/* After process_step() returned 1: moves the result out (output buffers
+ * are empty when a callback took the output). */
+int process_finish(struct process_run *r, struct process_result *res, struct err *e);
+
+/* Kills what is left of the run, reaps its client, removes its cgroup. */
+void process_run_free(struct process_run *r);
+
+/* The run's pid inside the sandbox, or -1 if unknown. */
+pid_t process_pid(struct process_run *r);
+
+/* Foreground: start, wait, finish, free. */
+int process_run(struct sandbox *sb, const struct process_opts *o, struct process_result *res,
+		struct err *e);
+
+/* ---- background runs ---- */
+
+/* Starts `o` in the background; *pid is its pid inside the sandbox. */
+int process_spawn(struct sandbox *sb, const struct process_opts *o, pid_t *pid, struct err *e);
+
+struct process_info {
+	pid_t pid;
+	int running;
+	int exit_code; /* valid when !running */
+	int timed_out, oom_killed, killed;
+	long long started_at_ms; /* unix time */
+	long long duration_ms;	 /* so far, or in all */
+};
+
+/* ERR_NOT_FOUND when the sandbox has no background run `pid`. */
+int process_bg_info(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e);
+
+/* Kills the run `pid` and everything it started; waits until they are
+ * gone. */
+int process_bg_kill(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e);
+
+/* The last bytes each stream wrote (at most max_output each): malloc'd
+ * copies the caller frees; *_total is how much was written in all. */
+struct process_logs {
+	char *out, *err;
+	size_t out_len, err_len;
+	uint64_t out_total, err_total;
+};
+int process_bg_logs(struct sandbox *sb, pid_t pid, struct process_logs *logs,
+		    struct process_info *info, struct err *e);
+void process_logs_release(struct process_logs *l);
+
+/* ---- Python contexts (process_ctx.c) ---- */
+
+#define PROCESS_CTX_ID_LEN 16
+
+/* Starts a persistent Python interpreter in `sb` (the caller is between
+ * sandbox_use and unuse); `id` receives its id. */
+int process_ctx_create(struct sandbox *sb, char id[PROCESS_CTX_ID_LEN + 1], struct err *e);
+
+/* Runs `code` in context `id` (o: cwd, env, timeout_ms, max_output).  A
+ * context whose run times out, or whose interpreter dies, is restarted
+ * fresh (*restarted).  *result is the repr() of a final expression, or
+ * NULL (malloc'd).  The caller holds a reference to `sb` but is not
+ * between sandbox_use and unuse (a delete must not wait for the run): the
+ * sandbox is entered only to start an interpreter.  Same for restart. */
+int process_ctx_run(struct sandbox *sb, const char *id, const char *code,
+		    const struct process_opts *o, struct process_result *res, char **result,
+		    int *restarted, struct err *e);
+
+int process_ctx_restart(struct sandbox *sb, const char *id, struct err *e);
+int process_ctx_delete(struct sandbox *sb, const char *id, struct err *e);
+
+struct process_ctx_info {
+	char id[PROCESS_CTX_ID_LEN + 1];
+	long long created_at_ms; /* unix time */
+	uint64_t runs;
+	int busy;
+};
+/* Up to `max` contexts into `out`; returns how many. */
+size_t process_ctx_list(struct sandbox *sb, struct process_ctx_info *out, size_t max);
+
+/* ---- helpers shared by process*.c ---- */
+
+/* Writes all of buf to the run's stdin (kept open with keep_stdin_open),
+ * waiting at most until the deadline; -1 on failure. */
+int process_write(struct process_run *r, const void *buf, size_t len, long long deadline_ms);
+/* Reads exactly len bytes of the run's stdout; -1 at EOF, on error or past
+ * the deadline (the run is not killed). */
+int process_read_exact(struct process_run *r, void *buf, size_t len, long long deadline_ms);
+
+#endif

@@ -1,0 +1,186 @@
+/* The fast exec path: deskbox-init's exec agent (desktop-image/exec_agent.h
+ * has the protocol).  deskboxd connects to the agent's socket through the
+ * sandbox's run dir, hands over the program and its stdio fds, learns the
+ * child's host pid from SCM_CREDENTIALS (the kernel's word, not the
+ * sandbox's), moves it into the run's cgroup and only then lets it exec.
+ * The connection then says when the program ended, with its wait status. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fs.h"
+
+/* How long the agent's child may take to say who it is. */
+#define HELLO_TIMEOUT_MS 10000
+
+static int connect_agent(struct sandbox *sb)
+{
+	char run[PATH_MAX];
+	snprintf(run, sizeof(run), "%s/run", sandbox_dir(sb));
+	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* SECURITY: the sandbox's user owns this directory and could put a
+	 * symlink there, which connect() would follow to any socket of the
+	 * host.  So the socket is opened without following links, checked,
+	 * and connected to through its fd (which also keeps the path short:
+	 * sun_path holds 108 bytes). */
+	_cleanup_fd_ int sfd = openat(dfd, "exec.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (sfd < 0)
+		return -errno;
+	if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return -ENOTSOCK;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", sfd);
+	_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+/* The request body: argc, envc, cwd, argv, env (see exec_agent.h). */
+static char *build_request(const struct process_opts *o, uint32_t *len)
+{
+	uint32_t argc = 0, envc = 0;
+	const char *cwd = o->cwd ? o->cwd : "/workspace";
+	size_t total = 8 + strlen(cwd) + 1;
+	for (; o->argv[argc]; argc++)
+		total += strlen(o->argv[argc]) + 1;
+	for (; o->env && o->env[envc]; envc++)
+		total += strlen(o->env[envc]) + 1;
+	if (total > UINT32_MAX)
+		return NULL;
+	char *buf = malloc(total);
+	if (!buf)
+		return NULL;
+	memcpy(buf, &argc, 4);
+	memcpy(buf + 4, &envc, 4);
+	char *p = buf + 8;
+	p = stpcpy(p, cwd) + 1;
+	for (uint32_t i = 0; i < argc; i++)
+		p = stpcpy(p, o->argv[i]) + 1;
+	for (uint32_t i = 0; i < envc; i++)
+		p = stpcpy(p, o->env[i]) + 1;
+	*len = (uint32_t)total;
+	return buf;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* 1 when host process `pid` is in the sandbox's cgroup (the socket is the
+ * sandbox's to replace: whoever answers must at least be inside it). */
+static int in_sandbox(pid_t pid, const char *cid)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	_cleanup_file_ FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	char want[128];
+	snprintf(want, sizeof(want), "/deskbox/%s", cid);
+	size_t wl = strlen(want);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, want);
+		if (p && (p[wl] == '\n' || p[wl] == '/' || p[wl] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
+int process_agent_start(struct sandbox *sb, struct process_run *r, const struct process_opts *o,
+			const int stdio[3], struct err *e)
+{
+	int fd = connect_agent(sb);
+	if (fd < 0)
+		return PROCESS_NO_AGENT;
+	_cleanup_fd_ int conn = fd;
+	uint32_t len;
+	_cleanup_free_ char *req = build_request(o, &len);
+	if (!req)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = {&len, sizeof(len)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(cm), stdio, 3 * sizeof(int));
+	if (sendmsg(conn, &mh, MSG_NOSIGNAL) != sizeof(len) || write_all(conn, req, len) < 0)
+		return PROCESS_NO_AGENT; /* a stale socket of a stopped init */
+
+	struct pollfd p = {conn, POLLIN, 0};
+	int pr;
+	while ((pr = poll(&p, 1, HELLO_TIMEOUT_MS)) < 0 && errno == EINTR)
+		;
+	int32_t nspid = 0;
+	struct ucred uc = {0};
+	char ccbuf[CMSG_SPACE(sizeof(uc))];
+	struct iovec iov2 = {&nspid, sizeof(nspid)};
+	struct msghdr mh2 = {.msg_iov = &iov2,
+			     .msg_iovlen = 1,
+			     .msg_control = ccbuf,
+			     .msg_controllen = sizeof(ccbuf)};
+	ssize_t n = pr > 0 ? recvmsg(conn, &mh2, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) : -1;
+	struct cmsghdr *c2 = n == sizeof(nspid) ? CMSG_FIRSTHDR(&mh2) : NULL;
+	if (!c2 || c2->cmsg_level != SOL_SOCKET || c2->cmsg_type != SCM_CREDENTIALS)
+		return err_set(e, ERR_UNAVAILABLE, EPROTO,
+			       "the sandbox could not start the process (at its pids limit?)");
+	memcpy(&uc, CMSG_DATA(c2), sizeof(uc));
+	/* SECURITY: the kernel checked the pid the child claimed (it may only
+	 * name itself) and translated it; 0 means it is not in our pid
+	 * namespace's view. */
+	if (uc.pid <= 1 || !in_sandbox(uc.pid, sandbox_container_id(sb)))
+		return err_set(e, ERR_INTERNAL, EPROTO, "exec agent: no usable pid");
+	if (run_cgroup_attach(&r->cg, uc.pid, e) < 0)
+		return err_code(e);
+	if (write_all(conn, "g", 1) < 0)
+		return err_set(e, ERR_INTERNAL, EPIPE, "the sandbox's exec agent went away");
+	r->pid = nspid;
+	r->agent_fd = TAKE_FD(conn);
+	return 0;
+}
+
+int process_agent_poll_exit(struct process_run *r)
+{
+	int32_t st;
+	ssize_t n = recv(r->agent_fd, &st, sizeof(st), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	/* The init went away (the sandbox stopped): the program with it. */
+	r->status = n == sizeof(st) ? st : 9; /* as if SIGKILLed */
+	r->client_done = 1;
+	return 1;
+}

@@ -1,0 +1,105 @@
+/* runtime: OCI containers through an OCI runtime binary (crun by default).
+ *
+ * deskboxd writes a bundle (config.json built with cJSON) per sandbox and
+ * drives the runtime's CLI: run -d, exec, kill, delete, state.  The runtime
+ * binary is configurable (runsc, kata) as long as it speaks that CLI.
+ *
+ * cgroups: crun 1.8 refuses a "hybrid" host (v1 controllers plus a cgroup2
+ * mount at /sys/fs/cgroup/unified).  runtime_host_setup() gives deskboxd a
+ * private mount namespace in which that mount is gone, so every runtime call
+ * (and every overlay mount deskboxd makes) happens there; pure v2 and pure
+ * v1 hosts need nothing.
+ */
+#ifndef DESKBOX_SERVER_RUNTIME_H
+#define DESKBOX_SERVER_RUNTIME_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+enum runtime_cgroup_mode {
+	RUNTIME_CGROUP_V1 = 1,
+	RUNTIME_CGROUP_V2 = 2,
+};
+
+/* Must run in main() before any thread exists (unshare(CLONE_NEWNS) refuses
+ * multi-threaded callers): makes the mount namespace private and, on a hybrid
+ * host, unmounts /sys/fs/cgroup/unified inside it.  Reports the mode in use. */
+int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e);
+
+struct runtime_mount {
+	const char *source;	 /* host path */
+	const char *destination; /* path in the container */
+	int read_only;
+};
+
+/* What one container looks like.  Strings are borrowed for the call. */
+struct runtime_spec {
+	const char *id;		/* container id, [a-z0-9-], unique per runtime root */
+	const char *bundle_dir; /* config.json is written here */
+	const char *rootfs;	/* absolute path of the mounted root filesystem */
+	const char *hostname;
+	uint32_t uid, gid;	 /* the user every process runs as */
+	const char *const *argv; /* the init's argv, NULL-terminated */
+	const char *const *env;	 /* "K=V", NULL-terminated */
+	const char *cwd;
+	const struct runtime_mount *mounts; /* extra bind mounts, after the standard ones */
+	size_t n_mounts;
+	uint64_t memory_bytes;	   /* 0: no limit */
+	int64_t pids_max;	   /* 0: no limit */
+	uint32_t cpu_millis;	   /* 0: no limit; 1000 = one core */
+	const char *cgroup_parent; /* e.g. "deskbox": cgroups go under it */
+};
+
+struct runtime;
+
+struct runtime_opts {
+	const char *binary; /* "crun" (looked up in PATH) or an absolute path */
+	const char *root;   /* the runtime's state dir (--root), created if missing */
+	enum runtime_cgroup_mode cgroup_mode;
+};
+
+int runtime_new(struct runtime **out, const struct runtime_opts *o, struct err *e);
+void runtime_free(struct runtime *rt);
+
+/* Writes <bundle_dir>/config.json for `spec`: mount, pid, ipc, uts, net and
+ * cgroup namespaces (only lo in the network), no capabilities,
+ * no_new_privs, a default seccomp allowlist, masked and read-only /proc and
+ * /sys paths, a minimal /dev, a tmpfs /run (/tmp is the rootfs's, so it
+ * persists), and the limits. */
+int runtime_write_bundle(const struct runtime_spec *spec, struct err *e);
+
+/* Starts the container detached (`run -d`); the init's stdout and stderr go
+ * to `log_fd` (-1: /dev/null).  Reports the init's host pid. */
+int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
+		  pid_t *init_pid, struct err *e);
+
+/* Sends `sig` to the container's init (all processes with `all`). */
+int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e);
+
+/* Removes the container (force: kills it first).  A container the runtime
+ * does not know is not an error. */
+int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e);
+
+/* Reports whether the container runs and its init's host pid (0 if not). */
+int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid, struct err *e);
+
+/* How to run one process inside a running container. */
+struct runtime_exec {
+	const char *const *argv; /* NULL-terminated */
+	const char *const *env;	 /* extra "K=V", NULL-terminated, may be NULL */
+	const char *cwd;	 /* NULL: the container's */
+	uint32_t uid, gid;
+	int stdin_fd, stdout_fd, stderr_fd; /* become the process's 0, 1, 2 */
+	const char *pid_file;		    /* where the runtime writes the process's host pid */
+	const char
+	    *cgroup; /* sub-cgroup of the container's to run in (crun exec --cgroup), or NULL */
+};
+
+/* Spawns the runtime's `exec` for `x` and returns the runtime client's pid
+ * (the caller reaps it; its exit status is the process's).  Does not wait. */
+int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_exec *x,
+		       pid_t *client_pid, struct err *e);
+
+#endif

@@ -1,0 +1,429 @@
+/* image: the default image's lower layer and the per-sandbox overlay.
+ *
+ * The lower layer is generated into a temporary directory, named after a
+ * hash of everything in it (<state>/images/default/base-<hash>) and renamed
+ * into place; `base` is a symlink to the newest one.  A lower layer is never
+ * changed once in place (overlayfs does not allow changes under a mounted
+ * overlay): when the host's /etc changes, a new one appears next to it, and
+ * older ones go once no overlay in this mount namespace uses them. */
+#include "image.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fs.h"
+
+/* Host /etc entries copied into the image: what programs need to find
+ * libraries, fonts, certificates, mime types and the time zone.  Never
+ * secrets (shadow, ssh, sudoers, ...); on top of that only entries readable
+ * by everyone are copied.  A trailing '*' matches a prefix. */
+static const char *const etc_allowlist[] = {
+    "alternatives",    "fonts",	    "xdg",	   "X11",	 "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d",    "localtime", "timezone",	   "mime.types", "python3*",	"ssl/certs",
+    "ssl/openssl.cnf", "gtk-3.0",   "bash.bashrc", "inputrc",	 "environment", "os-release",
+};
+
+/* Larger host files are not copied: nothing on the list is that big. */
+#define COPY_MAX_BYTES (32u << 20)
+
+struct dir_entry {
+	const char *path;
+	mode_t mode;
+	int user_owned; /* owned by IMAGE_USER_UID:IMAGE_USER_GID */
+};
+
+static const struct dir_entry image_dirs[] = {
+    {"usr", 0755, 0},	    {"proc", 0555, 0},	    {"sys", 0555, 0},	      {"dev", 0755, 0},
+    {"tmp", 01777, 0},	    {"run", 0755, 0},	    {"run/deskbox", 0755, 0}, {"home", 0755, 0},
+    {"home/user", 0755, 1}, {"workspace", 0755, 1}, {"root", 0700, 0},	      {"var", 0755, 0},
+    {"var/tmp", 01777, 0},  {"var/cache", 0755, 0}, {"var/lib", 0755, 0},     {"var/log", 0755, 0},
+    {"opt", 0755, 0},	    {"mnt", 0755, 0},	    {"srv", 0755, 0},	      {"media", 0755, 0},
+    {".deskbox", 0755, 0},  {"etc", 0755, 0},	    {"etc/ssl", 0755, 0},
+};
+
+/* Top-level names that are symlinks into /usr on a merged-/usr host. */
+static const char *const usr_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+
+/* Builds one image tree under `root`, hashing every entry it creates so that
+ * equal trees get equal names. */
+struct builder {
+	const char *root;
+	uint64_t hash;
+	struct err *e;
+};
+
+static void hash_bytes(struct builder *b, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < n; i++) {
+		b->hash ^= p[i];
+		b->hash *= 1099511628211ull; /* FNV-1a 64 */
+	}
+}
+
+static void hash_entry(struct builder *b, char type, const char *rel, mode_t mode)
+{
+	char head[32];
+	int n = snprintf(head, sizeof(head), "%c%o:", type, (unsigned)mode);
+	hash_bytes(b, head, (size_t)n);
+	hash_bytes(b, rel, strlen(rel) + 1);
+}
+
+static int make_dir(struct builder *b, const char *rel, mode_t mode, int user_owned)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", b->root, rel);
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return err_sys(b->e, ERR_INTERNAL, errno, "creating '%s'", p);
+	if (user_owned && chown(p, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
+		return err_sys(b->e, ERR_INTERNAL, errno, "chown '%s'", p);
+	if (chmod(p, mode) < 0)
+		return err_sys(b->e, ERR_INTERNAL, errno, "chmod '%s'", p);
+	hash_entry(b, user_owned ? 'D' : 'd', rel, mode);
+	return 0;
+}
+
+static int make_link(struct builder *b, const char *rel, const char *target)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", b->root, rel);
+	if (symlink(target, p) < 0)
+		return err_sys(b->e, ERR_INTERNAL, errno, "creating symlink '%s'", p);
+	hash_entry(b, 'l', rel, 0777);
+	hash_bytes(b, target, strlen(target) + 1);
+	return 0;
+}
+
+static int make_file(struct builder *b, const char *rel, mode_t mode, const char *data, size_t len)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", b->root, rel);
+	_cleanup_fd_ int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return err_sys(b->e, ERR_INTERNAL, errno, "creating '%s'", p);
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_sys(b->e, ERR_INTERNAL, errno, "writing '%s'", p);
+		off += (size_t)n;
+	}
+	if (fchmod(fd, mode) < 0)
+		return err_sys(b->e, ERR_INTERNAL, errno, "chmod '%s'", p);
+	hash_entry(b, 'f', rel, mode);
+	hash_bytes(b, data, len);
+	return 0;
+}
+
+static int make_text(struct builder *b, const char *rel, const char *text)
+{
+	return make_file(b, rel, 0644, text, strlen(text));
+}
+
+static int read_all(const char *path, size_t max, char **out, size_t *len)
+{
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max)
+		return -EFBIG;
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -ENOMEM;
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+/* Copies host /etc/<rel> (not following symlinks) into the image.  Entries
+ * that are not world-readable, and anything that is not a directory, file
+ * or symlink, are left out. */
+/* Copies the host's /<top>/<rel> (world-readable entries only) to the
+ * image's <top>/<rel>; an empty `rel` copies /<top> itself. */
+static int copy_tree(struct builder *b, const char *top, const char *rel)
+{
+	char host[PATH_MAX], dst[PATH_MAX];
+	snprintf(host, sizeof(host), rel[0] ? "/%s/%s" : "/%s", top, rel);
+	snprintf(dst, sizeof(dst), rel[0] ? "%s/%s" : "%s", top, rel);
+	struct stat st;
+	if (lstat(host, &st) < 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX];
+		ssize_t n = readlink(host, target, sizeof(target) - 1);
+		if (n < 0)
+			return 0;
+		target[n] = '\0';
+		return make_link(b, dst, target);
+	}
+	if (S_ISREG(st.st_mode)) {
+		if ((st.st_mode & 0004) == 0)
+			return 0;
+		_cleanup_free_ char *data = NULL;
+		size_t len = 0;
+		if (read_all(host, COPY_MAX_BYTES, &data, &len) < 0)
+			return 0;
+		return make_file(b, dst, st.st_mode & 0755, data, len);
+	}
+	if (!S_ISDIR(st.st_mode) || (st.st_mode & 0005) != 0005)
+		return 0;
+	int r = make_dir(b, dst, st.st_mode & 0755, 0);
+	if (r < 0)
+		return r;
+	struct dirent **names;
+	int n = scandir(host, &names, NULL, alphasort);
+	if (n < 0)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		if (r == 0 && strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+			char child[PATH_MAX];
+			if ((size_t)snprintf(child, sizeof(child), rel[0] ? "%s/%s" : "%s%s", rel,
+					     name) < sizeof(child))
+				r = copy_tree(b, top, child);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return r;
+}
+
+static int copy_allowlist(struct builder *b)
+{
+	for (size_t i = 0; i < sizeof(etc_allowlist) / sizeof(etc_allowlist[0]); i++) {
+		const char *want = etc_allowlist[i];
+		size_t n = strlen(want);
+		if (want[n - 1] != '*') {
+			int r = copy_tree(b, "etc", want);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		struct dirent **names;
+		int k = scandir("/etc", &names, NULL, alphasort);
+		int r = 0;
+		for (int j = 0; j < k; j++) {
+			if (r == 0 && strncmp(names[j]->d_name, want, n - 1) == 0)
+				r = copy_tree(b, "etc", names[j]->d_name);
+			free(names[j]);
+		}
+		if (k >= 0)
+			free(names);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int generate_etc(struct builder *b, const char *state_dir)
+{
+	char uid_lines[512];
+	snprintf(uid_lines, sizeof(uid_lines),
+		 "root:x:0:0:root:/root:/bin/bash\n"
+		 "user:x:%u:%u:user:/home/user:/bin/bash\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 IMAGE_USER_UID, IMAGE_USER_GID);
+	char groups[256];
+	snprintf(groups, sizeof(groups),
+		 "root:x:0:\ntty:x:5:\naudio:x:29:user\nvideo:x:44:user\nuser:x:%u:\n"
+		 "nogroup:x:65534:\n",
+		 IMAGE_USER_GID);
+	/* A stable id per state dir: D-Bus and friends want one. */
+	struct builder h = {.hash = 14695981039346656037ull};
+	hash_bytes(&h, state_dir, strlen(state_dir));
+	uint64_t a = h.hash;
+	hash_bytes(&h, "machine-id", 10);
+	char machine_id[40];
+	snprintf(machine_id, sizeof(machine_id), "%016llx%016llx\n", (unsigned long long)a,
+		 (unsigned long long)h.hash);
+	int r = 0;
+	r = r ?: make_text(b, "etc/passwd", uid_lines);
+	r = r ?: make_text(b, "etc/group", groups);
+	r = r ?: make_text(b, "etc/hostname", "deskbox\n");
+	r = r ?: make_text(b, "etc/hosts", "127.0.0.1\tlocalhost deskbox\n::1\tlocalhost\n");
+	r = r
+		?: make_text(b, "etc/nsswitch.conf",
+			     "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+			     "networks: files\nprotocols: files\nservices: files\n");
+	r = r ?: make_text(b, "etc/resolv.conf", "");
+	r = r ?: make_text(b, "etc/machine-id", machine_id);
+	r = r ?: make_text(b, "etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n");
+	r = r
+		?: make_text(b, "etc/profile",
+			     "export PATH=/usr/local/bin:/usr/bin:/bin\n"
+			     "export LANG=${LANG:-C.UTF-8}\n"
+			     "[ -n \"$BASH_VERSION\" ] && [ -r /etc/bash.bashrc ] && "
+			     ". /etc/bash.bashrc\n");
+	return r;
+}
+
+static int build_tree(struct builder *b, const char *state_dir)
+{
+	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
+		int r =
+		    make_dir(b, image_dirs[i].path, image_dirs[i].mode, image_dirs[i].user_owned);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < sizeof(usr_links) / sizeof(usr_links[0]); i++) {
+		char host[32], target[64], want[64];
+		snprintf(host, sizeof(host), "/%s", usr_links[i]);
+		snprintf(want, sizeof(want), "usr/%s", usr_links[i]);
+		ssize_t n = readlink(host, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		/* Only mirror the host's merged-/usr links ("usr/bin" or "/usr/bin"). */
+		if (strcmp(target, want) == 0 ||
+		    (target[0] == '/' && strcmp(target + 1, want) == 0)) {
+			int r = make_link(b, usr_links[i], want);
+			if (r < 0)
+				return r;
+		}
+	}
+	int r = generate_etc(b, state_dir);
+	r = r ?: copy_allowlist(b);
+	/* Without the host's font cache every new desktop rebuilds it: openbox
+	 * then spends ~1.5 s of CPU at start (measured), which is most of a
+	 * create under load.  The cache describes the same read-only /usr. */
+	return r ?: copy_tree(b, "var/cache/fontconfig", "");
+}
+
+/* Whether an overlay in this mount namespace has `dir` as a lower layer. */
+static int lower_in_use(const char *dir)
+{
+	_cleanup_file_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 1;
+	char needle[PATH_MAX + 16];
+	snprintf(needle, sizeof(needle), "lowerdir=%s", dir);
+	size_t nl = strlen(needle);
+	char *line = NULL;
+	size_t cap = 0;
+	int used = 0;
+	while (!used && getline(&line, &cap, f) > 0) {
+		for (char *p = strstr(line, needle); p && !used; p = strstr(p + 1, needle))
+			used = strchr(",: \n", p[nl]) != NULL && p[nl] != '\0';
+	}
+	free(line);
+	return used;
+}
+
+/* Removes half-built trees and lower layers no overlay uses any more. */
+static void prune(const char *images, const char *keep)
+{
+	_cleanup_free_ struct dirent **names = NULL;
+	int n = scandir(images, &names, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", images, name);
+		if (strncmp(name, ".tmp-", 5) == 0 ||
+		    (strncmp(name, "base-", 5) == 0 && strcmp(p, keep) != 0 && !lower_in_use(p)))
+			fs_remove_tree(p, NULL);
+		free(names[i]);
+	}
+}
+
+int image_prepare_default(const char *state_dir, char *lower, size_t lower_size, struct err *e)
+{
+	char images[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX], link_tmp[PATH_MAX], link[PATH_MAX];
+	snprintf(images, sizeof(images), "%s/images/default", state_dir);
+	int r = fs_mkdir_p(images, 0755, e);
+	if (r < 0)
+		return err_wrap(e, "preparing the default image");
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", images);
+	if (!mkdtemp(tmp))
+		return err_sys(e, ERR_INTERNAL, errno, "creating a directory in '%s'", images);
+	struct builder b = {.root = tmp, .hash = 14695981039346656037ull, .e = e};
+	if (chmod(tmp, 0755) < 0) {
+		r = err_sys(e, ERR_INTERNAL, errno, "chmod '%s'", tmp);
+		goto fail;
+	}
+	hash_entry(&b, 'd', ".", 0755);
+	r = build_tree(&b, state_dir);
+	if (r < 0)
+		goto fail;
+	snprintf(final, sizeof(final), "%s/base-%016llx", images, (unsigned long long)b.hash);
+	struct stat st;
+	if (stat(final, &st) == 0) {
+		fs_remove_tree(tmp, NULL); /* unchanged: the existing one is complete */
+	} else {
+		_cleanup_fd_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0)
+			syncfs(fd);
+		if (rename(tmp, final) < 0) {
+			r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", tmp);
+			goto fail;
+		}
+	}
+	snprintf(link, sizeof(link), "%s/base", images);
+	snprintf(link_tmp, sizeof(link_tmp), "%s/.base.tmp", images);
+	unlink(link_tmp);
+	if (symlink(strrchr(final, '/') + 1, link_tmp) < 0 || rename(link_tmp, link) < 0) {
+		r = err_sys(e, ERR_INTERNAL, errno, "pointing '%s' at '%s'", link, final);
+		unlink(link_tmp);
+		return r;
+	}
+	prune(images, final);
+	if ((size_t)snprintf(lower, lower_size, "%s", final) >= lower_size)
+		return err_set(e, ERR_INTERNAL, ENAMETOOLONG, "image path '%s' too long", final);
+	return 0;
+fail:
+	fs_remove_tree(tmp, NULL);
+	return err_wrap(e, "preparing the default image");
+}
+
+int image_mount_rootfs(const char *lower, const char *upper, const char *work, const char *target,
+		       struct err *e)
+{
+	const char *dirs[] = {upper, work, target};
+	for (size_t i = 0; i < 3; i++) {
+		int r = fs_mkdir_p(dirs[i], 0755, e);
+		if (r < 0)
+			return r;
+	}
+	/* Overlay option values cannot contain ',' ':' or '\'. */
+	const char *all[] = {lower, upper, work};
+	for (size_t i = 0; i < 3; i++)
+		if (strpbrk(all[i], ",:\\"))
+			return err_set(e, ERR_INVALID, EINVAL, "unusable overlay path '%s'",
+				       all[i]);
+	char opts[3 * PATH_MAX + 64];
+	/* index=off: the upper layer may be mounted over a newer lower layer
+	 * later (see the top of this file); with the inode index on, overlayfs
+	 * refuses a lower layer other than the one it first saw. */
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,index=off", lower, upper,
+		 work);
+	if (mount("overlay", target, "overlay", MS_NODEV, opts) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "mounting overlay on '%s'", target);
+	return 0;
+}
+
+int image_umount_rootfs(const char *target, struct err *e)
+{
+	if (umount2(target, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		return err_sys(e, ERR_INTERNAL, errno, "unmounting '%s'", target);
+	return 0;
+}

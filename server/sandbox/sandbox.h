@@ -1,0 +1,155 @@
+/* sandbox: the registry of sandboxes and their lifecycle.
+ *
+ * A sandbox is a container (server/runtime.h) over an overlay root
+ * filesystem (server/image.h) running the desktop init, plus the capture
+ * bridge mirroring its screen (capture/capture.h).  Its state lives in
+ * <state>/sandboxes/<id>/: sandbox.json (spec and status, written
+ * atomically), upper/ work/ rootfs/ (overlay), run/ (bind-mounted at
+ * /run/deskbox inside: the VNC socket and the ready flag), bundle/, init.log.
+ *
+ * Lifetimes: sandbox_get() hands out a reference that sandbox_put() drops;
+ * a deleted sandbox is freed when its last reference goes.  Operations that
+ * use the running container or the mirror run between sandbox_use() and
+ * sandbox_unuse(), which delete and reconnect wait for.
+ */
+#ifndef DESKBOX_SERVER_SANDBOX_H
+#define DESKBOX_SERVER_SANDBOX_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "capture/capture.h"
+#include "common/error.h"
+#include "server/runtime/runtime.h"
+
+#define SANDBOX_ID_LEN 32 /* hex characters: 128 random bits */
+
+enum sandbox_status {
+	SANDBOX_CREATING,
+	SANDBOX_RUNNING,
+	SANDBOX_STOPPED,
+	SANDBOX_FAILED,
+	SANDBOX_DELETING,
+};
+
+#define SANDBOX_MAX_ENV 128
+
+struct sandbox_spec {
+	uint32_t width, height;
+	uint64_t memory_mb;
+	int64_t pids_max;
+	uint32_t cpu_millis;
+	/* The screen size the agent sees and points in (screenshots come at
+	 * that size, coordinates are mapped back); 0x0: the real size. */
+	uint32_t agent_width, agent_height;
+	char *env[SANDBOX_MAX_ENV + 1]; /* "K=V", NULL-terminated, owned */
+};
+
+struct sandboxes_config {
+	const char *state_dir;
+	const char *runtime_binary; /* "crun" */
+	const char *bridge_path;    /* build/deskbox-bridge */
+	const char *init_path;	    /* build/deskbox-init */
+	const char *vnc_path;	    /* build/deskbox-vnc */
+	const char *xtool_path;	    /* build/deskbox-xtool */
+	enum runtime_cgroup_mode cgroup_mode;
+	unsigned max_sandboxes;
+	int ready_timeout_ms;
+};
+
+struct sandbox;
+struct sandboxes;
+struct process_table;
+
+/* Opens the registry: prepares the default image and the runtime, reads the
+ * sandboxes already in the state dir (stale containers of a previous run are
+ * removed and those sandboxes listed as stopped; half-created ones are rolled
+ * back). */
+int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e);
+
+/* Stops every running sandbox (their files stay) and frees the registry. */
+void sandboxes_close(struct sandboxes *s);
+
+/* Kills every run (exec, code_run, context) of every sandbox, so requests
+ * waiting for one end now (shutdown). */
+void sandboxes_kill_runs(struct sandboxes *s);
+
+/* Validates a create request's JSON into `spec` (defaults filled in). */
+int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+void sandbox_spec_release(struct sandbox_spec *spec);
+
+/* Creates and starts a sandbox and returns once its desktop is ready (X
+ * accepting clients, window manager up, mirror holding a first frame).
+ * Takes ownership of spec's strings.  On failure everything is rolled
+ * back.  The caller gets a reference. */
+int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
+		   struct err *e);
+
+/* The warm pool's hooks (server/pool.h).  A pooled sandbox is created like
+ * any other but is not listed, not found by id and not counted against
+ * max_sandboxes; sandbox_claim() turns it into an ordinary one (taking the
+ * agent display from `req`; ERR_LIMIT if max_sandboxes is reached),
+ * sandbox_discard() deletes it (consumes nothing: the caller keeps and must
+ * drop its own reference).  sandbox_spec_matches_pool() says whether a
+ * create request can be served by `sb`. */
+int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
+			  struct err *e);
+int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,
+		  struct err *e);
+void sandbox_discard(struct sandboxes *s, struct sandbox *sb);
+int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb);
+
+/* Looks a sandbox up by id and takes a reference.  ERR_NOT_FOUND. */
+int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+void sandbox_put(struct sandbox *sb);
+
+/* Deletes a sandbox: every process, mount, cgroup, socket and file. */
+int sandbox_delete(struct sandboxes *s, const char *id, struct err *e);
+
+/* Stops the sandbox's container (every process ends, the desktop with
+ * them); the files stay and the status becomes "stopped".  Stopping a
+ * stopped sandbox is not an error.  The caller gets a reference. */
+int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+
+/* Starts a stopped sandbox again over the same files and returns once its
+ * desktop is ready; on failure it stays stopped.  Starting a running one
+ * is not an error.  The caller gets a reference. */
+int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+
+/* An O_PATH fd of the sandbox's "/" for the files API (server/files.h),
+ * for running and stopped sandboxes alike: while it runs, the container's
+ * own root (/proc/<init>/root: with its /usr, /proc and /run mounts);
+ * while stopped, its overlay mounted on <dir>/rootfs.  The fd stays usable
+ * across stop and start (same overlay); ERR_CONFLICT while it is being
+ * created. */
+int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e);
+
+/* JSON views. */
+cJSON *sandbox_json(struct sandbox *sb);
+cJSON *sandboxes_json(struct sandboxes *s);
+
+/* Enters an operation on a running sandbox: ERR_CONFLICT unless it is
+ * running.  With `need_capture`, also makes sure the mirror is connected
+ * (reconnecting a bridge that died; ERR_UNAVAILABLE if that fails) and
+ * reports it in *cap, valid until sandbox_unuse(). */
+int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e);
+void sandbox_unuse(struct sandbox *sb);
+
+/* A new connection to the sandbox's VNC server (its unix socket), retried
+ * for a few seconds while x11vnc (re)starts.  Returns the fd (O_CLOEXEC,
+ * caller closes).  Call between sandbox_use() and sandbox_unuse(). */
+int sandbox_vnc_connect(const struct sandbox *sb, struct err *e);
+
+const char *sandbox_id(const struct sandbox *sb);
+const char *sandbox_container_id(const struct sandbox *sb);
+const char *sandbox_dir(const struct sandbox *sb);
+struct runtime *sandbox_runtime(const struct sandbox *sb);
+/* The sandbox's runs (server/process.h); lives as long as the sandbox. */
+struct process_table *sandbox_procs(const struct sandbox *sb);
+uint32_t sandbox_width(const struct sandbox *sb);
+uint32_t sandbox_height(const struct sandbox *sb);
+/* The declared agent display (spec.agent_width/height), 0x0 when none. */
+void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h);
+
+#endif

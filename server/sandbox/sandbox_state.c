@@ -1,0 +1,199 @@
+/* sandbox_state: stopping and starting sandboxes, and the root the files
+ * API works in (the running container's, or the stopped one's overlay). */
+#include "sandbox.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fs.h"
+#include "server/files/files.h"
+#include "server/runtime/image.h"
+#include "server/process/process.h"
+
+/* What stop gives the desktop after SIGTERM (the init itself waits 2 s
+ * for its children before killing them). */
+#define SANDBOX_STOP_GRACE_MS 3000
+
+/* ---- stop, start and the files API's view ---- */
+
+/* Whether `pid` is still there and not a zombie. */
+static int pid_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Removes the temporary files of uploads a crash cut short (files.h).
+ * Only while no container runs: the walk is on host paths. */
+void sandbox_sweep_uploads(struct sandbox *sb)
+{
+	static const char *const dirs[] = {"upper", "run"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char p[PATH_MAX];
+		sandbox_path(sb, p, sizeof(p), dirs[i]);
+		struct err e = ERR_INIT;
+		unsigned n = 0;
+		if (files_sweep_temp(p, &n, &e) < 0)
+			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+		else if (n)
+			fprintf(stderr, "deskboxd: sandbox %s: removed %u unfinished upload(s)\n",
+				sb->id, n);
+	}
+}
+
+int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
+{
+	pthread_rwlock_rdlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pid_t pid = sb->init_pid;
+	pthread_mutex_unlock(&sb->mu);
+	int r = 0;
+	if (st == SANDBOX_DELETING)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED)
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
+			    sandbox_status_names[st]);
+	else if (st == SANDBOX_STOPPED)
+		r = sandbox_rootfs_mount(sb, e);
+	if (r < 0) {
+		pthread_rwlock_unlock(&sb->op);
+		return r;
+	}
+	char rootfs[PATH_MAX];
+	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
+	struct stat want, got;
+	_cleanup_fd_ int fd = -1;
+	if (stat(rootfs, &want) < 0)
+		r = err_sys(e, ERR_INTERNAL, errno, "inspecting '%s'", rootfs);
+	if (r == 0 && st == SANDBOX_RUNNING && pid > 0) {
+		/* What the sandbox itself sees: its root with the /usr, /proc
+		 * and /run mounts on it. */
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+		fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		/* SECURITY: it must be the sandbox's overlay and nothing else:
+		 * were the init gone and its pid reused, /proc/N/root could be
+		 * the host's "/".  Then the overlay's own mount will do. */
+		if (fd >= 0 && (fstat(fd, &got) < 0 || got.st_dev != want.st_dev ||
+				got.st_ino != want.st_ino)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (r == 0 && fd < 0) {
+		fd = open(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* An overlay, not the empty mount point under it. */
+		struct stat dir;
+		if (fd >= 0 &&
+		    (fstat(fd, &got) < 0 || stat(sb->dir, &dir) < 0 || got.st_dev == dir.st_dev))
+			r = err_set(e, ERR_CONFLICT, ESRCH,
+				    "the filesystem of sandbox '%s' is not mounted", sb->id);
+		else if (fd < 0)
+			r = err_sys(e, ERR_INTERNAL, errno, "opening '%s'", rootfs);
+	}
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0)
+		return r;
+	*rootfd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Stops a running sandbox (under its exclusive lock); files stay. */
+static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	/* SIGTERM first: the init stops the desktop (Xvfb removes its
+	 * lock, programs save) and gets STOP_GRACE before the kill. */
+	runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
+	long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
+	while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	sandbox_teardown_ex(sb, 0);
+	pthread_mutex_lock(&sb->mu);
+	sb->status = SANDBOX_STOPPED;
+	pthread_mutex_unlock(&sb->mu);
+	return sandbox_persist(sb, SANDBOX_STOPPED, e);
+}
+
+/* Starts a stopped sandbox (under its exclusive lock). */
+static int start_stopped(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	int r = sandbox_start_container(sb, e);
+	if (r == 0)
+		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
+	if (r < 0) {
+		/* The files stay; the sandbox stays stopped. */
+		sandbox_teardown_ex(sb, 0);
+	} else {
+		pthread_mutex_lock(&sb->mu);
+		sb->status = SANDBOX_RUNNING;
+		pthread_mutex_unlock(&sb->mu);
+	}
+	return r;
+}
+
+/* Looks `id` up and, holding it exclusively, runs `act` if it is in state
+ * `from`; being in `to` already is success, any other state an error.  On
+ * success the caller gets a reference in *out. */
+static int transition(struct sandboxes *s, const char *id, enum sandbox_status from,
+		      enum sandbox_status to,
+		      int (*act)(struct sandboxes *, struct sandbox *, struct err *),
+		      const char *what, struct sandbox **out, struct err *e)
+{
+	struct sandbox *sb;
+	if (sandbox_get(s, id, &sb, e) < 0)
+		return err_code(e);
+	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	int r = 0;
+	if (st == from)
+		r = act(s, sb, e);
+	else if (st == SANDBOX_DELETING)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	else if (st != to)
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
+			    sandbox_status_names[st]);
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0) {
+		sandbox_put(sb);
+		return err_wrap(e, "%s", what);
+	}
+	*out = sb;
+	return 0;
+}
+
+int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	return transition(s, id, SANDBOX_RUNNING, SANDBOX_STOPPED, stop_running, "stopping sandbox",
+			  out, e);
+}
+
+int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
+{
+	return transition(s, id, SANDBOX_STOPPED, SANDBOX_RUNNING, start_stopped,
+			  "starting sandbox", out, e);
+}

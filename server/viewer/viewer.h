@@ -1,0 +1,92 @@
+/* vnc: browser viewers of a sandbox's desktop, through deskboxd.
+ *
+ * A viewer token (vnc_token_create) is 256 random bits in hex, bound to one
+ * sandbox, valid until it expires or is revoked, interactive or view-only.
+ * Only a SHA-1 of each token is kept, in memory: deskboxd restarting ends
+ * every token, as it stops every sandbox.  The page and the WebSocket
+ * (server/api_vnc.c) accept a viewer token (or the API token);
+ * vnc_session_run() is the byte pipe of one viewer.
+ *
+ * Limits: VNC_MAX_TOKENS live tokens and VNC_MAX_VIEWERS connected viewers
+ * per sandbox.  Thread-safe; one mutex guards the registry.
+ */
+#ifndef DESKBOX_SERVER_VNC_H
+#define DESKBOX_SERVER_VNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define VNC_TOKEN_HEX	  64 /* 32 random bytes */
+#define VNC_MAX_TOKENS	  64
+#define VNC_MAX_VIEWERS	  8
+#define VNC_TTL_DEFAULT_S 3600
+#define VNC_TTL_MAX_S	  (7 * 86400)
+#define VNC_TOKEN_MAX_LEN 256 /* longer presented tokens are refused unread */
+
+struct vnc;
+struct vnc_viewer;
+
+/* What a valid token grants. */
+struct vnc_grant {
+	int view_only;
+	long long expires_at; /* unix seconds; 0: never (the API token) */
+	unsigned token_id;    /* 0 for the API token */
+};
+
+/* `api_token` is copied: viewer tokens are never made equal to it. */
+int vnc_new(struct vnc **out, const char *api_token, struct err *e);
+/* Ends every connected viewer (their sessions return soon after) and
+ * refuses new ones: the first step of shutting down. */
+void vnc_stop_all(struct vnc *v);
+/* Frees the registry; no viewer may still be connected. */
+void vnc_free(struct vnc *v);
+
+/* A new token for sandbox `sid` (which the caller checked exists).  `token`
+ * receives VNC_TOKEN_HEX + 1 bytes.  ERR_LIMIT when the sandbox has
+ * VNC_MAX_TOKENS live tokens. */
+int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
+		     long long *expires_at, struct err *e);
+
+/* Revokes a token of `sid` and disconnects the viewers using it.
+ * ERR_NOT_FOUND when there is no such live token. */
+int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct err *e);
+
+/* Checks a presented token for `sid` in constant time per stored token.
+ * ERR_UNAUTHORIZED when it is missing, unknown, for another sandbox,
+ * expired or revoked. */
+int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vnc_grant *g,
+		    struct err *e);
+
+/* 1 when `token` is the API token (constant time). */
+int vnc_is_api_token(const struct vnc *v, const char *token);
+
+/* Registers a connected viewer of `sid` (ERR_LIMIT past VNC_MAX_VIEWERS).
+ * Its stop fd becomes readable when it must end (its token was revoked);
+ * vnc_viewer_remove() unregisters and frees it. */
+int vnc_viewer_add(struct vnc *v, const char *sid, const struct vnc_grant *g,
+		   struct vnc_viewer **out, struct err *e);
+int vnc_viewer_stop_fd(const struct vnc_viewer *vw);
+void vnc_viewer_remove(struct vnc *v, struct vnc_viewer *vw);
+
+/* Forgets the tokens of sandboxes for which alive(cls, sid) says 0, and
+ * expired tokens everywhere. */
+void vnc_sweep(struct vnc *v, int (*alive)(void *cls, const char *sid), void *cls);
+
+/* One viewer's pipe: WebSocket client on `ws_fd` (after the 101), the
+ * sandbox's VNC server on `vnc_fd`.  `extra` holds bytes the client sent
+ * right after the request.  Runs until either side closes, the client
+ * breaks the protocol, stalls or goes silent, `stop_fd` becomes readable or
+ * the grant expires.  Owns neither fd. */
+struct vnc_session_opts {
+	int ws_fd, vnc_fd, stop_fd;
+	int view_only;
+	long long expires_at; /* unix seconds, 0: none */
+	const char *extra;
+	size_t extra_len;
+	const char *sid; /* for log lines */
+};
+void vnc_session_run(const struct vnc_session_opts *o);
+
+#endif
