@@ -18,6 +18,7 @@ static const struct {
     [ERR_CONFLICT] = {"conflict", 409},
     [ERR_TOO_LARGE] = {"payload_too_large", 413},
     [ERR_UNSUPPORTED] = {"unsupported_media_type", 415},
+    [ERR_RANGE] = {"range_not_satisfiable", 416},
     [ERR_LIMIT] = {"limit_exceeded", 429},
     [ERR_INTERNAL] = {"internal", 500},
     [ERR_UNAVAILABLE] = {"unavailable", 503},

@@ -26,6 +26,7 @@ enum err_kind {
 	ERR_CONFLICT,	  /* 409 conflict: wrong state for this operation */
 	ERR_TOO_LARGE,	  /* 413 payload_too_large */
 	ERR_UNSUPPORTED,  /* 415 unsupported_media_type */
+	ERR_RANGE,	  /* 416 range_not_satisfiable: a byte range past the end */
 	ERR_LIMIT,	  /* 429 limit_exceeded: a configured cap was hit */
 	ERR_INTERNAL,	  /* 500 internal */
 	ERR_UNAVAILABLE,  /* 503 unavailable: retry later (e.g. VNC reconnecting) */

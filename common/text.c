@@ -107,3 +107,14 @@ char *base64_encode(const void *data, size_t len)
 	out[o] = '\0';
 	return out;
 }
+
+int text_equal_secret(const char *presented, const char *expected)
+{
+	size_t lp = strlen(presented), le = strlen(expected);
+	/* Compare every byte of the expected token whatever the presented one
+	 * holds, so the time taken says nothing about where they differ. */
+	unsigned char diff = (unsigned char)(lp != le);
+	for (size_t i = 0; i < le; i++)
+		diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
+	return diff == 0;
+}

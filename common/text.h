@@ -20,4 +20,8 @@ char *utf8_sanitize(const char *s, size_t len);
 /* Standard base64 (with padding) of `len` bytes; malloc'd, NUL-terminated. */
 char *base64_encode(const void *data, size_t len);
 
+/* 1 when `presented` equals the secret `expected`, in time that depends
+ * only on the length of `expected` (tokens, token hashes). */
+int text_equal_secret(const char *presented, const char *expected);
+
 #endif

@@ -18,7 +18,6 @@
 #include "server/api/api.h"
 #include "server/http/http.h"
 #include "server/runtime/runtime.h"
-#include "server/sandbox/pool.h"
 #include "server/sandbox/sandbox.h"
 #include "server/viewer/viewer.h"
 

@@ -8,19 +8,35 @@
 #include "common/fs.h"
 #include "common/args.h"
 #include "server/desktop/desktop.h"
+#include "api.h"
 
-/* Actions one batch may hold, and how long a batch may run before the
- * remaining actions are refused. */
-#define BATCH_MAX_ACTIONS 64
-#define BATCH_MAX_MS	  120000
+/* Enters the {id} sandbox's desktop (api_enter) and sets `d` up for it; the
+ * agent display comes from `body`'s "agent_display" (may be NULL) or else
+ * the sandbox's.  On success the caller must api_release(*sb). */
+static int enter(struct http_request *req, const cJSON *body, struct desk *d, struct sandbox **sb,
+		 struct err *e)
+{
+	uint32_t aw = 0, ah = 0;
+	if (body && desk_parse_agent_display(body, &aw, &ah, e) < 0)
+		return err_code(e);
+	struct capture *cap;
+	if (api_enter(req, 1, sb, &cap, e) < 0)
+		return err_code(e);
+	if (!aw)
+		sandbox_agent_display(*sb, &aw, &ah);
+	struct api *api = req->app;
+	desk_init(d, cap, sandbox_procs(*sb), aw, ah, api->png_level);
+	return 0;
+}
 
 /* Enters the desktop for a request with a JSON body: *body is the parsed
  * body on success (caller frees). */
-static int enter_json(struct http_request *req, cJSON **body, struct desk *d, struct err *e)
+static int enter_json(struct http_request *req, cJSON **body, struct desk *d, struct sandbox **sb,
+		      struct err *e)
 {
 	if (http_json_body(req, body, e) < 0)
 		return err_code(e);
-	if (desk_enter(req, *body, d, e) < 0) {
+	if (enter(req, *body, d, sb, e) < 0) {
 		cJSON_Delete(*body);
 		*body = NULL;
 		return err_code(e);
@@ -45,14 +61,14 @@ static int query_agent_display(struct http_request *req, cJSON *o, struct err *e
 	return 0;
 }
 
-static int enter_query(struct http_request *req, struct desk *d, struct err *e)
+static int enter_query(struct http_request *req, struct desk *d, struct sandbox **sb, struct err *e)
 {
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int r = query_agent_display(req, o, e);
 	if (r == 0)
-		r = desk_enter(req, o, d, e);
+		r = enter(req, o, d, sb, e);
 	cJSON_Delete(o);
 	return r;
 }
@@ -82,20 +98,62 @@ static int etag_matches(struct http_request *req, const char *etag)
 	return 0;
 }
 
+/* Screenshot options from a GET's query string (the numbers, "format" and
+ * "cursor=1") through desk_shot_parse(). */
+static int shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
+		      struct err *e)
+{
+	static const char *const nums[] = {"x",	    "y",     "w",      "h",
+					   "scale", "width", "height", "quality"};
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < sizeof(nums) / sizeof(nums[0]); i++) {
+		const char *v = http_query(req, nums[i]);
+		if (!v)
+			continue;
+		char *end;
+		errno = 0;
+		double dv = strtod(v, &end);
+		if (!*v || *end || errno || !(dv > -1e9 && dv < 1e9))
+			r = err_set(e, ERR_INVALID, EINVAL, "query '%s' must be a number", nums[i]);
+		else
+			cJSON_AddNumberToObject(o, nums[i], dv);
+	}
+	const char *f = http_query(req, "format");
+	if (r == 0 && f)
+		cJSON_AddStringToObject(o, "format", f);
+	const char *c = http_query(req, "cursor");
+	if (r == 0 && c) {
+		if (strcmp(c, "1") == 0 || strcmp(c, "true") == 0)
+			cJSON_AddTrueToObject(o, "cursor");
+		else if (strcmp(c, "0") == 0 || strcmp(c, "false") == 0)
+			cJSON_AddFalseToObject(o, "cursor");
+		else
+			r = err_set(e, ERR_INVALID, EINVAL, "query 'cursor' must be 1 or 0");
+	}
+	if (r == 0)
+		r = desk_shot_parse(d, o, so, e);
+	cJSON_Delete(o);
+	return r;
+}
+
 int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct desk d;
-	if (enter_query(req, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_query(req, &d, &sb, e) < 0)
 		return err_code(e);
 	struct shot_opts so;
 	struct shot s;
-	int r = desk_shot_query(&d, req, &so, e);
+	int r = shot_query(&d, req, &so, e);
 	if (r == 0) {
 		char etag[48];
 		uint64_t frame = capture_frame(d.cap);
 		desk_shot_etag(&d, &so, frame, etag, sizeof(etag));
 		if (etag_matches(req, etag)) {
-			desk_leave(&d);
+			api_release(sb);
 			http_reply_empty(res, 304);
 			http_add_header(res, "ETag", etag, NULL);
 			add_frame_header(res, frame);
@@ -103,7 +161,7 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 		}
 		r = desk_shot_take(&d, &so, &s, e);
 	}
-	desk_leave(&d);
+	api_release(sb);
 	if (r < 0)
 		return r;
 	http_reply_data(res, 200, s.mime, s.data, s.len);
@@ -117,7 +175,8 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 int api_desktop_info(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct desk d;
-	if (enter_query(req, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_query(req, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "width", d.w);
@@ -137,7 +196,7 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 		cJSON_AddNumberToObject(ap, "x", ax);
 		cJSON_AddNumberToObject(ap, "y", ay);
 	}
-	desk_leave(&d);
+	api_release(sb);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -147,13 +206,14 @@ static int get_action(struct http_request *req, struct http_response *res, const
 		      struct err *e)
 {
 	struct desk d;
-	if (enter_query(req, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_query(req, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	cJSON *none = cJSON_CreateObject();
 	int r = desk_action(&d, name, none, j, e);
 	cJSON_Delete(none);
-	desk_leave(&d);
+	api_release(sb);
 	if (r < 0) {
 		cJSON_Delete(j);
 		return r;
@@ -182,12 +242,13 @@ int api_desktop_action(struct http_request *req, struct http_response *res, stru
 	const char *name = req->captures[1];
 	cJSON *body;
 	struct desk d;
-	if (enter_json(req, &body, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r =
 	    desk_action(&d, strcmp(name, "clipboard") == 0 ? "set_clipboard" : name, body, j, e);
-	desk_leave(&d);
+	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -201,13 +262,14 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 {
 	cJSON *body;
 	struct desk d;
-	if (enter_json(req, &body, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	char name[32];
 	snprintf(name, sizeof(name), "window_%s", req->captures[2]);
 	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
-	desk_leave(&d);
+	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -216,94 +278,16 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 	return http_reply_json(res, 200, j, e);
 }
 
-/* The "then" part of a batch: an optional wait, then an optional
- * screenshot (true, or an object of screenshot options). */
-static int batch_then(struct desk *d, const cJSON *then, cJSON *out, struct err *e)
-{
-	if (!then || cJSON_IsNull(then))
-		return 0;
-	if (!cJSON_IsObject(then))
-		return err_set(e, ERR_INVALID, EINVAL, "field 'then' must be an object");
-	const cJSON *w = cJSON_GetObjectItemCaseSensitive(then, "wait");
-	if (w && !cJSON_IsNull(w)) {
-		if (!cJSON_IsObject(w))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'then.wait' must be an object");
-		cJSON *wo = cJSON_AddObjectToObject(out, "wait");
-		if (desk_wait(d, w, wo, e) < 0)
-			return err_wrap(e, "then.wait");
-	}
-	const cJSON *s = cJSON_GetObjectItemCaseSensitive(then, "screenshot");
-	if (!s || cJSON_IsNull(s) || cJSON_IsFalse(s))
-		return 0;
-	cJSON *empty = NULL;
-	if (cJSON_IsTrue(s))
-		s = empty = cJSON_CreateObject();
-	else if (!cJSON_IsObject(s))
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "field 'then.screenshot' must be true or an object of options");
-	struct shot_opts so;
-	struct shot shot;
-	int r = desk_shot_parse(d, s, &so, e);
-	cJSON_Delete(empty);
-	if (r == 0)
-		r = desk_shot_take(d, &so, &shot, e);
-	if (r < 0)
-		return err_wrap(e, "then.screenshot");
-	cJSON *sj = desk_shot_json(&shot);
-	desk_shot_release(&shot);
-	if (!sj)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	cJSON_AddItemToObject(out, "screenshot", sj);
-	return 0;
-}
-
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
-	if (enter_json(req, &body, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
-	long long start = fs_now_ms();
 	cJSON *j = cJSON_CreateObject();
-	cJSON *results = cJSON_AddArrayToObject(j, "results");
-	const cJSON *acts = cJSON_GetObjectItemCaseSensitive(body, "actions");
-	int r = 0;
-	if (!cJSON_IsArray(acts) || cJSON_GetArraySize(acts) > BATCH_MAX_ACTIONS)
-		r = err_set(e, ERR_INVALID, EINVAL,
-			    "field 'actions' must be an array of at most %d actions",
-			    BATCH_MAX_ACTIONS);
-	int i = 0;
-	const cJSON *a;
-	const cJSON *list = r == 0 ? acts : NULL;
-	cJSON_ArrayForEach(a, list)
-	{
-		const cJSON *name = cJSON_GetObjectItemCaseSensitive(a, "action");
-		if (!cJSON_IsObject(a) || !cJSON_IsString(name)) {
-			r = err_set(e, ERR_INVALID, EINVAL,
-				    "actions[%d] must be an object with an 'action' name", i);
-			break;
-		}
-		if (fs_now_ms() - start > BATCH_MAX_MS) {
-			r = err_set(e, ERR_TIMEOUT, ETIMEDOUT,
-				    "actions[%d]: the batch ran past %d ms", i, BATCH_MAX_MS);
-			break;
-		}
-		cJSON *one = cJSON_CreateObject();
-		cJSON_AddItemToArray(results, one);
-		cJSON_AddStringToObject(one, "action", name->valuestring);
-		r = desk_action(&d, name->valuestring, a, one, e);
-		if (r < 0) {
-			err_wrap(e, "actions[%d] (%.32s)", i, name->valuestring);
-			break;
-		}
-		i++;
-	}
-	if (r == 0)
-		r = batch_then(&d, cJSON_GetObjectItemCaseSensitive(body, "then"), j, e);
-	if (r == 0)
-		cJSON_AddNumberToObject(j, "frame", (double)capture_frame(d.cap));
-	desk_leave(&d);
+	int r = j ? desk_batch(&d, body, j, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -317,11 +301,12 @@ static int adapter(struct http_request *req, struct http_response *res,
 {
 	cJSON *body;
 	struct desk d;
-	if (enter_json(req, &body, &d, e) < 0)
+	struct sandbox *sb;
+	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = run(&d, body, j, e);
-	desk_leave(&d);
+	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
 		cJSON_Delete(j);

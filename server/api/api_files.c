@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +15,6 @@
 #include "api.h"
 #include "common/args.h"
 #include "server/files/files.h"
-
-/* MHD hands the post processor's iterator at most this much at a time. */
-#define MULTIPART_BUFFER (64 * 1024)
 
 /* ---- arguments ---- */
 
@@ -120,17 +116,15 @@ struct upload {
 	uint64_t quota, used;
 	char path[PATH_MAX];
 	/* multipart/form-data (POST) */
-	struct MHD_PostProcessor *pp;
+	struct http_multipart *mp;
 	int part_started, part_done;
-	struct err pp_err;
 };
 
 static void upload_free(struct upload *u)
 {
 	if (!u)
 		return;
-	if (u->pp)
-		MHD_destroy_post_processor(u->pp);
+	http_multipart_free(u->mp);
 	files_upload_free(u->fu);
 	free(u);
 }
@@ -160,37 +154,28 @@ static int upload_data(struct upload *u, const char *data, size_t len, struct er
 }
 
 /* The first part carrying a file is the upload; the others are ignored. */
-static enum MHD_Result multipart_part(void *cls, enum MHD_ValueKind kind, const char *key,
-				      const char *filename, const char *content_type,
-				      const char *transfer_encoding, const char *data, uint64_t off,
-				      size_t size)
+static int multipart_part(void *cls, const char *name, const char *filename, const char *data,
+			  uint64_t off, size_t size, struct err *e)
 {
 	struct upload *u = cls;
 	if (!filename || u->part_done)
-		return MHD_YES;
+		return 0;
 	if (u->part_started && off == 0 && size > 0) {
 		u->part_done = 1; /* a second file part */
-		return MHD_YES;
+		return 0;
 	}
 	u->part_started = 1;
-	if (size && upload_data(u, data, size, &u->pp_err) < 0)
-		return MHD_NO;
-	return MHD_YES;
+	if (size && upload_data(u, data, size, e) < 0)
+		return err_code(e);
+	return 0;
 }
 
 static int upload_write(void *cls, const char *data, size_t len, struct err *e)
 {
 	struct upload *u = cls;
-	if (!u->pp)
+	if (!u->mp)
 		return upload_data(u, data, len, e);
-	if (MHD_post_process(u->pp, data, len) != MHD_YES) {
-		if (u->pp_err.kind != ERR_NONE) {
-			*e = u->pp_err;
-			return err_code(e);
-		}
-		return err_set(e, ERR_INVALID, EINVAL, "malformed multipart/form-data body");
-	}
-	return 0;
+	return http_multipart_feed(u->mp, data, len, e);
 }
 
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
@@ -207,18 +192,10 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 	    (r = query_mode(req, &mode, e)) < 0)
 		goto fail;
 	if (strcmp(req->method, "POST") == 0) {
-		const char *ct = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-							     MHD_HTTP_HEADER_CONTENT_TYPE);
-		if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0) {
-			r = err_set(e, ERR_UNSUPPORTED, EINVAL,
-				    "POST uploads must be multipart/form-data (or use PUT with "
-				    "the raw file as the body)");
-			goto fail;
-		}
-		u->pp = MHD_create_post_processor(req->conn, MULTIPART_BUFFER, multipart_part, u);
-		if (!u->pp) {
-			r = err_set(e, ERR_INVALID, EINVAL,
-				    "malformed multipart/form-data content type (no boundary?)");
+		if ((r = http_multipart_new(req, multipart_part, u, &u->mp, e)) < 0) {
+			if (e->kind == ERR_UNSUPPORTED)
+				err_wrap(e,
+					 "POST uploads (or use PUT with the raw file as the body)");
 			goto fail;
 		}
 	}
@@ -235,9 +212,8 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 		/* A declared size over the quota is refused before any byte
 		 * is read (and a client sending Expect: 100-continue never
 		 * sends the body). */
-		const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-							     MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (!u->pp && cl && strtoull(cl, NULL, 10) > u->allowed) {
+		const char *cl = http_header(req, "Content-Length");
+		if (!u->mp && cl && strtoull(cl, NULL, 10) > u->allowed) {
 			r = quota_error(u, e);
 			goto fail;
 		}
@@ -260,19 +236,11 @@ int api_files_upload(struct http_request *req, struct http_response *res, struct
 {
 	struct upload *u = req->stream;
 	int r = 0;
-	if (u->pp) {
-		/* Flushes the last part to the iterator. */
-		enum MHD_Result ok = MHD_destroy_post_processor(u->pp);
-		u->pp = NULL;
-		if (u->pp_err.kind != ERR_NONE) {
-			*e = u->pp_err;
-			r = err_code(e);
-		} else if (ok != MHD_YES) {
-			r = err_set(e, ERR_INVALID, EINVAL, "malformed multipart/form-data body");
-		} else if (!u->part_started) {
+	if (u->mp) {
+		r = http_multipart_finish(u->mp, e);
+		if (r == 0 && !u->part_started)
 			r = err_set(e, ERR_INVALID, EINVAL,
 				    "no file part in the multipart/form-data body");
-		}
 	}
 	/* On failure the http layer calls upload_abort(), which frees. */
 	if (r == 0)
@@ -375,19 +343,15 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 	if (files_open_read(root, path, &fd, &st, e) < 0)
 		return err_code(e);
 	uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
-	const char *rh = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Range");
+	const char *rh = http_header(req, "Range");
 	int rr = parse_range(rh, size, &from, &to);
 	char cr[96];
 	if (rr < 0) {
+		/* The error answer carries the headers added before it. */
 		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
-		cJSON *j = cJSON_CreateObject();
-		cJSON *er = cJSON_AddObjectToObject(j, "error");
-		cJSON_AddStringToObject(er, "code", "range_not_satisfiable");
-		cJSON_AddStringToObject(er, "message",
-					"the requested range is past the file's end");
-		if (http_reply_json(res, 416, j, e) < 0)
+		if (http_add_header(res, "Content-Range", cr, e) < 0)
 			return err_code(e);
-		return http_add_header(res, "Content-Range", cr, e);
+		return err_set(e, ERR_RANGE, ERANGE, "the requested range is past the file's end");
 	}
 	if (http_add_header(res, "Accept-Ranges", "bytes", e) < 0)
 		return err_code(e);

@@ -104,41 +104,6 @@ static int env_default(struct exec_args *a, const char *kv, struct err *e)
 	return 0;
 }
 
-void api_add_output(cJSON *j, const char *name, const char *data, size_t len)
-{
-	if (utf8_valid(data, len)) {
-		cJSON_AddStringToObject(j, name, data);
-		return;
-	}
-	char *clean = utf8_sanitize(data, len);
-	char *b64 = base64_encode(data, len);
-	char key[32];
-	snprintf(key, sizeof(key), "%s_b64", name);
-	cJSON_AddStringToObject(j, name, clean ? clean : "");
-	cJSON_AddStringToObject(j, key, b64 ? b64 : "");
-	free(clean);
-	free(b64);
-}
-
-cJSON *api_result_json(const struct process_result *pr, int with_output)
-{
-	cJSON *j = cJSON_CreateObject();
-	if (!j)
-		return NULL;
-	cJSON_AddNumberToObject(j, "exit_code", pr->exit_code);
-	if (with_output) {
-		api_add_output(j, "stdout", pr->out, pr->out_len);
-		api_add_output(j, "stderr", pr->err, pr->err_len);
-	}
-	cJSON_AddBoolToObject(j, "timed_out", pr->timed_out);
-	cJSON_AddBoolToObject(j, "oom_killed", pr->oom_killed);
-	cJSON_AddBoolToObject(j, "truncated", pr->out_truncated || pr->err_truncated);
-	cJSON_AddNumberToObject(j, "duration_ms", (double)pr->duration_ms);
-	if (pr->killed)
-		cJSON_AddBoolToObject(j, "killed", 1);
-	return j;
-}
-
 /* What exec and code_run share: env, cwd, stdin, timeout_s. */
 static int parse_common(struct http_request *req, const cJSON *body, struct exec_args *a,
 			struct process_opts *o, int background, struct err *e)
@@ -171,7 +136,7 @@ int api_wants_stream(struct http_request *req)
 	const char *s = http_query(req, "stream");
 	if (s && (strcmp(s, "1") == 0 || strcmp(s, "true") == 0))
 		return 1;
-	const char *accept = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Accept");
+	const char *accept = http_header(req, "Accept");
 	return accept && strstr(accept, "text/event-stream") != NULL;
 }
 
@@ -188,7 +153,7 @@ static int run_request(struct http_request *req, struct http_response *res,
 	cJSON *j = NULL;
 	if (background) {
 		pid_t pid;
-		r = process_spawn(sb, o, &pid, e);
+		r = process_spawn(sandbox_procs(sb), o, &pid, e);
 		api_release(sb);
 		if (r == 0) {
 			j = cJSON_CreateObject();
@@ -196,7 +161,7 @@ static int run_request(struct http_request *req, struct http_response *res,
 		}
 	} else {
 		struct process_run *run;
-		r = process_start(sb, o, &run, e);
+		r = process_start(sandbox_procs(sb), o, &run, e);
 		api_release(sb);
 		if (r < 0)
 			return r;
@@ -345,7 +310,7 @@ int api_process_status(struct http_request *req, struct http_response *res, stru
 	if (bg_lookup(req, &sb, &pid, e) < 0)
 		return err_code(e);
 	struct process_info in;
-	int r = process_bg_info(sb, pid, &in, e);
+	int r = process_bg_info(sandbox_procs(sb), pid, &in, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
@@ -359,7 +324,7 @@ int api_process_kill(struct http_request *req, struct http_response *res, struct
 	if (bg_lookup(req, &sb, &pid, e) < 0)
 		return err_code(e);
 	struct process_info in;
-	int r = process_bg_kill(sb, pid, &in, e);
+	int r = process_bg_kill(sandbox_procs(sb), pid, &in, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
@@ -374,7 +339,7 @@ int api_process_logs(struct http_request *req, struct http_response *res, struct
 		return err_code(e);
 	struct process_info in;
 	struct process_logs l;
-	int r = process_bg_logs(sb, pid, &l, &in, e);
+	int r = process_bg_logs(sandbox_procs(sb), pid, &l, &in, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;

@@ -18,7 +18,7 @@ int api_context_run(struct http_request *req, struct http_response *res, const c
 	struct process_result pr;
 	char *result;
 	int restarted;
-	int r = process_ctx_run(sb, cid, code, o, &pr, &result, &restarted, e);
+	int r = process_ctx_run(sandbox_procs(sb), cid, code, o, &pr, &result, &restarted, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
@@ -65,7 +65,7 @@ int api_context_create(struct http_request *req, struct http_response *res, stru
 	if (api_enter(req, 0, &sb, NULL, e) < 0)
 		return err_code(e);
 	struct process_ctx_info c = {0};
-	r = process_ctx_create(sb, c.id, e);
+	r = process_ctx_create(sandbox_procs(sb), c.id, e);
 	api_release(sb);
 	if (r < 0)
 		return r;
@@ -79,7 +79,7 @@ int api_context_list(struct http_request *req, struct http_response *res, struct
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
 	struct process_ctx_info list[64];
-	size_t n = process_ctx_list(sb, list, 64);
+	size_t n = process_ctx_list(sandbox_procs(sb), list, 64);
 	sandbox_put(sb);
 	cJSON *j = cJSON_CreateObject();
 	cJSON *a = cJSON_AddArrayToObject(j, "contexts");
@@ -94,7 +94,7 @@ int api_context_restart(struct http_request *req, struct http_response *res, str
 	struct sandbox *sb;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	int r = process_ctx_restart(sb, req->captures[1], e);
+	int r = process_ctx_restart(sandbox_procs(sb), req->captures[1], e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
@@ -110,7 +110,7 @@ int api_context_delete(struct http_request *req, struct http_response *res, stru
 	struct sandbox *sb;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	int r = process_ctx_delete(sb, req->captures[1], e);
+	int r = process_ctx_delete(sandbox_procs(sb), req->captures[1], e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;

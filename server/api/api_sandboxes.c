@@ -1,7 +1,8 @@
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "api.h"
-#include "server/sandbox/pool.h"
+#include "server/sandbox/sandbox.h"
 
 int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
 	      struct err *e)
@@ -21,6 +22,22 @@ void api_release(struct sandbox *sb)
 {
 	sandbox_unuse(sb);
 	sandbox_put(sb);
+}
+
+/* A sandbox as the API shows it: its JSON view plus the viewer URLs
+ * (docs/vnc.md), added to `j` (an element of sandbox_json's form). */
+static cJSON *with_urls(cJSON *j)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+	if (!cJSON_IsString(id))
+		return j;
+	cJSON *vnc = cJSON_AddObjectToObject(j, "vnc");
+	char url[160];
+	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/tokens", id->valuestring);
+	cJSON_AddStringToObject(vnc, "tokens_url", url);
+	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/", id->valuestring);
+	cJSON_AddStringToObject(vnc, "page", url);
+	return j;
 }
 
 int api_health(struct http_request *req, struct http_response *res, struct err *e)
@@ -50,7 +67,7 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
 		return err_code(e);
 	}
-	cJSON *j = sandbox_json(sb);
+	cJSON *j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);
 	return http_reply_json(res, 201, j, e);
 }
@@ -59,7 +76,13 @@ int api_sandbox_list(struct http_request *req, struct http_response *res, struct
 {
 	struct api *api = req->app;
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddItemToObject(j, "sandboxes", sandboxes_json(api->sandboxes));
+	cJSON *list = sandboxes_json(api->sandboxes);
+	cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		with_urls(it);
+	}
+	cJSON_AddItemToObject(j, "sandboxes", list);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -69,7 +92,7 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 	struct sandbox *sb;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	cJSON *j = sandbox_json(sb);
+	cJSON *j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);
 	return http_reply_json(res, 200, j, e);
 }
@@ -80,7 +103,7 @@ int api_sandbox_stop(struct http_request *req, struct http_response *res, struct
 	struct sandbox *sb;
 	if (sandbox_stop(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	cJSON *j = sandbox_json(sb);
+	cJSON *j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);
 	return http_reply_json(res, 200, j, e);
 }
@@ -91,7 +114,7 @@ int api_sandbox_start(struct http_request *req, struct http_response *res, struc
 	struct sandbox *sb;
 	if (sandbox_start(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	cJSON *j = sandbox_json(sb);
+	cJSON *j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);
 	return http_reply_json(res, 200, j, e);
 }

@@ -22,7 +22,6 @@
 #include "api.h"
 #include "common/args.h"
 #include "server/viewer/viewer.h"
-#include "server/viewer/page.h"
 #include "common/websocket.h"
 
 /* The Debian novnc package's files: packaged and updated by apt, no build

@@ -1,8 +1,6 @@
 /* Shared by the process route files (api_process*.c); not used elsewhere. */
-#ifndef DESKBOX_SERVER_API_PROCESS_H
-#define DESKBOX_SERVER_API_PROCESS_H
-
-#include <microhttpd.h>
+#ifndef DESKBOX_SERVER_API_INTERNAL_H
+#define DESKBOX_SERVER_API_INTERNAL_H
 
 #include "api.h"
 #include "server/process/process.h"

@@ -1,5 +1,6 @@
 /* desktop: the computer-use actions behind /v1/sandboxes/{id}/desktop/...
- * (api_desktop.c: routes; desktop_actions.c: pointer, keyboard and wait;
+ * (server/api/api_desktop.c: routes; desktop_actions.c: pointer, keyboard
+ * and wait; desktop_batch.c: several actions in one call;
  * desktop_shot.c: screenshots; desktop_adapters.c: the Anthropic and
  * OpenAI tool formats; desktop_x.c: windows, clipboard, launch).
  *
@@ -16,27 +17,29 @@
 #include <cjson/cJSON.h>
 
 #include "capture/capture.h"
-#include "server/api/api.h"
+#include "input/input.h"
+#include "server/process/process.h"
 
 /* The longest any one desktop request may wait or pace input for: keeps
  * every action bounded well inside the HTTP idle timeout. */
 #define DESK_MAX_WAIT_MS 60000
 
-/* An operation in progress on one sandbox's desktop (between desk_enter and
- * desk_leave). */
+/* An operation in progress on one sandbox's desktop.  The caller keeps the
+ * sandbox running and its mirror connected while it lasts (in deskboxd,
+ * server/api/ does: between sandbox_use and sandbox_unuse); the desktop
+ * code knows nothing of sandboxes or requests. */
 struct desk {
-	struct api *api;
-	struct sandbox *sb;
-	struct capture *cap;
-	uint32_t w, h;	 /* the real screen */
-	uint32_t aw, ah; /* the agent's coordinate space (w, h when none declared) */
+	struct capture *cap;	     /* the screen mirror and input path */
+	struct process_table *procs; /* where deskbox-xtool runs (windows, clipboard) */
+	int png_level;		     /* zlib level for PNG screenshots */
+	uint32_t w, h;		     /* the real screen */
+	uint32_t aw, ah;	     /* the agent's coordinate space (w, h when none declared) */
 };
 
-/* Enters the {id} sandbox's desktop; the agent display comes from `body`'s
- * "agent_display" (may be NULL) or else the sandbox's.  Caller must
- * desk_leave() on success. */
-int desk_enter(struct http_request *req, const cJSON *body, struct desk *d, struct err *e);
-void desk_leave(struct desk *d);
+/* Sets `d` up for the screen of `cap`; the agent works in aw x ah (0x0:
+ * the real screen). */
+void desk_init(struct desk *d, struct capture *cap, struct process_table *procs, uint32_t aw,
+	       uint32_t ah, int png_level);
 
 /* Parses an "agent_display" {"width","height"} field of `obj` (absent: 0x0). */
 int desk_parse_agent_display(const cJSON *obj, uint32_t *w, uint32_t *h, struct err *e);
@@ -72,9 +75,6 @@ struct shot {
 /* Screenshot options from a JSON object: x, y, w, h (region, agent space),
  * scale, width, height, format ("png"|"jpeg"), quality, cursor. */
 int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, struct err *e);
-/* The same from a GET's query string (numbers and "cursor=1"). */
-int desk_shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
-		    struct err *e);
 /* The ETag a screenshot with `so` taken at `frame` has now. */
 void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t frame, char *buf,
 		    size_t size);
@@ -92,6 +92,12 @@ int desk_wait(struct desk *d, const cJSON *args, cJSON *out, struct err *e);
  * sandbox (desktop_x.c).  ERR_NOT_FOUND when `name` is not one of them. */
 int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
 		  struct err *e);
+
+/* The actions batch (desktop_batch.c): {"actions":[{"action":NAME,...},
+ * ...], "then":{"wait":{...},"screenshot":true|{...}}}; each action's
+ * results go to out.results[i], the last frame to out.frame.  The batch
+ * stops at the first failing action (the error names its index). */
+int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 
 /* The adapters: run one tool call and fill `out` with the tool result. */
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct err *e);

@@ -35,30 +35,17 @@ int desk_parse_agent_display(const cJSON *obj, uint32_t *w, uint32_t *h, struct 
 	return 0;
 }
 
-int desk_enter(struct http_request *req, const cJSON *body, struct desk *d, struct err *e)
+void desk_init(struct desk *d, struct capture *cap, struct process_table *procs, uint32_t aw,
+	       uint32_t ah, int png_level)
 {
 	memset(d, 0, sizeof(*d));
-	uint32_t aw = 0, ah = 0;
-	if (body && desk_parse_agent_display(body, &aw, &ah, e) < 0)
-		return err_code(e);
-	if (api_enter(req, 1, &d->sb, &d->cap, e) < 0)
-		return err_code(e);
-	d->api = req->app;
-	d->w = capture_width(d->cap);
-	d->h = capture_height(d->cap);
-	if (!aw)
-		sandbox_agent_display(d->sb, &aw, &ah);
+	d->cap = cap;
+	d->procs = procs;
+	d->png_level = png_level;
+	d->w = capture_width(cap);
+	d->h = capture_height(cap);
 	d->aw = aw ? aw : d->w;
 	d->ah = ah ? ah : d->h;
-	return 0;
-}
-
-void desk_leave(struct desk *d)
-{
-	if (d->sb)
-		api_release(d->sb);
-	d->sb = NULL;
-	d->cap = NULL;
 }
 
 void desk_to_real(const struct desk *d, int32_t ax, int32_t ay, int32_t *x, int32_t *y)

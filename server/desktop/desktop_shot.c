@@ -75,45 +75,6 @@ int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, 
 	return 0;
 }
 
-int desk_shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
-		    struct err *e)
-{
-	static const char *const nums[] = {"x",	    "y",     "w",      "h",
-					   "scale", "width", "height", "quality"};
-	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	int r = 0;
-	for (size_t i = 0; r == 0 && i < sizeof(nums) / sizeof(nums[0]); i++) {
-		const char *v = http_query(req, nums[i]);
-		if (!v)
-			continue;
-		char *end;
-		errno = 0;
-		double dv = strtod(v, &end);
-		if (!*v || *end || errno || !(dv > -1e9 && dv < 1e9))
-			r = err_set(e, ERR_INVALID, EINVAL, "query '%s' must be a number", nums[i]);
-		else
-			cJSON_AddNumberToObject(o, nums[i], dv);
-	}
-	const char *f = http_query(req, "format");
-	if (r == 0 && f)
-		cJSON_AddStringToObject(o, "format", f);
-	const char *c = http_query(req, "cursor");
-	if (r == 0 && c) {
-		if (strcmp(c, "1") == 0 || strcmp(c, "true") == 0)
-			cJSON_AddTrueToObject(o, "cursor");
-		else if (strcmp(c, "0") == 0 || strcmp(c, "false") == 0)
-			cJSON_AddFalseToObject(o, "cursor");
-		else
-			r = err_set(e, ERR_INVALID, EINVAL, "query 'cursor' must be 1 or 0");
-	}
-	if (r == 0)
-		r = desk_shot_parse(d, o, so, e);
-	cJSON_Delete(o);
-	return r;
-}
-
 void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t frame, char *buf,
 		    size_t size)
 {
@@ -186,7 +147,7 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 		r = capture_jpeg_encode(img, so->ow, so->oh, istride, so->quality, &s->data,
 					&s->len, e);
 	else if (r == 0)
-		r = capture_png_encode(img, so->ow, so->oh, istride, d->api->png_level, &s->data,
+		r = capture_png_encode(img, so->ow, so->oh, istride, d->png_level, &s->data,
 				       &s->len, e);
 	free(scaled);
 	free(pix);

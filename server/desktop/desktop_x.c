@@ -37,7 +37,7 @@ static int xtool(struct desk *d, const char *const *args, const char *const *env
 	    .max_output = XTOOL_MAX_OUTPUT,
 	};
 	struct process_result pr;
-	if (process_run(d->sb, &o, &pr, e) < 0)
+	if (process_run(d->procs, &o, &pr, e) < 0)
 		return err_wrap(e, "running deskbox-xtool %s", args[0]);
 	int r = 0;
 	cJSON *j = pr.out_truncated ? NULL : cJSON_ParseWithLength(pr.out, pr.out_len);
@@ -141,7 +141,7 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 	    .max_output = 4096,
 	};
 	pid_t pid;
-	if (process_spawn(d->sb, &o, &pid, e) < 0)
+	if (process_spawn(d->procs, &o, &pid, e) < 0)
 		return err_wrap(e, "starting the clipboard owner");
 	/* Answer once the new owner serves the text. */
 	long long end = fs_now_ms() + CLIP_SET_WAIT_MS;
@@ -218,7 +218,7 @@ static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 
 	struct process_opts o = {.argv = argv, .max_output = 64 * 1024};
 	pid_t pid;
-	if (process_spawn(d->sb, &o, &pid, e) < 0) {
+	if (process_spawn(d->procs, &o, &pid, e) < 0) {
 		free(known);
 		return err_wrap(e, "launching '%.200s'", argv[0]);
 	}

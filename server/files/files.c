@@ -20,7 +20,7 @@
 
 #include "common/cleanup.h"
 #include "common/fs.h"
-#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
 
 /* Deeper trees are not walked (usage, sweep) or removed: each level holds
  * an fd. */

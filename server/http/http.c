@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/cleanup.h"
+#include "common/text.h"
 
 #define HTTP_PATH_MAX 4096
 
@@ -41,17 +42,6 @@ struct request_ctx {
 	http_release upgrade_release;
 	void *upgrade_cls;
 };
-
-int http_token_equal(const char *presented, const char *expected)
-{
-	size_t lp = strlen(presented), le = strlen(expected);
-	/* Compare every byte of the expected token whatever the presented one
-	 * holds, so the time taken says nothing about where they differ. */
-	unsigned char diff = (unsigned char)(lp != le);
-	for (size_t i = 0; i < le; i++)
-		diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
-	return diff == 0;
-}
 
 int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
 		     const char **captures, size_t *n_captures)
@@ -123,7 +113,7 @@ static int check_auth(const struct http *h, struct MHD_Connection *conn, struct 
 	const char *tok = auth + 7;
 	while (*tok == ' ')
 		tok++;
-	if (!http_token_equal(tok, h->token))
+	if (!text_equal_secret(tok, h->token))
 		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
 	return 0;
 }
@@ -211,9 +201,20 @@ int http_reply_json(struct http_response *res, int status, cJSON *json, struct e
 	return 0;
 }
 
+/* Turns `res` into the error answer for `e`: the body and status are
+ * replaced, headers the handler added stay (416's Content-Range). */
 static void reply_error(struct http_response *res, const struct err *e)
 {
-	response_release(res);
+	if (res->reader && res->release)
+		res->release(res->reader_cls);
+	res->reader = NULL;
+	res->release = NULL;
+	res->reader_cls = NULL;
+	if (res->upgrade && res->upgrade_release)
+		res->upgrade_release(res->upgrade_cls);
+	res->upgrade = NULL;
+	res->upgrade_release = NULL;
+	res->upgrade_cls = NULL;
 	cJSON *root = cJSON_CreateObject();
 	cJSON *er = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
@@ -386,13 +387,17 @@ static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct request
 	return ret;
 }
 
-static enum MHD_Result queue_error(struct MHD_Connection *conn, const struct err *e)
+/* Answers `e`; `res` (may be NULL) holds the headers to keep. */
+static enum MHD_Result queue_error(struct MHD_Connection *conn, struct http_response *res,
+				   const struct err *e)
 {
-	struct http_response res = {0};
-	reply_error(&res, e);
+	struct http_response none = {0};
+	if (!res)
+		res = &none;
+	reply_error(res, e);
 	if (e->kind == ERR_UNAUTHORIZED)
-		http_add_header(&res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
-	return queue_owned(conn, &res);
+		http_add_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
+	return queue_owned(conn, res);
 }
 
 static int body_append(struct http *h, struct request_ctx *c, const char *data, size_t len)
@@ -466,7 +471,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					h->o.max_body);
 		}
 		if (e.kind != ERR_NONE)
-			return queue_error(conn, &e);
+			return queue_error(conn, NULL, &e);
 		return MHD_YES;
 	}
 
@@ -489,11 +494,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
-		return queue_error(conn, &c->stream_err);
+		return queue_error(conn, NULL, &c->stream_err);
 
 	if (c->too_large) {
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
-		return queue_error(conn, &e);
+		return queue_error(conn, NULL, &e);
 	}
 
 	struct http_request req;
@@ -512,8 +517,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
 		if (err_http_status(e.kind) >= 500)
 			fprintf(stderr, "deskboxd: %s %s: %s\n", method, url, e.msg);
-		response_release(&res);
-		return queue_error(conn, &e);
+		return queue_error(conn, &res, &e);
 	}
 	if (res.upgrade)
 		return queue_upgrade(conn, c, &res);
@@ -621,10 +625,10 @@ int http_query_int(const struct http_request *req, const char *name, int64_t min
 {
 	const char *s = http_query(req, name);
 	*out = def;
-	if (!s)
-		{
+	if (!s) {
 		if (flags & ARGS_REQUIRED)
-			return err_set(e, ERR_INVALID, EINVAL, "query parameter '%s' is required", name);
+			return err_set(e, ERR_INVALID, EINVAL, "query parameter '%s' is required",
+				       name);
 		return 0;
 	}
 	if (args_parse_int(s, min, max, out) < 0)

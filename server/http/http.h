@@ -26,10 +26,8 @@
 #define HTTP_MAX_CAPTURES 4
 #define HTTP_MAX_HEADERS  8
 
-struct MHD_Connection;
-
 struct http_request {
-	struct MHD_Connection *conn;
+	void *conn; /* the http layer's own: handlers use the http_* calls */
 	const char *method;
 	const char *path;
 	const char *captures[HTTP_MAX_CAPTURES]; /* values of the pattern's {name}s, in order */
@@ -168,12 +166,28 @@ int http_query_int(const struct http_request *req, const char *name, int64_t min
 /* A request header, or NULL. */
 const char *http_header(const struct http_request *req, const char *name);
 
+/* multipart/form-data bodies (streamed POST uploads).  The callback gets
+ * each part's bytes as they arrive: `name` is the form field, `filename`
+ * NULL for a field that is not a file, `off` the offset of `data` in the
+ * part.  A negative return (with `e` filled) stops the body; that error is
+ * what http_multipart_feed()/finish() then return. */
+typedef int (*http_part_fn)(void *cls, const char *name, const char *filename, const char *data,
+			    uint64_t off, size_t size, struct err *e);
+struct http_multipart;
+/* ERR_UNSUPPORTED unless the request's Content-Type is multipart/form-data,
+ * ERR_INVALID when it has no boundary.  Free with http_multipart_free(). */
+int http_multipart_new(struct http_request *req, http_part_fn fn, void *cls,
+		       struct http_multipart **out, struct err *e);
+/* Feeds body bytes as they come (an HTTP_STREAM_BODY sink's write). */
+int http_multipart_feed(struct http_multipart *mp, const char *data, size_t len, struct err *e);
+/* After the last byte: flushes the last part; ERR_INVALID for a body that
+ * ended inside a part.  The caller still frees. */
+int http_multipart_finish(struct http_multipart *mp, struct err *e);
+void http_multipart_free(struct http_multipart *mp);
+
 /* Parses the body as a JSON object (an empty body is an empty object).
  * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */
 int http_json_body(const struct http_request *req, cJSON **out, struct err *e);
-
-/* Constant-time comparison of a presented token with the expected one. */
-int http_token_equal(const char *presented, const char *expected);
 
 /* Splits `path` against `pattern`: 1 on a match (captures filled, pointing
  * into `buf`, which receives a copy of the path), 0 otherwise.  Exposed for

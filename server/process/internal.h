@@ -2,6 +2,7 @@
 #ifndef DESKBOX_SERVER_PROCESS_INTERNAL_H
 #define DESKBOX_SERVER_PROCESS_INTERNAL_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -58,8 +59,9 @@ struct process_run {
 struct process_ctx;
 
 struct process_table {
-	enum runtime_cgroup_mode mode;
+	struct process_host host; /* strings point into the two below */
 	char container_id[80];
+	char dir[PATH_MAX];
 	pthread_mutex_t mu;
 	struct process_run *runs;
 	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */
@@ -76,8 +78,8 @@ void process_run_destroy(struct process_run *r);
  * stdio[0..2] as its stdin, stdout, stderr (r->cg made already); fills
  * r->agent_fd and r->pid.  PROCESS_NO_AGENT when the sandbox has none. */
 #define PROCESS_NO_AGENT 1
-int process_agent_start(struct sandbox *sb, struct process_run *r, const struct process_opts *o,
-			const int stdio[3], struct err *e);
+int process_agent_start(struct process_table *t, struct process_run *r,
+			const struct process_opts *o, const int stdio[3], struct err *e);
 /* 1 once the agent reported the exit (r->status, r->client_done set). */
 int process_agent_poll_exit(struct process_run *r);
 /* 1 once the run's program ended (either path); never blocks. */

@@ -19,7 +19,7 @@
 
 #include "common/cleanup.h"
 #include "common/fs.h"
-#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
 
 /* After the cgroup was killed, how long the runtime client gets to notice
  * before it is killed itself. */
@@ -39,13 +39,16 @@ void process_result_release(struct process_result *r)
 
 /* ---- the table ---- */
 
-struct process_table *process_table_new(enum runtime_cgroup_mode mode, const char *container_id)
+struct process_table *process_table_new(const struct process_host *host)
 {
 	struct process_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->mode = mode;
-	snprintf(t->container_id, sizeof(t->container_id), "%s", container_id);
+	t->host = *host;
+	snprintf(t->container_id, sizeof(t->container_id), "%s", host->container_id);
+	snprintf(t->dir, sizeof(t->dir), "%s", host->dir);
+	t->host.container_id = t->container_id;
+	t->host.dir = t->dir;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->bg_done, NULL);
 	atomic_init(&t->refs, 1);
@@ -301,10 +304,9 @@ void process_run_destroy(struct process_run *r)
 	free(r);
 }
 
-int process_start(struct sandbox *sb, const struct process_opts *o, struct process_run **out,
+int process_start(struct process_table *t, const struct process_opts *o, struct process_run **out,
 		  struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	struct process_run *r = calloc(1, sizeof(*r));
 	if (!r)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -321,7 +323,8 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 	int rc = 0;
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)
 		rc = err_sys(e, ERR_INTERNAL, errno, "pipe");
-	if (rc == 0 && run_cgroup_create(&r->cg, t->mode, "deskbox", t->container_id, e) == 0)
+	if (rc == 0 &&
+	    run_cgroup_create(&r->cg, t->host.cgroup_mode, "deskbox", t->container_id, e) == 0)
 		r->cg_live = 1;
 	else if (rc == 0)
 		rc = err_code(e);
@@ -330,7 +333,7 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 	int via_agent = 0;
 	if (rc == 0) {
 		r->start_ms = fs_now_ms();
-		int a = process_agent_start(sb, r, o, (int[]){pin[0], pout[1], perr[1]}, e);
+		int a = process_agent_start(t, r, o, (int[]){pin[0], pout[1], perr[1]}, e);
 		if (a < 0)
 			rc = a;
 		via_agent = a == 0;
@@ -340,7 +343,7 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 		char rnd[17];
 		if (fs_random_hex(rnd, 8, e) < 0)
 			rc = err_code(e);
-		snprintf(pidfile, sizeof(pidfile), "%s/exec-%s.pid", sandbox_dir(sb), rnd);
+		snprintf(pidfile, sizeof(pidfile), "%s/exec-%s.pid", t->dir, rnd);
 	}
 	/* With a pid to report, the program stops itself first: crun writes
 	 * the pid file, but a program that exits at once would be gone
@@ -377,8 +380,7 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 		    .cgroup = r->cg.name,
 		};
 		r->start_ms = fs_now_ms();
-		rc = runtime_exec_spawn(sandbox_runtime(sb), sandbox_container_id(sb), &x,
-					&r->client, e);
+		rc = runtime_exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
 	}
 	for (int *fd = (int[]){pin[0], pout[1], perr[1]}, k = 0; k < 3; k++)
 		if (fd[k] >= 0)
@@ -561,11 +563,11 @@ void process_run_free(struct process_run *r)
 		process_table_unref(t);
 }
 
-int process_run(struct sandbox *sb, const struct process_opts *o, struct process_result *res,
+int process_run(struct process_table *t, const struct process_opts *o, struct process_result *res,
 		struct err *e)
 {
 	struct process_run *r;
-	int rc = process_start(sb, o, &r, e);
+	int rc = process_start(t, o, &r, e);
 	if (rc < 0)
 		return rc;
 	while (!process_step(r, 1000, NULL, NULL))

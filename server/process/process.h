@@ -30,15 +30,32 @@
 
 #include "common/error.h"
 #include "server/runtime/runtime.h"
-#include "server/sandbox/sandbox.h"
 
 /* ---- the per-sandbox table ---- */
 
 struct process_table;
 
-/* NULL when out of memory.  The sandbox holds one reference, each run
+/* What the process code needs of the sandbox it runs programs in; it knows
+ * nothing else of it (server/sandbox/ owns the table and this handle). */
+struct process_host {
+	struct runtime *rt;
+	enum runtime_cgroup_mode cgroup_mode;
+	const char *container_id;
+	/* The sandbox's state directory: <dir>/run holds the exec agent's
+	 * socket, <dir> the pid files of `crun exec`. */
+	const char *dir;
+	/* Makes sure the container runs while an interpreter is (re)started
+	 * by a caller that is not already inside an operation on it (the
+	 * sandbox's use/unuse); enter() fails with the reason it cannot. */
+	int (*enter)(void *cls, struct err *e);
+	void (*leave)(void *cls);
+	void *cls;
+};
+
+/* A table for the runs of one sandbox; `host` is copied (its strings too).
+ * NULL when out of memory.  The sandbox holds one reference, each run
  * another. */
-struct process_table *process_table_new(enum runtime_cgroup_mode mode, const char *container_id);
+struct process_table *process_table_new(const struct process_host *host);
 void process_table_unref(struct process_table *t);
 /* Kills every run of the sandbox (their owners then see them end). */
 void process_table_kill_all(struct process_table *t);
@@ -78,10 +95,10 @@ typedef void (*process_output_fn)(void *cls, enum process_stream s, const char *
 
 struct process_run;
 
-/* Starts `o` in `sb` (the caller is between sandbox_use and unuse; the
- * run itself does not need that afterwards).  The caller owns the run and
- * must process_run_free() it. */
-int process_start(struct sandbox *sb, const struct process_opts *o, struct process_run **out,
+/* Starts `o` in the table's sandbox (the caller is inside an operation on
+ * it, so the container runs; the run itself does not need that afterwards).  The caller owns the
+ * run and must process_run_free() it. */
+int process_start(struct process_table *t, const struct process_opts *o, struct process_run **out,
 		  struct err *e);
 
 /* Waits up to `wait_ms` for the run to make progress and handles it:
@@ -100,13 +117,13 @@ void process_run_free(struct process_run *r);
 pid_t process_pid(struct process_run *r);
 
 /* Foreground: start, wait, finish, free. */
-int process_run(struct sandbox *sb, const struct process_opts *o, struct process_result *res,
+int process_run(struct process_table *t, const struct process_opts *o, struct process_result *res,
 		struct err *e);
 
 /* ---- background runs ---- */
 
 /* Starts `o` in the background; *pid is its pid inside the sandbox. */
-int process_spawn(struct sandbox *sb, const struct process_opts *o, pid_t *pid, struct err *e);
+int process_spawn(struct process_table *t, const struct process_opts *o, pid_t *pid, struct err *e);
 
 struct process_info {
 	pid_t pid;
@@ -118,11 +135,11 @@ struct process_info {
 };
 
 /* ERR_NOT_FOUND when the sandbox has no background run `pid`. */
-int process_bg_info(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e);
+int process_bg_info(struct process_table *t, pid_t pid, struct process_info *info, struct err *e);
 
 /* Kills the run `pid` and everything it started; waits until they are
  * gone. */
-int process_bg_kill(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e);
+int process_bg_kill(struct process_table *t, pid_t pid, struct process_info *info, struct err *e);
 
 /* The last bytes each stream wrote (at most max_output each): malloc'd
  * copies the caller frees; *_total is how much was written in all. */
@@ -131,7 +148,7 @@ struct process_logs {
 	size_t out_len, err_len;
 	uint64_t out_total, err_total;
 };
-int process_bg_logs(struct sandbox *sb, pid_t pid, struct process_logs *logs,
+int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *logs,
 		    struct process_info *info, struct err *e);
 void process_logs_release(struct process_logs *l);
 
@@ -139,22 +156,23 @@ void process_logs_release(struct process_logs *l);
 
 #define PROCESS_CTX_ID_LEN 16
 
-/* Starts a persistent Python interpreter in `sb` (the caller is between
- * sandbox_use and unuse); `id` receives its id. */
-int process_ctx_create(struct sandbox *sb, char id[PROCESS_CTX_ID_LEN + 1], struct err *e);
+/* Starts a persistent Python interpreter in the table's sandbox (the caller
+ * is inside an operation on it); `id` receives its id. */
+int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1], struct err *e);
 
 /* Runs `code` in context `id` (o: cwd, env, timeout_ms, max_output).  A
  * context whose run times out, or whose interpreter dies, is restarted
  * fresh (*restarted).  *result is the repr() of a final expression, or
- * NULL (malloc'd).  The caller holds a reference to `sb` but is not
- * between sandbox_use and unuse (a delete must not wait for the run): the
- * sandbox is entered only to start an interpreter.  Same for restart. */
-int process_ctx_run(struct sandbox *sb, const char *id, const char *code,
+ * NULL (malloc'd).  The caller holds a reference to the table but is not
+ * inside an operation on the sandbox (a delete must not wait for the run):
+ * the host's enter() is called only to start an interpreter.  Same for
+ * restart. */
+int process_ctx_run(struct process_table *t, const char *id, const char *code,
 		    const struct process_opts *o, struct process_result *res, char **result,
 		    int *restarted, struct err *e);
 
-int process_ctx_restart(struct sandbox *sb, const char *id, struct err *e);
-int process_ctx_delete(struct sandbox *sb, const char *id, struct err *e);
+int process_ctx_restart(struct process_table *t, const char *id, struct err *e);
+int process_ctx_delete(struct process_table *t, const char *id, struct err *e);
 
 struct process_ctx_info {
 	char id[PROCESS_CTX_ID_LEN + 1];
@@ -163,7 +181,7 @@ struct process_ctx_info {
 	int busy;
 };
 /* Up to `max` contexts into `out`; returns how many. */
-size_t process_ctx_list(struct sandbox *sb, struct process_ctx_info *out, size_t max);
+size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, size_t max);
 
 /* ---- helpers shared by process*.c ---- */
 

@@ -24,10 +24,10 @@
 /* How long the agent's child may take to say who it is. */
 #define HELLO_TIMEOUT_MS 10000
 
-static int connect_agent(struct sandbox *sb)
+static int connect_agent(struct process_table *t)
 {
 	char run[PATH_MAX];
-	snprintf(run, sizeof(run), "%s/run", sandbox_dir(sb));
+	snprintf(run, sizeof(run), "%s/run", t->dir);
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
@@ -117,10 +117,10 @@ static int in_sandbox(pid_t pid, const char *cid)
 	return 0;
 }
 
-int process_agent_start(struct sandbox *sb, struct process_run *r, const struct process_opts *o,
-			const int stdio[3], struct err *e)
+int process_agent_start(struct process_table *t, struct process_run *r,
+			const struct process_opts *o, const int stdio[3], struct err *e)
 {
-	int fd = connect_agent(sb);
+	int fd = connect_agent(t);
 	if (fd < 0)
 		return PROCESS_NO_AGENT;
 	_cleanup_fd_ int conn = fd;
@@ -162,7 +162,7 @@ int process_agent_start(struct sandbox *sb, struct process_run *r, const struct 
 	/* SECURITY: the kernel checked the pid the child claimed (it may only
 	 * name itself) and translated it; 0 means it is not in our pid
 	 * namespace's view. */
-	if (uc.pid <= 1 || !in_sandbox(uc.pid, sandbox_container_id(sb)))
+	if (uc.pid <= 1 || !in_sandbox(uc.pid, t->container_id))
 		return err_set(e, ERR_INTERNAL, EPROTO, "exec agent: no usable pid");
 	if (run_cgroup_attach(&r->cg, uc.pid, e) < 0)
 		return err_code(e);

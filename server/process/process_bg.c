@@ -117,9 +117,8 @@ static void *bg_thread(void *arg)
 	return NULL;
 }
 
-int process_spawn(struct sandbox *sb, const struct process_opts *o, pid_t *pid, struct err *e)
+int process_spawn(struct process_table *t, const struct process_opts *o, pid_t *pid, struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	int running = 0;
 	for (struct process_run *r = t->runs; r; r = r->next)
@@ -139,7 +138,7 @@ int process_spawn(struct sandbox *sb, const struct process_opts *o, pid_t *pid, 
 	}
 	bo.want_pid = 1;
 	struct process_run *r;
-	int rc = process_start(sb, &bo, &r, e);
+	int rc = process_start(t, &bo, &r, e);
 	if (rc < 0) {
 		free(stdin_copy);
 		return rc;
@@ -204,9 +203,8 @@ static void info_locked(struct process_run *r, struct process_info *info)
 	info->duration_ms = (r->bg_finished ? r->end_ms : fs_now_ms()) - r->start_ms;
 }
 
-int process_bg_info(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e)
+int process_bg_info(struct process_table *t, pid_t pid, struct process_info *info, struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	struct process_run *r = find_locked(t, pid);
 	if (r)
@@ -215,9 +213,8 @@ int process_bg_info(struct sandbox *sb, pid_t pid, struct process_info *info, st
 	return r ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no background process %d", (int)pid);
 }
 
-int process_bg_kill(struct sandbox *sb, pid_t pid, struct process_info *info, struct err *e)
+int process_bg_kill(struct process_table *t, pid_t pid, struct process_info *info, struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	struct process_run *r = find_locked(t, pid);
 	if (r && r->cg_live) {
@@ -247,11 +244,10 @@ int process_bg_kill(struct sandbox *sb, pid_t pid, struct process_info *info, st
 	}
 }
 
-int process_bg_logs(struct sandbox *sb, pid_t pid, struct process_logs *logs,
+int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *logs,
 		    struct process_info *info, struct err *e)
 {
 	memset(logs, 0, sizeof(*logs));
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	struct process_run *r = find_locked(t, pid);
 	if (r) {

@@ -66,9 +66,9 @@ static struct process_ctx *ctx_find(struct process_table *t, const char *id)
 	return c;
 }
 
-/* Starts the interpreter; `use`: enter the sandbox for it (callers that
- * are not between sandbox_use and unuse already). */
-static int start_driver(struct sandbox *sb, struct process_ctx *c, int use, struct err *e)
+/* Starts the interpreter; `use`: enter the sandbox for it through the
+ * host's hooks (callers that are not inside an operation on it already). */
+static int start_driver(struct process_table *t, struct process_ctx *c, int use, struct err *e)
 {
 	const char *argv[] = {"/usr/bin/python3", "-c", deskbox_pyctx_src, NULL};
 	const char *env[] = {"PYTHONDONTWRITEBYTECODE=1", NULL};
@@ -80,17 +80,16 @@ static int start_driver(struct sandbox *sb, struct process_ctx *c, int use, stru
 	};
 	process_run_free(c->run);
 	c->run = NULL;
-	if (use && sandbox_use(sb, 0, NULL, e) < 0)
+	if (use && t->host.enter && t->host.enter(t->host.cls, e) < 0)
 		return err_code(e);
-	int r = process_start(sb, &o, &c->run, e);
-	if (use)
-		sandbox_unuse(sb);
+	int r = process_start(t, &o, &c->run, e);
+	if (use && t->host.leave)
+		t->host.leave(t->host.cls);
 	return r;
 }
 
-int process_ctx_create(struct sandbox *sb, char id[PROCESS_CTX_ID_LEN + 1], struct err *e)
+int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1], struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	size_t n = 0;
 	for (struct process_ctx *c = t->ctxs; c; c = c->next)
@@ -111,7 +110,7 @@ int process_ctx_create(struct sandbox *sb, char id[PROCESS_CTX_ID_LEN + 1], stru
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	c->created_at_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-	if (start_driver(sb, c, 0, e) < 0) {
+	if (start_driver(t, c, 0, e) < 0) {
 		pthread_mutex_destroy(&c->busy);
 		free(c);
 		return err_wrap(e, "starting the python context");
@@ -222,14 +221,13 @@ static int driver_alive(struct process_run *r)
 	return r && !process_client_exited(r);
 }
 
-int process_ctx_run(struct sandbox *sb, const char *id, const char *code,
+int process_ctx_run(struct process_table *t, const char *id, const char *code,
 		    const struct process_opts *o, struct process_result *res, char **result,
 		    int *restarted, struct err *e)
 {
 	memset(res, 0, sizeof(*res));
 	*result = NULL;
 	*restarted = 0;
-	struct process_table *t = sandbox_procs(sb);
 	struct process_ctx *c = ctx_find(t, id);
 	if (!c)
 		return not_found(e, id);
@@ -248,7 +246,7 @@ int process_ctx_run(struct sandbox *sb, const char *id, const char *code,
 	}
 	/* An interpreter killed with its sandbox, or by an earlier OOM. */
 	if (!driver_alive(c->run)) {
-		if (start_driver(sb, c, 1, e) < 0) {
+		if (start_driver(t, c, 1, e) < 0) {
 			r = err_wrap(e, "restarting python context '%s'", id);
 			goto out;
 		}
@@ -277,7 +275,7 @@ int process_ctx_run(struct sandbox *sb, const char *id, const char *code,
 			  : res->oom_killed ? "context ran out of memory; it was restarted\n"
 					    : "context's interpreter died; it was restarted\n");
 	res->err_len = res->err ? strlen(res->err) : 0;
-	if (start_driver(sb, c, 1, e) < 0)
+	if (start_driver(t, c, 1, e) < 0)
 		r = err_wrap(e, "restarting python context '%s'", id);
 	*restarted = 1;
 out:
@@ -292,9 +290,8 @@ out:
 	return r;
 }
 
-int process_ctx_restart(struct sandbox *sb, const char *id, struct err *e)
+int process_ctx_restart(struct process_table *t, const char *id, struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	struct process_ctx *c = ctx_find(t, id);
 	if (!c)
 		return not_found(e, id);
@@ -305,7 +302,7 @@ int process_ctx_restart(struct sandbox *sb, const char *id, struct err *e)
 		run_cgroup_kill(&c->run->cg);
 	pthread_mutex_unlock(&t->mu);
 	pthread_mutex_lock(&c->busy);
-	int r = c->gone ? not_found(e, id) : start_driver(sb, c, 1, e);
+	int r = c->gone ? not_found(e, id) : start_driver(t, c, 1, e);
 	pthread_mutex_unlock(&c->busy);
 	ctx_unref(t, c);
 	return r;
@@ -325,9 +322,8 @@ static void unlink_locked(struct process_table *t, struct process_ctx *c)
 		run_cgroup_kill(&c->run->cg);
 }
 
-int process_ctx_delete(struct sandbox *sb, const char *id, struct err *e)
+int process_ctx_delete(struct process_table *t, const char *id, struct err *e)
 {
-	struct process_table *t = sandbox_procs(sb);
 	pthread_mutex_lock(&t->mu);
 	struct process_ctx *c = t->ctxs;
 	while (c && strcmp(c->id, id) != 0)
@@ -355,9 +351,8 @@ void process_ctx_drop_all(struct process_table *t)
 	}
 }
 
-size_t process_ctx_list(struct sandbox *sb, struct process_ctx_info *out, size_t max)
+size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, size_t max)
 {
-	struct process_table *t = sandbox_procs(sb);
 	size_t n = 0;
 	pthread_mutex_lock(&t->mu);
 	for (struct process_ctx *c = t->ctxs; c && n < max; c = c->next, n++) {

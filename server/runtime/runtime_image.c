@@ -6,7 +6,7 @@
  * changed once in place (overlayfs does not allow changes under a mounted
  * overlay): when the host's /etc changes, a new one appears next to it, and
  * older ones go once no overlay in this mount namespace uses them. */
-#include "image.h"
+#include "runtime.h"
 
 #include <dirent.h>
 #include <errno.h>

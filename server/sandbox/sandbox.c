@@ -19,9 +19,8 @@
 
 #include "common/cleanup.h"
 #include "common/fs.h"
-#include "common/args.h"
 #include "server/files/files.h"
-#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
 #include "server/process/process.h"
 
 #define CAPTURE_READY_TIMEOUT_MS 5000
@@ -74,98 +73,6 @@ void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h)
 	*h = sb->spec.agent_height;
 }
 
-void sandbox_spec_release(struct sandbox_spec *spec)
-{
-	for (size_t i = 0; i < SANDBOX_MAX_ENV && spec->env[i]; i++) {
-		free(spec->env[i]);
-		spec->env[i] = NULL;
-	}
-}
-
-static int env_name_ok(const char *k)
-{
-	if (!*k || (*k >= '0' && *k <= '9'))
-		return 0;
-	for (const char *p = k; *p; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		      (*p >= '0' && *p <= '9') || *p == '_'))
-			return 0;
-	return 1;
-}
-
-int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
-{
-	memset(spec, 0, sizeof(*spec));
-	spec->width = 1280;
-	spec->height = 800;
-	int64_t v;
-	const cJSON *display = cJSON_GetObjectItemCaseSensitive(req, "display");
-	if (display && !cJSON_IsNull(display)) {
-		if (!cJSON_IsObject(display))
-			return err_set(e, ERR_INVALID, EINVAL, "field 'display' must be an object");
-		if (args_int(display, "width", 320, 4096, 1280, 0, &v, e) < 0)
-			return err_wrap(e, "display");
-		spec->width = (uint32_t)v;
-		if (args_int(display, "height", 200, 4096, 800, 0, &v, e) < 0)
-			return err_wrap(e, "display");
-		spec->height = (uint32_t)v;
-	}
-	if (args_int(req, "memory_mb", 128, 1 << 20, 2048, 0, &v, e) < 0)
-		return err_code(e);
-	spec->memory_mb = (uint64_t)v;
-	if (args_int(req, "pids_max", 32, 1 << 22, 1024, 0, &v, e) < 0)
-		return err_code(e);
-	spec->pids_max = v;
-	if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
-		return err_code(e);
-	spec->cpu_millis = (uint32_t)v;
-	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
-	if (ad && !cJSON_IsNull(ad)) {
-		if (!cJSON_IsObject(ad))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'agent_display' must be an object");
-		if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
-			return err_wrap(e, "agent_display");
-		spec->agent_width = (uint32_t)v;
-		if (args_int(ad, "height", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
-			return err_wrap(e, "agent_display");
-		spec->agent_height = (uint32_t)v;
-	}
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
-	if (env && !cJSON_IsNull(env)) {
-		if (!cJSON_IsObject(env))
-			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
-		size_t n = 0;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, env)
-		{
-			if (n >= SANDBOX_MAX_ENV) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
-					       SANDBOX_MAX_ENV);
-			}
-			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "bad env variable name '%.64s'", it->string);
-			}
-			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "env '%s' must be a string of at most 32768 bytes",
-					       it->string);
-			}
-			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
-				spec->env[n] = NULL;
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-			}
-			n++;
-		}
-	}
-	return 0;
-}
-
 /* ---- persistence ---- */
 
 static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
@@ -214,6 +121,17 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 
 /* ---- lifecycle helpers ---- */
 
+/* The process table's way into the sandbox (struct process_host). */
+static int procs_enter(void *cls, struct err *e)
+{
+	return sandbox_use(cls, 0, NULL, e);
+}
+
+static void procs_leave(void *cls)
+{
+	sandbox_unuse(cls);
+}
+
 static struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 {
 	struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -223,7 +141,16 @@ static struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 	snprintf(sb->container_id, sizeof(sb->container_id), "dbx-%s", id);
 	snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", s->cfg.state_dir, id);
 	sb->owner = s;
-	sb->procs = process_table_new(s->cfg.cgroup_mode, sb->container_id);
+	struct process_host host = {
+	    .rt = s->rt,
+	    .cgroup_mode = s->cfg.cgroup_mode,
+	    .container_id = sb->container_id,
+	    .dir = sb->dir,
+	    .enter = procs_enter,
+	    .leave = procs_leave,
+	    .cls = sb,
+	};
+	sb->procs = process_table_new(&host);
 	if (!sb->procs) {
 		free(sb);
 		return NULL;
@@ -775,15 +702,7 @@ cJSON *sandbox_json(struct sandbox *sb)
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);
-	cJSON *j = spec_json(sb, st);
-	/* How a person gets a browser viewer (docs/vnc.md). */
-	cJSON *vnc = cJSON_AddObjectToObject(j, "vnc");
-	char url[96];
-	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/tokens", sb->id);
-	cJSON_AddStringToObject(vnc, "tokens_url", url);
-	snprintf(url, sizeof(url), "/v1/sandboxes/%s/vnc/", sb->id);
-	cJSON_AddStringToObject(vnc, "page", url);
-	return j;
+	return spec_json(sb, st);
 }
 
 cJSON *sandboxes_json(struct sandboxes *s)

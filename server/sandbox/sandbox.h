@@ -75,7 +75,10 @@ void sandboxes_close(struct sandboxes *s);
  * waiting for one end now (shutdown). */
 void sandboxes_kill_runs(struct sandboxes *s);
 
-/* Validates a create request's JSON into `spec` (defaults filled in). */
+/* Validates the spec's JSON form into `spec`, defaults filled in
+ * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
+ * "cpu_millis", "agent_display":{"width","height"}, "env":{K:V}}); on
+ * failure nothing is left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
 
@@ -125,7 +128,7 @@ int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, str
  * created. */
 int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e);
 
-/* JSON views. */
+/* JSON views: the spec and status (what sandbox.json holds). */
 cJSON *sandbox_json(struct sandbox *sb);
 cJSON *sandboxes_json(struct sandboxes *s);
 
@@ -151,5 +154,42 @@ uint32_t sandbox_width(const struct sandbox *sb);
 uint32_t sandbox_height(const struct sandbox *sb);
 /* The declared agent display (spec.agent_width/height), 0x0 when none. */
 void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h);
+
+/* ---- the warm pool (sandbox_pool.c) ---- */
+
+/* pool: warm desktops, ready before anyone asks.
+ *
+ * `deskboxd --warm-pool N[:WxH]` keeps N running sandboxes of that display
+ * size (default 1280x800) with the default limits.  POST /v1/sandboxes takes
+ * one when the request matches (same display size and limits, no env) and a
+ * background thread starts a replacement; anything else is created cold.
+ * A claim costs a list operation and one metadata write instead of a
+ * container and desktop start.
+ */
+#define POOL_MAX_SIZES	  8
+#define POOL_MAX_PER_SIZE 64
+
+struct pool_size {
+	uint32_t width, height;
+	unsigned count;
+};
+
+struct pool;
+
+/* Parses "N" or "N:WxH" (one --warm-pool option). */
+int pool_size_parse(const char *arg, struct pool_size *out, struct err *e);
+
+/* Starts the refill thread for `sizes`.  Caller frees with pool_free()
+ * before closing `s`. */
+int pool_new(struct pool **out, struct sandboxes *s, const struct pool_size *sizes, size_t n,
+	     struct err *e);
+
+/* Claims a ready sandbox matching `spec`: 1 with *out (a reference the
+ * caller drops with sandbox_put), 0 when none is ready or none matches,
+ * negative on error (ERR_LIMIT). */
+int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out, struct err *e);
+
+/* Stops the refill thread and deletes the sandboxes still waiting. */
+void pool_free(struct pool *p);
 
 #endif

@@ -1,4 +1,4 @@
-#include "pool.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -18,7 +18,7 @@
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "server/files/files.h"
-#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
 #include "server/process/process.h"
 
 /* What stop gives the desktop after SIGTERM (the init itself waits 2 s

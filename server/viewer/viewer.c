@@ -11,8 +11,7 @@
 
 #include "common/fs.h"
 #include "common/sha1.h"
-#include "server/http/http.h"
-#include "server/sandbox/sandbox.h"
+#include "common/text.h"
 
 struct vnc_token {
 	char hash[2 * SHA1_LEN + 1]; /* hex SHA-1 of the token */
@@ -30,7 +29,7 @@ struct vnc_viewer {
 
 /* One sandbox's tokens and viewers; exists while it has either. */
 struct vnc_entry {
-	char sid[SANDBOX_ID_LEN + 1];
+	char sid[VNC_SID_MAX + 1];
 	struct vnc_token tokens[VNC_MAX_TOKENS];
 	size_t n_tokens;
 	struct vnc_viewer *viewers;
@@ -101,7 +100,7 @@ static struct vnc_entry *entry_find(struct vnc *v, const char *sid, int create)
 	for (struct vnc_entry *en = v->entries; en; en = en->next)
 		if (strcmp(en->sid, sid) == 0)
 			return en;
-	if (!create || strlen(sid) > SANDBOX_ID_LEN)
+	if (!create || strlen(sid) > VNC_SID_MAX)
 		return NULL;
 	struct vnc_entry *en = calloc(1, sizeof(*en));
 	if (!en)
@@ -128,7 +127,7 @@ static void entry_gc(struct vnc *v, struct vnc_entry *en)
 
 int vnc_is_api_token(const struct vnc *v, const char *token)
 {
-	return token && http_token_equal(token, v->api_token);
+	return token && text_equal_secret(token, v->api_token);
 }
 
 int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
@@ -172,7 +171,7 @@ static long token_lookup(const struct vnc_entry *en, const char *hash)
 {
 	long found = -1;
 	for (size_t i = 0; i < en->n_tokens; i++)
-		if (http_token_equal(hash, en->tokens[i].hash))
+		if (text_equal_secret(hash, en->tokens[i].hash))
 			found = (long)i;
 	return found;
 }

@@ -18,6 +18,9 @@
 
 #include "common/error.h"
 
+/* The longest sandbox id a viewer may be bound to (server/sandbox/ ids are
+ * 32 hex characters). */
+#define VNC_SID_MAX	  64
 #define VNC_TOKEN_HEX	  64 /* 32 random bytes */
 #define VNC_MAX_TOKENS	  64
 #define VNC_MAX_VIEWERS	  8
@@ -88,5 +91,20 @@ struct vnc_session_opts {
 	const char *sid; /* for log lines */
 };
 void vnc_session_run(const struct vnc_session_opts *o);
+
+/* ---- the viewer page (viewer_page.c) ---- */
+
+/* vnc_page: the viewer page and its script, built into deskboxd.  The page
+ * loads noVNC's core (served from the Debian novnc package's files next to
+ * it) and connects to the WebSocket next to it. */
+/* The page's template: "%s" stands for "1" (view-only) or "0", "%p" for the
+ * modulepreload links of noVNC's modules. */
+extern const char vnc_page_html[];
+/* The page for a viewer; malloc'd, NUL-terminated, NULL without memory. */
+char *vnc_page_render(int view_only, size_t *len);
+/* The page's style and script (served as "viewer.css" and "viewer.js"
+ * next to the page). */
+extern const char vnc_page_css[];
+extern const char vnc_page_js[];
 
 #endif

@@ -1,4 +1,4 @@
-#include "page.h"
+#include "viewer.h"
 
 #include <stdlib.h>
 #include <string.h>

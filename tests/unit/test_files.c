@@ -13,7 +13,7 @@
 #include "common/fs.h"
 #include "common/sha256.h"
 #include "server/files/files.h"
-#include "server/runtime/image.h"
+#include "server/runtime/runtime.h"
 #include "tests/harness.h"
 
 static void norm_ok(const char *in, const char *want)

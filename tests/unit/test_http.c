@@ -31,11 +31,11 @@ int main(void)
 	ok(!match("/v1/x", "v1/x", &c0, &n), "relative path refused");
 	ok(match("/v1/x/", "/v1/x/", &c0, &n), "pattern with trailing slash");
 
-	ok(http_token_equal("secret-token", "secret-token"), "equal tokens");
-	ok(!http_token_equal("secret-tokeN", "secret-token"), "different tokens");
-	ok(!http_token_equal("secret", "secret-token"), "prefix token");
-	ok(!http_token_equal("secret-token-longer", "secret-token"), "longer token");
-	ok(!http_token_equal("", "secret-token"), "empty token");
+	ok(text_equal_secret("secret-token", "secret-token"), "equal tokens");
+	ok(!text_equal_secret("secret-tokeN", "secret-token"), "different tokens");
+	ok(!text_equal_secret("secret", "secret-token"), "prefix token");
+	ok(!text_equal_secret("secret-token-longer", "secret-token"), "longer token");
+	ok(!text_equal_secret("", "secret-token"), "empty token");
 
 	int64_t v;
 	is_int(args_parse_int("42", 0, 100, &v), 0, "parse int");

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "common/fs.h"
-#include "server/runtime/image.h"
 #include "server/runtime/runtime.h"
 #include "tests/harness.h"
 

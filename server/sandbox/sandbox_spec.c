@@ -1,0 +1,102 @@
+/* The typed sandbox spec and its one JSON form, which is both the create
+ * request's body (server/api/) and the "spec" part of sandbox.json. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/args.h"
+
+void sandbox_spec_release(struct sandbox_spec *spec)
+{
+	for (size_t i = 0; i < SANDBOX_MAX_ENV && spec->env[i]; i++) {
+		free(spec->env[i]);
+		spec->env[i] = NULL;
+	}
+}
+
+static int env_name_ok(const char *k)
+{
+	if (!*k || (*k >= '0' && *k <= '9'))
+		return 0;
+	for (const char *p = k; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	return 1;
+}
+
+int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->width = 1280;
+	spec->height = 800;
+	int64_t v;
+	const cJSON *display = cJSON_GetObjectItemCaseSensitive(req, "display");
+	if (display && !cJSON_IsNull(display)) {
+		if (!cJSON_IsObject(display))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'display' must be an object");
+		if (args_int(display, "width", 320, 4096, 1280, 0, &v, e) < 0)
+			return err_wrap(e, "display");
+		spec->width = (uint32_t)v;
+		if (args_int(display, "height", 200, 4096, 800, 0, &v, e) < 0)
+			return err_wrap(e, "display");
+		spec->height = (uint32_t)v;
+	}
+	if (args_int(req, "memory_mb", 128, 1 << 20, 2048, 0, &v, e) < 0)
+		return err_code(e);
+	spec->memory_mb = (uint64_t)v;
+	if (args_int(req, "pids_max", 32, 1 << 22, 1024, 0, &v, e) < 0)
+		return err_code(e);
+	spec->pids_max = v;
+	if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
+		return err_code(e);
+	spec->cpu_millis = (uint32_t)v;
+	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
+	if (ad && !cJSON_IsNull(ad)) {
+		if (!cJSON_IsObject(ad))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field 'agent_display' must be an object");
+		if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
+			return err_wrap(e, "agent_display");
+		spec->agent_width = (uint32_t)v;
+		if (args_int(ad, "height", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
+			return err_wrap(e, "agent_display");
+		spec->agent_height = (uint32_t)v;
+	}
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
+	if (env && !cJSON_IsNull(env)) {
+		if (!cJSON_IsObject(env))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
+		size_t n = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, env)
+		{
+			if (n >= SANDBOX_MAX_ENV) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+					       SANDBOX_MAX_ENV);
+			}
+			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "bad env variable name '%.64s'", it->string);
+			}
+			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "env '%s' must be a string of at most 32768 bytes",
+					       it->string);
+			}
+			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
+				spec->env[n] = NULL;
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			n++;
+		}
+	}
+	return 0;
+}
