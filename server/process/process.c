@@ -304,12 +304,11 @@ void process_run_destroy(struct process_run *r)
 	free(r);
 }
 
-int process_start(struct process_table *t, const struct process_opts *o, struct process_run **out,
-		  struct err *e)
+static struct process_run *run_new(const struct process_opts *o)
 {
 	struct process_run *r = calloc(1, sizeof(*r));
 	if (!r)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+		return NULL;
 	r->client = -1;
 	r->pidfd = r->agent_fd = r->in_fd = -1;
 	r->pid = -1;
@@ -318,117 +317,146 @@ int process_start(struct process_table *t, const struct process_opts *o, struct 
 	r->stdin_data = o->stdin_data;
 	r->stdin_len = o->stdin_data ? o->stdin_len : 0;
 	r->keep_stdin = o->keep_stdin_open;
+	return r;
+}
 
+/* argv behind a shell that stops itself first: crun writes the pid file,
+ * but a program that exits at once would be gone before its pid inside
+ * the sandbox could be read from /proc.  malloc'd; NULL without memory. */
+static const char **stop_first_argv(const char *const *argv)
+{
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	const char **shim = calloc(n + 5, sizeof(*shim));
+	if (!shim)
+		return NULL;
+	shim[0] = "/bin/sh";
+	shim[1] = "-c";
+	shim[2] = "kill -STOP $$; exec \"$@\"";
+	shim[3] = "sh";
+	memcpy(shim + 4, argv, (n + 1) * sizeof(*shim));
+	return shim;
+}
+
+/* The fallback without an exec agent: `crun exec` as r->client (~30 ms).
+ * With o->want_pid, `pidfile` receives the path crun writes the program's
+ * host pid to. */
+static int start_via_runtime(struct process_table *t, struct process_run *r,
+			     const struct process_opts *o, const int stdio[3], char *pidfile,
+			     size_t pidfile_size, struct err *e)
+{
+	const char **argv = (const char **)o->argv;
+	_cleanup_free_ const char **shim = NULL;
+	if (o->want_pid) {
+		char rnd[17];
+		if (fs_random_hex(rnd, 8, e) < 0)
+			return err_code(e);
+		snprintf(pidfile, pidfile_size, "%s/exec-%s.pid", t->dir, rnd);
+		argv = shim = stop_first_argv(o->argv);
+		if (!shim)
+			return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	struct runtime_exec x = {
+	    .argv = argv,
+	    .env = o->env,
+	    .cwd = o->cwd ? o->cwd : "/workspace",
+	    .uid = IMAGE_USER_UID,
+	    .gid = IMAGE_USER_GID,
+	    .stdin_fd = stdio[0],
+	    .stdout_fd = stdio[1],
+	    .stderr_fd = stdio[2],
+	    .pid_file = pidfile[0] ? pidfile : NULL,
+	    .cgroup = r->cg.name,
+	};
+	r->start_ms = fs_now_ms();
+	return runtime_exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
+}
+
+/* Waits for crun's pid file, learns the program's pid inside the sandbox
+ * and lets the stopped program go on (start_via_runtime with want_pid). */
+static int await_runtime_pid(struct process_run *r, const char *pidfile, const char *argv0,
+			     struct err *e)
+{
+	long long until = fs_now_ms() + PID_WAIT_MS;
+	pid_t host = -1;
+	for (int i = 0; (host = read_pid_file(pidfile)) < 0; i++) {
+		if (waitpid(r->client, &r->status, WNOHANG) == r->client) {
+			r->client_done = 1;
+			break;
+		}
+		if (fs_now_ms() > until)
+			break;
+		struct timespec ts = {0, (i < 200 ? 200 : 2000) * 1000L};
+		nanosleep(&ts, NULL);
+	}
+	unlink(pidfile);
+	r->pid = host > 0 ? ns_pid(host) : -1;
+	if (r->pid > 0 && wait_stopped(host, until) == 0) {
+		kill(host, SIGCONT);
+		return 0;
+	}
+	r->pid = -1;
+	int code = r->client_done ? exit_code_of(r->status) : -1;
+	return err_set(e, ERR_INVALID, ECHILD, "could not start '%.200s' (runtime exit %d)", argv0,
+		       code);
+}
+
+/* Starts the program with stdio[] as its stdin, stdout and stderr, in the
+ * run's cgroup: through the agent in the sandbox's init when there is one
+ * (~1 ms), crun exec otherwise. */
+static int start_program(struct process_table *t, struct process_run *r,
+			 const struct process_opts *o, const int stdio[3], struct err *e)
+{
+	if (run_cgroup_create(&r->cg, t->host.cgroup_mode, "deskbox", t->container_id, e) < 0)
+		return err_code(e);
+	r->cg_live = 1;
+	r->start_ms = fs_now_ms();
+	int a = process_agent_start(t, r, o, stdio, e);
+	if (a <= 0)
+		return a;
+	char pidfile[PATH_MAX] = "";
+	if (start_via_runtime(t, r, o, stdio, pidfile, sizeof(pidfile), e) < 0) {
+		r->client = -1;
+		return err_code(e);
+	}
+	r->pidfd = (int)syscall(SYS_pidfd_open, r->client, 0);
+	if (pidfile[0])
+		return await_runtime_pid(r, pidfile, o->argv[0], e);
+	return 0;
+}
+
+int process_start(struct process_table *t, const struct process_opts *o, struct process_run **out,
+		  struct err *e)
+{
+	struct process_run *r = run_new(o);
+	if (!r)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	int rc = 0;
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)
 		rc = err_sys(e, ERR_INTERNAL, errno, "pipe");
-	if (rc == 0 &&
-	    run_cgroup_create(&r->cg, t->host.cgroup_mode, "deskbox", t->container_id, e) == 0)
-		r->cg_live = 1;
-	else if (rc == 0)
-		rc = err_code(e);
-	/* The agent in the sandbox's init when there is one (~1 ms), crun exec
-	 * otherwise (~30 ms). */
-	int via_agent = 0;
-	if (rc == 0) {
-		r->start_ms = fs_now_ms();
-		int a = process_agent_start(t, r, o, (int[]){pin[0], pout[1], perr[1]}, e);
-		if (a < 0)
-			rc = a;
-		via_agent = a == 0;
-	}
-	char pidfile[PATH_MAX] = "";
-	if (rc == 0 && !via_agent && o->want_pid) {
-		char rnd[17];
-		if (fs_random_hex(rnd, 8, e) < 0)
-			rc = err_code(e);
-		snprintf(pidfile, sizeof(pidfile), "%s/exec-%s.pid", t->dir, rnd);
-	}
-	/* With a pid to report, the program stops itself first: crun writes
-	 * the pid file, but a program that exits at once would be gone
-	 * before its pid inside the sandbox could be read from /proc. */
-	const char **argv = (const char **)o->argv;
-	_cleanup_free_ const char **shim = NULL;
-	if (rc == 0 && !via_agent && o->want_pid) {
-		size_t n = 0;
-		while (o->argv[n])
-			n++;
-		shim = calloc(n + 5, sizeof(*shim));
-		if (!shim)
-			rc = err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-		else {
-			shim[0] = "/bin/sh";
-			shim[1] = "-c";
-			shim[2] = "kill -STOP $$; exec \"$@\"";
-			shim[3] = "sh";
-			memcpy(shim + 4, o->argv, (n + 1) * sizeof(*shim));
-			argv = shim;
-		}
-	}
-	if (rc == 0 && !via_agent) {
-		struct runtime_exec x = {
-		    .argv = argv,
-		    .env = o->env,
-		    .cwd = o->cwd ? o->cwd : "/workspace",
-		    .uid = IMAGE_USER_UID,
-		    .gid = IMAGE_USER_GID,
-		    .stdin_fd = pin[0],
-		    .stdout_fd = pout[1],
-		    .stderr_fd = perr[1],
-		    .pid_file = pidfile[0] ? pidfile : NULL,
-		    .cgroup = r->cg.name,
-		};
-		r->start_ms = fs_now_ms();
-		rc = runtime_exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
-	}
-	for (int *fd = (int[]){pin[0], pout[1], perr[1]}, k = 0; k < 3; k++)
-		if (fd[k] >= 0)
-			close(fd[k]);
+	/* Our copies of the pipes' ends are set before the start, so that a
+	 * failure anywhere closes them with the run. */
 	r->in_fd = pin[1];
 	r->so.fd = pout[0];
 	r->se.fd = perr[0];
+	const int stdio[3] = {pin[0], pout[1], perr[1]};
+	if (rc == 0)
+		rc = start_program(t, r, o, stdio, e);
+	for (int k = 0; k < 3; k++)
+		if (stdio[k] >= 0)
+			close(stdio[k]);
 	if (rc < 0) {
-		r->client = -1;
 		process_run_destroy(r);
 		return rc;
 	}
-	if (!via_agent)
-		r->pidfd = (int)syscall(SYS_pidfd_open, r->client, 0);
 	r->deadline_ms = o->timeout_ms > 0 ? r->start_ms + o->timeout_ms : 0;
 	fcntl(r->in_fd, F_SETFL, O_NONBLOCK);
 	fcntl(r->so.fd, F_SETFL, O_NONBLOCK);
 	fcntl(r->se.fd, F_SETFL, O_NONBLOCK);
 	if (r->stdin_len == 0 && !r->keep_stdin)
 		close_fd(&r->in_fd);
-	if (pidfile[0]) {
-		/* crun writes the pid file once the process exists. */
-		long long until = fs_now_ms() + PID_WAIT_MS;
-		pid_t host = -1;
-		for (int i = 0; (host = read_pid_file(pidfile)) < 0; i++) {
-			if (waitpid(r->client, &r->status, WNOHANG) == r->client) {
-				r->client_done = 1;
-				break;
-			}
-			if (fs_now_ms() > until)
-				break;
-			struct timespec ts = {0, (i < 200 ? 200 : 2000) * 1000L};
-			nanosleep(&ts, NULL);
-		}
-		unlink(pidfile);
-		r->pid = host > 0 ? ns_pid(host) : -1;
-		if (r->pid > 0 && wait_stopped(host, until) == 0)
-			kill(host, SIGCONT);
-		else
-			r->pid = -1;
-		if (r->pid < 0) {
-			int code = r->client_done ? exit_code_of(r->status) : -1;
-			process_run_destroy(r);
-			return err_set(e, ERR_INVALID, ECHILD,
-				       "could not start '%.200s' (runtime exit %d)", o->argv[0],
-				       code);
-		}
-	}
 	r->table = t;
 	process_table_ref(t);
 	table_add(t, r);
