@@ -3,7 +3,7 @@
  * Every fallible function returns 0 (or a non-negative value) on success and a
  * negative errno-style code on failure, and describes the failure in a
  * caller-owned `struct err`.  As the error climbs, callers may add context with
- * err_wrap().  Exactly one place (server/http.c) turns a `struct err` into an
+ * err_wrap().  Exactly one place (server/http/http.c) turns a `struct err` into an
  * HTTP status and the JSON body {"error":{"code":"...","message":"..."}}.
  * Library code never prints or exits.
  *

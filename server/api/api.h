@@ -20,7 +20,7 @@ struct api {
 	struct vnc *vnc; /* browser viewers: tokens and connected viewers */
 	/* Per sandbox (what its overlay's upper layer holds); 0: none. */
 	uint64_t disk_quota_bytes;
-	struct pool *pool; /* warm desktops (server/pool.h); NULL: none */
+	struct pool *pool; /* warm desktops (server/sandbox/sandbox.h); NULL: none */
 };
 
 extern const struct http_route api_routes[];

@@ -34,7 +34,7 @@ struct sandbox {
 	/* Operations hold it shared; delete, stop and reconnect exclusive. */
 	pthread_rwlock_t op;
 
-	/* A warm-pool member (server/pool.c): running, but not listed, not
+	/* A warm-pool member (server/sandbox/sandbox_pool.c): running, but not listed, not
 	 * found by id and not counted against max_sandboxes until claimed. */
 	int pooled;
 

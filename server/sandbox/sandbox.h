@@ -1,7 +1,7 @@
 /* sandbox: the registry of sandboxes and their lifecycle.
  *
- * A sandbox is a container (server/runtime.h) over an overlay root
- * filesystem (server/image.h) running the desktop init, plus the capture
+ * A sandbox is a container (server/runtime/runtime.h) over an overlay root
+ * filesystem (server/runtime/runtime.h) running the desktop init, plus the capture
  * bridge mirroring its screen (capture/capture.h).  Its state lives in
  * <state>/sandboxes/<id>/: sandbox.json (spec and status, written
  * atomically), upper/ work/ rootfs/ (overlay), run/ (bind-mounted at
@@ -89,7 +89,7 @@ void sandbox_spec_release(struct sandbox_spec *spec);
 int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 		   struct err *e);
 
-/* The warm pool's hooks (server/pool.h).  A pooled sandbox is created like
+/* The warm pool's hooks (server/sandbox/sandbox.h).  A pooled sandbox is created like
  * any other but is not listed, not found by id and not counted against
  * max_sandboxes; sandbox_claim() turns it into an ordinary one (taking the
  * agent display from `req`; ERR_LIMIT if max_sandboxes is reached),
@@ -120,7 +120,7 @@ int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, stru
  * is not an error.  The caller gets a reference. */
 int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 
-/* An O_PATH fd of the sandbox's "/" for the files API (server/files.h),
+/* An O_PATH fd of the sandbox's "/" for the files API (server/files/files.h),
  * for running and stopped sandboxes alike: while it runs, the container's
  * own root (/proc/<init>/root: with its /usr, /proc and /run mounts);
  * while stopped, its overlay mounted on <dir>/rootfs.  The fd stays usable
@@ -148,7 +148,7 @@ const char *sandbox_id(const struct sandbox *sb);
 const char *sandbox_container_id(const struct sandbox *sb);
 const char *sandbox_dir(const struct sandbox *sb);
 struct runtime *sandbox_runtime(const struct sandbox *sb);
-/* The sandbox's runs (server/process.h); lives as long as the sandbox. */
+/* The sandbox's runs (server/process/process.h); lives as long as the sandbox. */
 struct process_table *sandbox_procs(const struct sandbox *sb);
 uint32_t sandbox_width(const struct sandbox *sb);
 uint32_t sandbox_height(const struct sandbox *sb);

@@ -4,7 +4,7 @@
  * sandbox, valid until it expires or is revoked, interactive or view-only.
  * Only a SHA-1 of each token is kept, in memory: deskboxd restarting ends
  * every token, as it stops every sandbox.  The page and the WebSocket
- * (server/api_vnc.c) accept a viewer token (or the API token);
+ * (server/api/api_viewer.c) accept a viewer token (or the API token);
  * vnc_session_run() is the byte pipe of one viewer.
  *
  * Limits: VNC_MAX_TOKENS live tokens and VNC_MAX_VIEWERS connected viewers

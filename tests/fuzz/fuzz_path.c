@@ -1,4 +1,4 @@
-/* Fuzzes the files API's path normalisation (server/files.c): whatever the
+/* Fuzzes the files API's path normalisation (server/files/files.c): whatever the
  * client sends, a success is a canonical absolute path with no empty, "."
  * or ".." component and no NUL, within PATH_MAX. */
 #include <limits.h>
