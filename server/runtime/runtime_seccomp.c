@@ -445,10 +445,14 @@ cJSON *runtime_seccomp_json(void)
 	if (!s || !cJSON_AddStringToObject(s, "defaultAction", "SCMP_ACT_ERRNO") ||
 	    !cJSON_AddNumberToObject(s, "defaultErrnoRet", 1))
 		goto fail;
+	/* The native table only: the 32-bit (int 0x80) and x32 entry points
+	 * have syscall numbers and argument layouts of their own, which the
+	 * rules below were not written for; libseccomp kills a caller that
+	 * uses any other table. */
 #if defined(__x86_64__)
-	static const char *const arches[] = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"};
+	static const char *const arches[] = {"SCMP_ARCH_X86_64"};
 #elif defined(__aarch64__)
-	static const char *const arches[] = {"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"};
+	static const char *const arches[] = {"SCMP_ARCH_AARCH64"};
 #else
 #error "add this architecture's SCMP_ARCH_* names"
 #endif

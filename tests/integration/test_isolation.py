@@ -69,6 +69,13 @@ def main():
              "no host home, state dir or shadow file", r["stdout"])
         r = srv.exec(a, ["sh", "-c", "touch /usr/bin/evil 2>&1; echo rc=$?"])
         t.ok("rc=0" not in r["stdout"], "host /usr is read-only", r["stdout"])
+        # The x32 table (syscall numbers with bit 30 set) is not the one
+        # the seccomp rules were written for: a caller is killed (SIGSYS).
+        r = srv.exec(a, ["python3", "-c",
+                         "import ctypes; l = ctypes.CDLL(None); l.syscall(0x40000000 | 39); "
+                         "print('x32 syscall ran')"])
+        t.ok(r["exit_code"] == 128 + 31 and "x32 syscall ran" not in r["stdout"],
+             "an x32 system call is killed by seccomp", r)
         r = srv.exec(a, ["hostname"])
         t.eq(r["stdout"].strip(), "deskbox", "own hostname")
 
