@@ -103,7 +103,7 @@ $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(INIT_LIBS)
 
-$(XTOOL): $(call obj,$(XTOOL_SRC))
+$(XTOOL): $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11)
 

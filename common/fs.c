@@ -182,15 +182,3 @@ int fs_random_hex(char *out, size_t n, struct err *e)
 	out[2 * n] = '\0';
 	return 0;
 }
-
-long long fs_now_ms(void)
-{
-	return (long long)(fs_now_ns() / 1000000ull);
-}
-
-unsigned long long fs_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}

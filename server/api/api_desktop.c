@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "common/args.h"
 #include "server/desktop/desktop.h"
 
@@ -264,7 +264,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	struct desk d;
 	if (enter_json(req, &body, &d, e) < 0)
 		return err_code(e);
-	long long start = fs_now_ms();
+	long long start = clock_mono_ms();
 	cJSON *j = cJSON_CreateObject();
 	cJSON *results = cJSON_AddArrayToObject(j, "results");
 	const cJSON *acts = cJSON_GetObjectItemCaseSensitive(body, "actions");
@@ -284,7 +284,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 				    "actions[%d] must be an object with an 'action' name", i);
 			break;
 		}
-		if (fs_now_ms() - start > BATCH_MAX_MS) {
+		if (clock_mono_ms() - start > BATCH_MAX_MS) {
 			r = err_set(e, ERR_TIMEOUT, ETIMEDOUT,
 				    "actions[%d]: the batch ran past %d ms", i, BATCH_MAX_MS);
 			break;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "server/runtime/image.h"
 
@@ -84,9 +85,7 @@ void process_table_kill_all(struct process_table *t)
 	}
 	/* The owners of background runs notice within moments; wait for
 	 * them so that nothing of the sandbox outlives its teardown. */
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 5;
+	struct timespec until = clock_wall_after(5000);
 	while (t->bg_threads > 0)
 		if (pthread_cond_timedwait(&t->bg_done, &t->mu, &until) == ETIMEDOUT)
 			break;
@@ -239,10 +238,9 @@ static int wait_stopped(pid_t pid, long long until)
 			return 0;
 		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
 			return -1;
-		if (fs_now_ms() > until)
+		if (clock_mono_ms() > until)
 			return -1;
-		struct timespec ts = {0, (i < 200 ? 100 : 2000) * 1000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_us(i < 200 ? 100 : 2000);
 	}
 }
 
@@ -329,7 +327,7 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 	 * otherwise (~30 ms). */
 	int via_agent = 0;
 	if (rc == 0) {
-		r->start_ms = fs_now_ms();
+		r->start_ms = clock_mono_ms();
 		int a = process_agent_start(sb, r, o, (int[]){pin[0], pout[1], perr[1]}, e);
 		if (a < 0)
 			rc = a;
@@ -376,7 +374,7 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 		    .pid_file = pidfile[0] ? pidfile : NULL,
 		    .cgroup = r->cg.name,
 		};
-		r->start_ms = fs_now_ms();
+		r->start_ms = clock_mono_ms();
 		rc = runtime_exec_spawn(sandbox_runtime(sb), sandbox_container_id(sb), &x,
 					&r->client, e);
 	}
@@ -401,17 +399,16 @@ int process_start(struct sandbox *sb, const struct process_opts *o, struct proce
 		close_fd(&r->in_fd);
 	if (pidfile[0]) {
 		/* crun writes the pid file once the process exists. */
-		long long until = fs_now_ms() + PID_WAIT_MS;
+		long long until = clock_mono_ms() + PID_WAIT_MS;
 		pid_t host = -1;
 		for (int i = 0; (host = read_pid_file(pidfile)) < 0; i++) {
 			if (waitpid(r->client, &r->status, WNOHANG) == r->client) {
 				r->client_done = 1;
 				break;
 			}
-			if (fs_now_ms() > until)
+			if (clock_mono_ms() > until)
 				break;
-			struct timespec ts = {0, (i < 200 ? 200 : 2000) * 1000L};
-			nanosleep(&ts, NULL);
+			clock_sleep_us(i < 200 ? 200 : 2000);
 		}
 		unlink(pidfile);
 		r->pid = host > 0 ? ns_pid(host) : -1;
@@ -449,15 +446,15 @@ static void conclude(struct process_run *r, process_output_fn fn, void *cls)
 	pthread_mutex_unlock(&r->table->mu);
 	reap_client(r, KILL_GRACE_MS);
 	close_fd(&r->in_fd);
-	long long until = fs_now_ms() + DRAIN_MS;
-	while ((r->so.fd >= 0 || r->se.fd >= 0) && fs_now_ms() < until) {
+	long long until = clock_mono_ms() + DRAIN_MS;
+	while ((r->so.fd >= 0 || r->se.fd >= 0) && clock_mono_ms() < until) {
 		struct pollfd p[2] = {{r->so.fd, POLLIN, 0}, {r->se.fd, POLLIN, 0}};
 		poll(p, 2, 50);
 		stream_read(r, &r->so, PROCESS_STDOUT, fn, cls);
 		stream_read(r, &r->se, PROCESS_STDERR, fn, cls);
 	}
 	r->oom_kills = run_cgroup_oom_kills(&r->cg);
-	r->end_ms = fs_now_ms();
+	r->end_ms = clock_mono_ms();
 	r->done = 1;
 }
 
@@ -465,7 +462,7 @@ int process_step(struct process_run *r, int wait_ms, process_output_fn fn, void 
 {
 	if (r->done)
 		return 1;
-	long long now = fs_now_ms();
+	long long now = clock_mono_ms();
 	if (r->deadline_ms && now >= r->deadline_ms) {
 		r->timed_out = 1;
 		conclude(r, fn, cls);
@@ -589,7 +586,7 @@ int process_write(struct process_run *r, const void *buf, size_t len, long long 
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
-		long long left = deadline_ms - fs_now_ms();
+		long long left = deadline_ms - clock_mono_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pf = {r->in_fd, POLLOUT, 0};
@@ -612,7 +609,7 @@ int process_read_exact(struct process_run *r, void *buf, size_t len, long long d
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			return -1;
-		long long left = deadline_ms - fs_now_ms();
+		long long left = deadline_ms - clock_mono_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pf[2] = {{r->so.fd, POLLIN, 0},

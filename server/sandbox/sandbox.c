@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "common/args.h"
 #include "server/files/files.h"
@@ -293,7 +294,7 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
 	/* The socket file appears at bind(), a moment before x11vnc listens
 	 * (or while it restarts): retry refusals for a short while. */
-	long long deadline = fs_now_ms() + VNC_CONNECT_RETRY_MS;
+	long long deadline = clock_mono_ms() + VNC_CONNECT_RETRY_MS;
 	for (;;) {
 		/* SECURITY: the sandbox's user owns run/ and could put a
 		 * symlink to a host socket there; deskboxd (root) must only
@@ -318,11 +319,10 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 				return TAKE_FD(fd);
 			saved = errno;
 		}
-		if ((saved != ECONNREFUSED && saved != ENOENT) || fs_now_ms() > deadline)
+		if ((saved != ECONNREFUSED && saved != ENOENT) || clock_mono_ms() > deadline)
 			return err_sys(e, ERR_UNAVAILABLE, saved,
 				       "connecting to the sandbox's VNC server");
-		struct timespec ts = {0, 5 * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(5);
 	}
 }
 
@@ -371,7 +371,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 	char path[PATH_MAX], rel[64];
 	snprintf(rel, sizeof(rel), "run/%s", name);
 	sandbox_path(sb, path, sizeof(path), rel);
-	long long deadline = fs_now_ms() + timeout_ms;
+	long long deadline = clock_mono_ms() + timeout_ms;
 	for (int i = 0;; i++) {
 		if (access(path, F_OK) == 0)
 			return 0;
@@ -381,7 +381,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 			return err_set(e, ERR_INTERNAL, ECHILD, "the sandbox's init exited: %s",
 				       tail[0] ? tail : "no log");
 		}
-		if (fs_now_ms() > deadline) {
+		if (clock_mono_ms() > deadline) {
 			char tail[400];
 			log_tail(sb, tail, sizeof(tail));
 			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
@@ -389,8 +389,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 				       tail[0] ? tail : "no log");
 		}
 		/* 2 ms polls: readiness is ~100s of ms away and a stat is cheap. */
-		struct timespec ts = {0, (i < 500 ? 2 : 10) * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(i < 500 ? 2 : 10);
 	}
 }
 
