@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/cleanup.h"
+#include "common/log.h"
 
 #define HTTP_PATH_MAX 4096
 
@@ -511,7 +512,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
 		if (err_http_status(e.kind) >= 500)
-			fprintf(stderr, "deskboxd: %s %s: %s\n", method, url, e.msg);
+			log_msg(LOG_LEVEL_ERROR, "%s %s: %s", method, url, e.msg);
 		response_release(&res);
 		return queue_error(conn, &e);
 	}
@@ -537,8 +538,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	fputs("deskboxd: http: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	char line[LOG_LINE_MAX];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	log_msg(LOG_LEVEL_WARN, "http: %s", line);
 }
 
 static int parse_listen(const char *listen, struct sockaddr_in *sa, struct err *e)

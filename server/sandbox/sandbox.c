@@ -20,6 +20,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "common/args.h"
 #include "server/files/files.h"
 #include "server/runtime/image.h"
@@ -402,13 +403,13 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	/* Every run's own cgroup, before crun removes the sandbox's. */
 	process_table_kill_all(sb->procs);
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
-		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
 	char rootfs[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	if (unmount) {
 		if (image_umount_rootfs(rootfs, &e) < 0)
-			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		pthread_mutex_lock(&sb->mu);
 		sb->rootfs_mounted = 0;
 		pthread_mutex_unlock(&sb->mu);
@@ -598,7 +599,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		teardown(sb);
 		struct err e2 = ERR_INIT;
 		if (fs_remove_tree(sb->dir, &e2) < 0)
-			fprintf(stderr, "deskboxd: %s\n", e2.msg);
+			log_msg(LOG_LEVEL_WARN, "%s", e2.msg);
 		pthread_mutex_lock(&sb->mu);
 		sb->status = SANDBOX_FAILED;
 		pthread_mutex_unlock(&sb->mu);
@@ -646,7 +647,7 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	pthread_mutex_unlock(&s->mu);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
-		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e2.msg);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
 	pthread_rwlock_unlock(&sb->op);
 	return 0;
 }
@@ -690,7 +691,7 @@ void sandbox_discard(struct sandboxes *s, struct sandbox *sb)
 	struct err e = ERR_INIT;
 	atomic_fetch_add(&sb->refs, 1);
 	if (delete_ref(s, sb, &e) < 0)
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 }
 
 /* Deletes `sb`, consuming the caller's reference. */
@@ -753,7 +754,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 			struct capture *fresh = NULL;
 			struct err e2 = ERR_INIT;
 			if (capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
-				fprintf(stderr, "deskboxd: sandbox %s: reconnect: %s\n", sb->id,
+				log_msg(LOG_LEVEL_WARN, "sandbox %s: reconnect: %s", sb->id,
 					e2.msg);
 			pthread_mutex_lock(&sb->mu);
 			capture_free(sb->cap);
@@ -832,10 +833,10 @@ static int load_one(struct sandboxes *s, const char *id)
 	}
 	/* Half-created (or unreadable): roll back. */
 	cJSON_Delete(j);
-	fprintf(stderr, "deskboxd: rolling back half-created sandbox %s\n", id);
+	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s", id);
 	teardown(sb);
 	if (fs_remove_tree(sb->dir, &e) < 0)
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 	sandbox_put(sb);
 	return 0;
 }

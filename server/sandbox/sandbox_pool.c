@@ -9,6 +9,7 @@
 
 #include "common/args.h"
 #include "common/clock.h"
+#include "common/log.h"
 
 /* After a failed start, wait this long before trying again. */
 #define POOL_RETRY_MS 2000
@@ -95,7 +96,7 @@ static void *refill(void *arg)
 		if (r == 0)
 			r = sandbox_create_pooled(p->s, &spec, &sb, &e);
 		if (r < 0) {
-			fprintf(stderr, "deskboxd: warm pool: %s\n", e.msg);
+			log_msg(LOG_LEVEL_WARN, "warm pool: %s", e.msg);
 			clock_sleep_ms(POOL_RETRY_MS);
 		}
 		pthread_mutex_lock(&p->mu);

@@ -18,6 +18,7 @@
 #include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "server/files/files.h"
 #include "server/runtime/image.h"
 #include "server/process/process.h"
@@ -55,9 +56,9 @@ void sandbox_sweep_uploads(struct sandbox *sb)
 		struct err e = ERR_INIT;
 		unsigned n = 0;
 		if (files_sweep_temp(p, &n, &e) < 0)
-			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		else if (n)
-			fprintf(stderr, "deskboxd: sandbox %s: removed %u unfinished upload(s)\n",
+			log_msg(LOG_LEVEL_INFO, "sandbox %s: removed %u unfinished upload(s)",
 				sb->id, n);
 	}
 }

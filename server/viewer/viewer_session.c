@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "viewer.h"
 #include "internal.h"
 #include "common/websocket.h"
@@ -358,13 +359,13 @@ void vnc_session_run(const struct vnc_session_opts *o)
 		linger(s);
 out:
 	if (s->filter.dropped)
-		fprintf(stderr, "deskboxd: sandbox %s: viewer: dropped %llu input messages\n",
-			o->sid, (unsigned long long)s->filter.dropped);
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer: dropped %llu input messages", o->sid,
+			(unsigned long long)s->filter.dropped);
 	if (s->filter.refused_type >= 0)
-		fprintf(stderr, "deskboxd: sandbox %s: view-only viewer sent RFB message type %d\n",
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: view-only viewer sent RFB message type %d",
 			o->sid, s->filter.refused_type);
 	if (s->why)
-		fprintf(stderr, "deskboxd: sandbox %s: viewer disconnected: %s\n", o->sid, s->why);
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer disconnected: %s", o->sid, s->why);
 	free(buf);
 	free(s->to_client.d);
 	free(s->to_vnc.d);
