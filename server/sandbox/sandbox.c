@@ -822,7 +822,8 @@ static int load_one(struct sandboxes *s, const char *id)
 		teardown(sb);
 		sandbox_sweep_uploads(sb);
 		sb->status = SANDBOX_STOPPED;
-		sandbox_persist(sb, SANDBOX_STOPPED, &e);
+		if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 		cJSON_Delete(j);
 		pthread_mutex_lock(&s->mu);
 		sb->next = s->list;
@@ -833,7 +834,9 @@ static int load_one(struct sandboxes *s, const char *id)
 	}
 	/* Half-created (or unreadable): roll back. */
 	cJSON_Delete(j);
-	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s", id);
+	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s%s%s", id,
+		e.msg[0] ? ": " : "", e.msg);
+	err_clear(&e);
 	teardown(sb);
 	if (fs_remove_tree(sb->dir, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
@@ -901,7 +904,8 @@ void sandboxes_close(struct sandboxes *s)
 		if (sb->status == SANDBOX_RUNNING) {
 			teardown(sb);
 			struct err e = ERR_INIT;
-			sandbox_persist(sb, SANDBOX_STOPPED, &e);
+			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		}
 		sb->status = SANDBOX_STOPPED;
 		pthread_rwlock_unlock(&sb->op);
