@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg zlib libseccomp x11
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg zlib libseccomp x11 nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -61,7 +61,7 @@ INIT := $(BUILD)/deskbox-init
 VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg zlib x11)
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg zlib x11 nettle)
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)
@@ -103,7 +103,7 @@ $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(INIT_LIBS)
 
-$(XTOOL): $(call obj,$(XTOOL_SRC))
+$(XTOOL): $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11)
 

@@ -28,6 +28,7 @@
 
 #include "bridge.h"
 #include "capture.h"
+#include "common/clock.h"
 #include "internal.h"
 
 #define FD_VNC 3
@@ -60,13 +61,6 @@ static int client_tag; /* address used as the rfbClientGetClientData key */
 
 static void log_nothing(const char *fmt, ...)
 {
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static struct bridge *bridge_of(rfbClient *cl)
@@ -171,7 +165,7 @@ static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y
 	atomic_store(&h->damage_y, y0);
 	atomic_store(&h->damage_w, x1 - x0);
 	atomic_store(&h->damage_h, y1 - y0);
-	atomic_store(&h->last_change_ns, now_ns());
+	atomic_store(&h->last_change_ns, clock_mono_ns());
 	if (!b->ready) {
 		b->ready = 1;
 		atomic_store(&h->state, CAPTURE_READY);

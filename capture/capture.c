@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "internal.h"
 
 struct capture {
@@ -39,13 +40,6 @@ struct capture {
 #define WAIT_SLICE_MS 20
 /* How long one message of events may take to be acknowledged. */
 #define SEND_ACK_TIMEOUT_MS 5000
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int pidfd_exited(int pidfd)
 {
@@ -266,14 +260,14 @@ static int futex_wait(_Atomic uint32_t *addr, uint32_t val, int ms)
 static int wait_until(struct capture *c, int (*done)(struct capture *, uint64_t), uint64_t arg,
 		      int timeout_ms, struct err *e)
 {
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t deadline = (uint64_t)clock_mono_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	for (;;) {
 		uint32_t fw = atomic_load(&c->hdr->frame_futex);
 		if (done(c, arg))
 			return 1;
 		if (!capture_alive(c))
 			return err_set(e, ERR_UNAVAILABLE, EPIPE, "the capture bridge is gone");
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)clock_mono_ms();
 		if (now >= deadline)
 			return 0;
 		uint64_t left = deadline - now;
@@ -326,8 +320,7 @@ int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, siz
 		uint64_t s1 = atomic_load_explicit(&c->hdr->seq, memory_order_acquire);
 		if (s1 & 1) {
 			if (i > 16) {
-				struct timespec ts = {0, 50000};
-				nanosleep(&ts, NULL);
+				clock_sleep_us(50);
 			} else {
 				sched_yield();
 			}
@@ -350,9 +343,9 @@ int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, siz
 /* Receives acks until the one for `seq`.  Returns 0, or negative. */
 static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 {
-	uint64_t deadline = now_ms() + SEND_ACK_TIMEOUT_MS;
+	uint64_t deadline = (uint64_t)clock_mono_ms() + SEND_ACK_TIMEOUT_MS;
 	for (;;) {
-		uint64_t now = now_ms();
+		uint64_t now = (uint64_t)clock_mono_ms();
 		if (now >= deadline)
 			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
 				       "the capture bridge did not take input in %d ms",
@@ -387,13 +380,6 @@ static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 	}
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 int capture_send(struct capture *c, const struct input_event *ev, size_t n, struct err *e)
 {
 	pthread_mutex_lock(&c->send_lock);
@@ -402,7 +388,7 @@ int capture_send(struct capture *c, const struct input_event *ev, size_t n, stru
 		if (ev[off].type == INPUT_PAUSE) {
 			int ms = ev[off].x;
 			if (ms > 0)
-				sleep_ms(ms > INPUT_PAUSE_MAX_MS ? INPUT_PAUSE_MAX_MS : ms);
+				clock_sleep_ms(ms > INPUT_PAUSE_MAX_MS ? INPUT_PAUSE_MAX_MS : ms);
 			off++;
 			continue;
 		}

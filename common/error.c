@@ -5,25 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
-	const char *name;
-	int status;
-} kinds[] = {
-    [ERR_NONE] = {"internal", 500},
-    [ERR_INVALID] = {"invalid_argument", 400},
-    [ERR_UNAUTHORIZED] = {"unauthorized", 401},
-    [ERR_FORBIDDEN] = {"forbidden", 403},
-    [ERR_NOT_FOUND] = {"not_found", 404},
-    [ERR_METHOD] = {"method_not_allowed", 405},
-    [ERR_CONFLICT] = {"conflict", 409},
-    [ERR_TOO_LARGE] = {"payload_too_large", 413},
-    [ERR_UNSUPPORTED] = {"unsupported_media_type", 415},
-    [ERR_RANGE] = {"range_not_satisfiable", 416},
-    [ERR_LIMIT] = {"limit_exceeded", 429},
-    [ERR_INTERNAL] = {"internal", 500},
-    [ERR_UNAVAILABLE] = {"unavailable", 503},
-    [ERR_TIMEOUT] = {"timeout", 504},
-    [ERR_NO_SPACE] = {"insufficient_storage", 507},
+static const char *const kind_names[] = {
+    [ERR_NONE] = "internal",
+    [ERR_INVALID] = "invalid_argument",
+    [ERR_UNAUTHORIZED] = "unauthorized",
+    [ERR_FORBIDDEN] = "forbidden",
+    [ERR_NOT_FOUND] = "not_found",
+    [ERR_METHOD] = "method_not_allowed",
+    [ERR_CONFLICT] = "conflict",
+    [ERR_TOO_LARGE] = "payload_too_large",
+    [ERR_UNSUPPORTED] = "unsupported_media_type",
+    [ERR_RANGE] = "range_not_satisfiable",
+    [ERR_LIMIT] = "limit_exceeded",
+    [ERR_INTERNAL] = "internal",
+    [ERR_UNAVAILABLE] = "unavailable",
+    [ERR_TIMEOUT] = "timeout",
+    [ERR_NO_SPACE] = "insufficient_storage",
 };
 
 int err_code(const struct err *e)
@@ -83,16 +80,9 @@ int err_wrap(struct err *e, const char *fmt, ...)
 
 const char *err_kind_name(enum err_kind kind)
 {
-	if ((size_t)kind >= sizeof(kinds) / sizeof(kinds[0]))
+	if ((size_t)kind >= sizeof(kind_names) / sizeof(kind_names[0]))
 		return "internal";
-	return kinds[kind].name;
-}
-
-int err_http_status(enum err_kind kind)
-{
-	if ((size_t)kind >= sizeof(kinds) / sizeof(kinds[0]))
-		return 500;
-	return kinds[kind].status;
+	return kind_names[kind];
 }
 
 void err_clear(struct err *e)

@@ -3,9 +3,11 @@
  * Every fallible function returns 0 (or a non-negative value) on success and a
  * negative errno-style code on failure, and describes the failure in a
  * caller-owned `struct err`.  As the error climbs, callers may add context with
- * err_wrap().  Exactly one place (server/http/http.c) turns a `struct err` into an
- * HTTP status and the JSON body {"error":{"code":"...","message":"..."}}.
- * Library code never prints or exits.
+ * err_wrap().  Exactly one place (server/http/http.c) turns a `struct err`
+ * into an HTTP status and the JSON body
+ * {"error":{"code":"...","message":"..."}}; the kinds and their code names
+ * here know nothing of HTTP.  Library code never prints or exits: what no
+ * caller can act on goes to the logger (log.h).
  *
  * Messages are lowercase, have no final period and quote their subject:
  *   err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id);
@@ -15,23 +17,23 @@
 
 #include <stddef.h>
 
-/* What kind of failure this is; decides the HTTP status and the JSON code. */
+/* What kind of failure this is, with its code name (err_kind_name()). */
 enum err_kind {
 	ERR_NONE = 0,
-	ERR_INVALID,	  /* 400 invalid_argument: the request is wrong */
-	ERR_UNAUTHORIZED, /* 401 unauthorized */
-	ERR_FORBIDDEN,	  /* 403 forbidden */
-	ERR_NOT_FOUND,	  /* 404 not_found */
-	ERR_METHOD,	  /* 405 method_not_allowed */
-	ERR_CONFLICT,	  /* 409 conflict: wrong state for this operation */
-	ERR_TOO_LARGE,	  /* 413 payload_too_large */
-	ERR_UNSUPPORTED,  /* 415 unsupported_media_type */
-	ERR_RANGE,	  /* 416 range_not_satisfiable: a byte range past the end */
-	ERR_LIMIT,	  /* 429 limit_exceeded: a configured cap was hit */
-	ERR_INTERNAL,	  /* 500 internal */
-	ERR_UNAVAILABLE,  /* 503 unavailable: retry later (e.g. VNC reconnecting) */
-	ERR_TIMEOUT,	  /* 504 timeout */
-	ERR_NO_SPACE,	  /* 507 insufficient_storage: quota */
+	ERR_INVALID,	  /* invalid_argument: the request is wrong */
+	ERR_UNAUTHORIZED, /* unauthorized: no or a wrong credential */
+	ERR_FORBIDDEN,	  /* forbidden: the credential does not allow it */
+	ERR_NOT_FOUND,	  /* not_found */
+	ERR_METHOD,	  /* method_not_allowed */
+	ERR_CONFLICT,	  /* conflict: wrong state for this operation */
+	ERR_TOO_LARGE,	  /* payload_too_large */
+	ERR_UNSUPPORTED,  /* unsupported_media_type */
+	ERR_RANGE,	  /* range_not_satisfiable: a byte range past the end */
+	ERR_LIMIT,	  /* limit_exceeded: a configured cap was hit */
+	ERR_INTERNAL,	  /* internal */
+	ERR_UNAVAILABLE,  /* unavailable: retry later (e.g. VNC reconnecting) */
+	ERR_TIMEOUT,	  /* timeout */
+	ERR_NO_SPACE,	  /* insufficient_storage: quota */
 };
 
 #define ERR_MSG_MAX 512
@@ -66,12 +68,8 @@ int err_wrap(struct err *e, const char *fmt, ...) __attribute__((format(printf, 
 /* The negative code for `e` (what err_set() returned). */
 int err_code(const struct err *e);
 
-/* "invalid_argument", "not_found", ... for `kind`. */
+/* "invalid_argument", "not_found", ... for `kind` ("internal" for ERR_NONE). */
 const char *err_kind_name(enum err_kind kind);
-
-/* The HTTP status for `kind` (500 for ERR_NONE: a failure without a recorded
- * error is a bug). */
-int err_http_status(enum err_kind kind);
 
 void err_clear(struct err *e);
 

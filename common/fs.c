@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "text.h"
 
 static int fsync_parent(const char *path)
 {
@@ -174,23 +175,6 @@ int fs_random_hex(char *out, size_t n, struct err *e)
 	int r = fs_random(raw, n, e);
 	if (r < 0)
 		return r;
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[2 * n] = '\0';
+	hex_encode(raw, n, out);
 	return 0;
-}
-
-long long fs_now_ms(void)
-{
-	return (long long)(fs_now_ns() / 1000000ull);
-}
-
-unsigned long long fs_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }

@@ -29,8 +29,4 @@ int fs_random(void *buf, size_t n, struct err *e);
 /* Lowercase hex of `n` random bytes into `out` (2n+1 bytes). */
 int fs_random_hex(char *out, size_t n, struct err *e);
 
-/* CLOCK_MONOTONIC in milliseconds / nanoseconds. */
-long long fs_now_ms(void);
-unsigned long long fs_now_ns(void);
-
 #endif

@@ -78,6 +78,17 @@ char *utf8_sanitize(const char *s, size_t len)
 	return out;
 }
 
+void hex_encode(const void *data, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
 char *base64_encode(const void *data, size_t len)
 {
 	static const char tbl[] =

@@ -17,6 +17,9 @@ int utf8_valid(const char *s, size_t len);
  * NUL-terminated, NULL on allocation failure. */
 char *utf8_sanitize(const char *s, size_t len);
 
+/* Lowercase hex of `len` bytes into `out` (2 * len + 1 bytes), NUL-terminated. */
+void hex_encode(const void *data, size_t len, char *out);
+
 /* Standard base64 (with padding) of `len` bytes; malloc'd, NUL-terminated. */
 char *base64_encode(const void *data, size_t len);
 

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha1.h"
+#include <nettle/sha1.h>
+
 #include "text.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -22,12 +23,12 @@ int ws_accept_key(const char *key, char *out)
 	for (int i = 0; i < 22; i++)
 		if (!b64_char(key[i]))
 			return -1;
-	struct sha1 s;
-	unsigned char digest[SHA1_LEN];
+	struct sha1_ctx s;
+	uint8_t digest[SHA1_DIGEST_SIZE];
 	sha1_init(&s);
-	sha1_update(&s, key, 24);
-	sha1_update(&s, WS_GUID, strlen(WS_GUID));
-	sha1_final(&s, digest);
+	sha1_update(&s, 24, (const uint8_t *)key);
+	sha1_update(&s, strlen(WS_GUID), (const uint8_t *)WS_GUID);
+	sha1_digest(&s, sizeof(digest), digest);
 	char *b = base64_encode(digest, sizeof(digest));
 	if (!b)
 		return -1;

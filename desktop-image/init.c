@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "exec_agent.h"
 
 #define DISPLAY_NAME ":0"
@@ -72,13 +73,6 @@ struct init {
 	long long stop_deadline, t0;
 	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
 };
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* One line on stderr per event, written at once. */
 __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
@@ -135,13 +129,13 @@ static pid_t start(const char *const argv[], int pass_fd)
  * while it keeps dying quickly. */
 static void schedule_restart(struct child *c)
 {
-	long long ran = now_ms() - c->started;
+	long long ran = clock_mono_ms() - c->started;
 	if (ran > BACKOFF_RESET_MS || !c->backoff_ms)
 		c->backoff_ms = BACKOFF_MIN_MS;
 	else
 		c->backoff_ms =
 		    c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
-	c->restart_at = now_ms() + c->backoff_ms;
+	c->restart_at = clock_mono_ms() + c->backoff_ms;
 }
 
 static int start_xvfb(struct init *in)
@@ -179,7 +173,7 @@ static int start_xvfb(struct init *in)
 		close(p[0]);
 		return -1;
 	}
-	in->c[XVFB].started = now_ms();
+	in->c[XVFB].started = clock_mono_ms();
 	in->displayfd = p[0];
 	return 0;
 }
@@ -187,7 +181,7 @@ static int start_xvfb(struct init *in)
 static void start_wm(struct init *in)
 {
 	const char *argv[] = {"openbox", NULL};
-	in->c[WM].started = now_ms();
+	in->c[WM].started = clock_mono_ms();
 	in->c[WM].pid = start(argv, -1);
 	if (!in->c[WM].pid)
 		schedule_restart(&in->c[WM]);
@@ -212,7 +206,7 @@ static void start_vnc(struct init *in)
 	 * damage-driven, key to frame ~3 ms instead of ~30-50, no idle CPU,
 	 * banner at once (README.md); x11vnc with DESKBOX_VNC=x11vnc. */
 	const char *dargv[] = {VNC_BIN, "-display", DISPLAY_NAME, VNC_SOCK, NULL};
-	in->c[VNC].started = now_ms();
+	in->c[VNC].started = clock_mono_ms();
 	in->c[VNC].pid = start(in->deskbox_vnc ? dargv : argv, -1);
 	if (!in->c[VNC].pid)
 		schedule_restart(&in->c[VNC]);
@@ -225,7 +219,7 @@ static void begin_stop(struct init *in, int code, const char *why)
 	say("stopping (%s)", why);
 	in->stopping = 1;
 	in->exit_code = code;
-	in->stop_deadline = now_ms() + STOP_GRACE_MS;
+	in->stop_deadline = clock_mono_ms() + STOP_GRACE_MS;
 	if (getpid() == 1) {
 		/* PID 1 of a pid namespace: -1 is every other process in it. */
 		kill(-1, SIGTERM);
@@ -334,7 +328,7 @@ static void on_displayfd(struct init *in)
 	}
 	close(in->displayfd);
 	in->displayfd = -1;
-	say("Xvfb ready on :%s after %lld ms", in->display_buf, now_ms() - in->t0);
+	say("Xvfb ready on :%s after %lld ms", in->display_buf, clock_mono_ms() - in->t0);
 	start_wm(in);
 	start_vnc(in);
 	in->dpy = XOpenDisplay(DISPLAY_NAME);
@@ -374,7 +368,7 @@ static void check_ready(struct init *in)
 	}
 	close(fd);
 	in->ready = 1;
-	say("ready after %lld ms", now_ms() - in->t0);
+	say("ready after %lld ms", clock_mono_ms() - in->t0);
 	/* The window manager check was the only use of this connection. */
 	XCloseDisplay(in->dpy);
 	in->dpy = NULL;
@@ -399,7 +393,7 @@ static int parse_display(const char *s, int *w, int *h)
  * socket check or a pending restart; -1 when there is none. */
 static int next_timeout(struct init *in)
 {
-	long long now = now_ms(), when = -1;
+	long long now = clock_mono_ms(), when = -1;
 	if (in->stopping)
 		when = in->stop_deadline;
 	else if (in->displayfd >= 0)
@@ -417,7 +411,7 @@ static int next_timeout(struct init *in)
 int main(void)
 {
 	struct init in = {.displayfd = -1, .exit_code = 0};
-	in.t0 = now_ms();
+	in.t0 = clock_mono_ms();
 	in.c[XVFB].name = "Xvfb";
 	in.c[WM].name = "openbox";
 	const char *vnc = getenv("DESKBOX_VNC");
@@ -484,7 +478,7 @@ int main(void)
 				finish(&in);
 		}
 		if (in.stopping) {
-			if (now_ms() >= in.stop_deadline)
+			if (clock_mono_ms() >= in.stop_deadline)
 				finish(&in);
 			continue;
 		}
@@ -492,11 +486,12 @@ int main(void)
 			exec_agent_accept(in.agent);
 		if (in.displayfd >= 0 && p[1].revents)
 			on_displayfd(&in);
-		else if (in.displayfd >= 0 && now_ms() - in.c[XVFB].started > XVFB_TIMEOUT_MS)
+		else if (in.displayfd >= 0 &&
+			 clock_mono_ms() - in.c[XVFB].started > XVFB_TIMEOUT_MS)
 			begin_stop(&in, 1, "Xvfb did not start in time");
 		if (in.dpy)
 			on_x(&in);
-		long long now = now_ms();
+		long long now = clock_mono_ms();
 		if (in.c[WM].restart_at && now >= in.c[WM].restart_at && !in.stopping) {
 			in.c[WM].restart_at = 0;
 			say("restarting openbox");

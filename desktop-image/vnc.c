@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "vnc.h"
 
 /* Damage is collected this long after the first report before the screen
@@ -88,13 +89,6 @@ struct vnc {
 /* Xlib's error handler takes no context argument: the one place a global
  * is needed.  Holds the last X error code (0 none). */
 static int x_error;
-
-uint64_t vnc_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void vnc_say(const char *fmt, ...)
 {
@@ -553,7 +547,7 @@ static void handle_x_events(struct vnc *v)
 		if (ev.type == v->damage_base + XDamageNotify) {
 			if (!v->damage_pending) {
 				v->damage_pending = 1;
-				v->flush_at = vnc_now_ns() + COALESCE_NS;
+				v->flush_at = clock_mono_ns() + COALESCE_NS;
 			}
 		} else if (ev.type == v->fixes_base + XFixesCursorNotify) {
 			update_cursor(v);
@@ -569,7 +563,7 @@ static int run(struct vnc *v)
 {
 	for (;;) {
 		handle_x_events(v);
-		uint64_t now = vnc_now_ns();
+		uint64_t now = clock_mono_ns();
 		/* With nobody connected the damage waits: a client's first
 		 * update comes after the first loop turn that accepted it. */
 		if (v->damage_pending && v->n_clients > 0 && now >= v->flush_at) {
@@ -616,7 +610,7 @@ static int run(struct vnc *v)
 			rfbProcessEvents(v->rfb, 0);
 		}
 		handle_x_events(v);
-		if (v->damage_pending && v->n_clients > 0 && vnc_now_ns() >= v->flush_at)
+		if (v->damage_pending && v->n_clients > 0 && clock_mono_ns() >= v->flush_at)
 			flush_damage(v);
 		/* Updates for damage just read (no-op when nothing changed). */
 		rfbProcessEvents(v->rfb, 0);
@@ -651,7 +645,7 @@ int main(int argc, char **argv)
 	vnc_debug_enabled = getenv("DESKBOX_VNC_DEBUG") != NULL;
 	rfbLog = rfb_log;
 	rfbErr = rfb_err;
-	uint64_t t0 = vnc_now_ns();
+	uint64_t t0 = clock_mono_ns();
 
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -670,7 +664,7 @@ int main(int argc, char **argv)
 	if (open_x(&v, display) < 0 || open_rfb(&v) < 0 || listen_unix(&v, sock) < 0)
 		return 1;
 	vnc_debug("serving %dx%d on %s after %.1f ms (%s)", v.width, v.height, sock,
-		  (double)(vnc_now_ns() - t0) / 1e6, v.have_shm ? "MIT-SHM" : "XGetImage");
+		  (double)(clock_mono_ns() - t0) / 1e6, v.have_shm ? "MIT-SHM" : "XGetImage");
 	int rc = run(&v);
 
 	vnc_debug("%u damage flushes, %u keycode rebinds (%u waited)", v.flushes, v.in.rebinds,

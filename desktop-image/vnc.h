@@ -62,8 +62,6 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym);
  * and releases buttons 1-8 as the mask changed. */
 void vnc_input_pointer(struct vnc_input *in, int mask, int x, int y);
 
-uint64_t vnc_now_ns(void);
-
 /* One line on stderr, prefixed "deskbox-vnc: ". */
 void vnc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

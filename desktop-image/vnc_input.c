@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "vnc.h"
 
 /* How long a spare keycode stays bound after its last press before it may
@@ -270,14 +271,6 @@ static KeyCode find_key(const struct vnc_input *in, KeySym ks, int *level)
 	return 0;
 }
 
-static void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-			      .tv_nsec = (long)(ns % 1000000000u)};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* Binds `ks` to the least recently used spare keycode that is not held. */
 static struct vnc_spare *bind_spare(struct vnc_input *in, KeySym ks)
 {
@@ -289,12 +282,12 @@ static struct vnc_spare *bind_spare(struct vnc_input *in, KeySym ks)
 	}
 	if (!best)
 		return NULL;
-	uint64_t min_age = (uint64_t)REBIND_MIN_AGE_MS * 1000000u, now = vnc_now_ns();
+	uint64_t min_age = (uint64_t)REBIND_MIN_AGE_MS * 1000000u, now = clock_mono_ns();
 	if (best->used_ns > 1 && now - best->used_ns < min_age) {
 		/* Everything sent so far is delivered; then give the clients
 		 * the rest of the time to translate it. */
 		XSync(in->dpy, False);
-		sleep_ns(min_age - (now - best->used_ns));
+		clock_sleep_us((long long)((min_age - (now - best->used_ns) + 999) / 1000));
 		in->rebind_waits++;
 	}
 	/* Both levels: a Shift the client holds cannot turn it into another
@@ -436,7 +429,7 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym)
 	}
 	s = spare_of(in, code);
 	if (s) {
-		s->used_ns = vnc_now_ns();
+		s->used_ns = clock_mono_ns();
 		s->held++;
 	}
 	if (tweak)

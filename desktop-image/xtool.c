@@ -25,19 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 /* Bounds: the JSON stays well under deskboxd's output cap. */
 #define MAX_WINDOWS  256
 #define MAX_TITLE    512
 #define MAX_CLIP     (1u << 20)
 #define SELECTION_MS 2000
 #define ACTIVATE_MS  2000
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
 {
@@ -244,9 +239,9 @@ static int cmd_activate(const char *arg)
 	 * (a pager or tool, which window managers obey), done here directly
 	 * because libxdo's handle leaks memory that leak checkers report. */
 	wm_request(d, w, "_NET_ACTIVE_WINDOW", 2, CurrentTime);
-	long long end = now_ms() + ACTIVATE_MS;
-	while (active_window(d) != w && now_ms() < end)
-		usleep(10000);
+	long long end = clock_mono_ms() + ACTIVATE_MS;
+	while (active_window(d) != w && clock_mono_ms() < end)
+		clock_sleep_ms(10);
 	int ok = active_window(d) == w;
 	printf("{\"id\":%lu,\"focused\":%s}\n", (unsigned long)w, ok ? "true" : "false");
 	return ok ? 0 : 1;
@@ -290,7 +285,7 @@ static int cmd_wait_new(const char *ms_arg)
 	const char *list = getenv("DESKBOX_XTOOL_KNOWN");
 	Display *d = open_display();
 	XSetErrorHandler(ignore_errors);
-	long long end = now_ms() + ms;
+	long long end = clock_mono_ms() + ms;
 	do {
 		Window ws[MAX_WINDOWS];
 		size_t n = client_list(d, ws, MAX_WINDOWS);
@@ -304,8 +299,8 @@ static int cmd_wait_new(const char *ms_arg)
 			printf("}\n");
 			return 0;
 		}
-		usleep(20000);
-	} while (now_ms() < end);
+		clock_sleep_ms(20);
+	} while (clock_mono_ms() < end);
 	printf("{\"window\":null}\n");
 	return 0;
 }
@@ -313,11 +308,11 @@ static int cmd_wait_new(const char *ms_arg)
 /* Waits for an event of `type` on `w` for up to `ms`. */
 static int wait_event(Display *d, Window w, int type, XEvent *ev, int ms)
 {
-	long long end = now_ms() + ms;
+	long long end = clock_mono_ms() + ms;
 	for (;;) {
 		if (XCheckTypedWindowEvent(d, w, type, ev))
 			return 1;
-		long long left = end - now_ms();
+		long long left = end - clock_mono_ms();
 		if (left <= 0)
 			return 0;
 		struct pollfd p = {.fd = ConnectionNumber(d), .events = POLLIN};

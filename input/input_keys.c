@@ -9,6 +9,7 @@
 #include <X11/Xlib.h>
 #include <X11/keysym.h>
 
+#include "common/text.h"
 #include "internal.h"
 
 /* Longest key name accepted; X11's longest keysym names are ~30 bytes. */
@@ -131,8 +132,8 @@ int input_keysym_parse(const char *name, uint32_t *keysym, struct err *e)
 
 	/* One character, written as itself: "a", "A", "é", "你". */
 	uint32_t cp;
-	size_t n = input_utf8_decode((const unsigned char *)name, len, &cp);
-	if (n == len) {
+	size_t n = 0;
+	if (utf8_decode(name, len, &n, &cp) == 0 && n == len) {
 		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
 			return err_set(e, ERR_INVALID, EINVAL, "control character in key name");
 		*keysym = input_codepoint_keysym(cp);

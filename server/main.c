@@ -15,6 +15,7 @@
 
 #include "common/cleanup.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "server/api/api.h"
 #include "server/http/http.h"
 #include "server/runtime/runtime.h"
@@ -226,6 +227,8 @@ int main(int argc, char **argv)
 	    .disk_quota_mb = 10240,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* DESKBOX_LOG=debug|info|warn|error: what the server's modules log. */
+	log_configure(log_level_parse(getenv("DESKBOX_LOG"), LOG_LEVEL_INFO), NULL, NULL);
 	/* Screenshots allocate a few MB per request (pixels, PNG).  Served
 	 * from fresh mmaps, each page faults on first touch, which cost more
 	 * than the encoding itself on a busy 1280x800 screen (measured with

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "common/args.h"
 #include "server/desktop/desktop.h"
 #include "api.h"

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "common/sha256.h"
+#include "common/text.h"
 #include "api.h"
 #include "common/args.h"
 #include "server/files/files.h"
@@ -110,7 +111,7 @@ static int reply_stat(struct http_response *res, int status, int root, const cha
 
 struct upload {
 	struct files_upload *fu;
-	struct sha256 sha;
+	struct sha256_ctx sha;
 	uint64_t size;
 	uint64_t allowed; /* bytes the quota leaves for this upload */
 	uint64_t quota, used;
@@ -148,7 +149,7 @@ static int upload_data(struct upload *u, const char *data, size_t len, struct er
 		return quota_error(u, e);
 	if (files_upload_write(u->fu, data, len, e) < 0)
 		return err_code(e);
-	sha256_update(&u->sha, data, len);
+	sha256_update(&u->sha, len, (const uint8_t *)data);
 	u->size += len;
 	return 0;
 }
@@ -247,8 +248,10 @@ int api_files_upload(struct http_request *req, struct http_response *res, struct
 		r = files_upload_commit(u->fu, e);
 	if (r < 0)
 		return r;
-	char hex[SHA256_HEX_LEN + 1];
-	sha256_final_hex(&u->sha, hex);
+	uint8_t digest[SHA256_DIGEST_SIZE];
+	char hex[2 * SHA256_DIGEST_SIZE + 1];
+	sha256_digest(&u->sha, sizeof(digest), digest);
+	hex_encode(digest, sizeof(digest), hex);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "path", u->path);
 	cJSON_AddNumberToObject(j, "size", (double)u->size);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "common/text.h"
 #include "internal.h"
 
@@ -141,11 +141,11 @@ static long sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			event(s, "result", api_result_json(&pr, 0));
 			process_result_release(&pr);
 			s->finished = 1;
-		} else if (s->len == 0 && fs_now_ms() - s->last_ms > KEEPALIVE_MS) {
+		} else if (s->len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS) {
 			append(s, ": keepalive\n\n", 13);
 		}
 	}
-	s->last_ms = fs_now_ms();
+	s->last_ms = clock_mono_ms();
 	size_t n = s->len - s->off < max ? s->len - s->off : max;
 	memcpy(buf, s->buf + s->off, n);
 	s->off += n;
@@ -168,7 +168,7 @@ int api_stream_run(struct http_response *res, struct process_run *run, struct er
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	}
 	s->run = run;
-	s->last_ms = fs_now_ms();
+	s->last_ms = clock_mono_ms();
 	http_reply_stream(res, 200, "text/event-stream", HTTP_SIZE_UNKNOWN, sse_read, s,
 			  sse_release);
 	http_add_header(res, "Cache-Control", "no-cache", NULL);

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "input/input.h"
 #include "common/args.h"
 #include "desktop.h"
@@ -406,19 +406,12 @@ int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
 
 /* ---- waiting on the screen ---- */
 
-static void sleep_ms(int64_t ms)
-{
-	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 int desk_wait(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 {
 	static const char *const untils[] = {"stable", "change", NULL};
 	int until;
 	int64_t ms, quiet, timeout, since;
-	uint64_t t0 = fs_now_ns();
+	uint64_t t0 = clock_mono_ns();
 	if (args_enum(a, "until", untils, -1, 0, &until, e) < 0 ||
 	    args_int(a, "ms", 0, DESK_MAX_WAIT_MS, 0, 0, &ms, e) < 0 ||
 	    args_int(a, "quiet_ms", 1, DESK_MAX_WAIT_MS, 300, 0, &quiet, e) < 0 ||
@@ -431,7 +424,7 @@ int desk_wait(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 		if (!cJSON_GetObjectItemCaseSensitive(a, "ms"))
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "give 'until' (\"stable\" or \"change\") or 'ms'");
-		sleep_ms(ms);
+		clock_sleep_ms(ms);
 	} else if (until == 1) {
 		int r = capture_wait_frame(d->cap, (uint64_t)since, (int)timeout, e);
 		if (r < 0)
@@ -445,7 +438,7 @@ int desk_wait(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 		uint64_t qns = (uint64_t)quiet * 1000000u;
 		for (;;) {
 			uint64_t frame = capture_frame(d->cap);
-			uint64_t now = fs_now_ns();
+			uint64_t now = clock_mono_ns();
 			/* Written by the bridge: never in the future. */
 			uint64_t last = capture_last_change_ns(d->cap);
 			if (last > now)
@@ -466,7 +459,7 @@ int desk_wait(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 		}
 	}
 	cJSON_AddNumberToObject(out, "frame", (double)capture_frame(d->cap));
-	cJSON_AddNumberToObject(out, "waited_ms", (double)((fs_now_ns() - t0) / 1000000u));
+	cJSON_AddNumberToObject(out, "waited_ms", (double)((clock_mono_ns() - t0) / 1000000u));
 	cJSON_AddBoolToObject(out, "timed_out", timed_out);
 	return 0;
 }

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "desktop.h"
 
 /* Actions one batch may hold, and how long a batch may run before the
@@ -55,7 +55,7 @@ static int batch_then(struct desk *d, const cJSON *then, cJSON *out, struct err 
 
 int desk_batch(struct desk *d, const cJSON *body, cJSON *j, struct err *e)
 {
-	long long start = fs_now_ms();
+	long long start = clock_mono_ms();
 	cJSON *results = cJSON_AddArrayToObject(j, "results");
 	const cJSON *acts = cJSON_GetObjectItemCaseSensitive(body, "actions");
 	int r = 0;
@@ -74,7 +74,7 @@ int desk_batch(struct desk *d, const cJSON *body, cJSON *j, struct err *e)
 				    "actions[%d] must be an object with an 'action' name", i);
 			break;
 		}
-		if (fs_now_ms() - start > BATCH_MAX_MS) {
+		if (clock_mono_ms() - start > BATCH_MAX_MS) {
 			r = err_set(e, ERR_TIMEOUT, ETIMEDOUT,
 				    "actions[%d]: the batch ran past %d ms", i, BATCH_MAX_MS);
 			break;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "server/process/process.h"
@@ -144,7 +144,7 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 	if (process_spawn(d->procs, &o, &pid, e) < 0)
 		return err_wrap(e, "starting the clipboard owner");
 	/* Answer once the new owner serves the text. */
-	long long end = fs_now_ms() + CLIP_SET_WAIT_MS;
+	long long end = clock_mono_ms() + CLIP_SET_WAIT_MS;
 	for (;;) {
 		cJSON *got = cJSON_CreateObject();
 		int r = get_clipboard(d, got, e);
@@ -153,7 +153,7 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 		cJSON_Delete(got);
 		if (same)
 			break;
-		if (fs_now_ms() > end)
+		if (clock_mono_ms() > end)
 			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
 				       "the clipboard did not take the text in %d ms",
 				       CLIP_SET_WAIT_MS);

@@ -13,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/text.h"
+#include "common/log.h"
 
 #define HTTP_PATH_MAX 4096
 
@@ -201,6 +202,44 @@ int http_reply_json(struct http_response *res, int status, cJSON *json, struct e
 	return 0;
 }
 
+/* The one place an error kind becomes an HTTP status (error.h).  ERR_NONE
+ * is 500: a failure without a recorded error is a bug. */
+static int status_of(enum err_kind kind)
+{
+	switch (kind) {
+	case ERR_INVALID:
+		return 400;
+	case ERR_UNAUTHORIZED:
+		return 401;
+	case ERR_FORBIDDEN:
+		return 403;
+	case ERR_NOT_FOUND:
+		return 404;
+	case ERR_METHOD:
+		return 405;
+	case ERR_CONFLICT:
+		return 409;
+	case ERR_TOO_LARGE:
+		return 413;
+	case ERR_UNSUPPORTED:
+		return 415;
+	case ERR_RANGE:
+		return 416;
+	case ERR_LIMIT:
+		return 429;
+	case ERR_UNAVAILABLE:
+		return 503;
+	case ERR_TIMEOUT:
+		return 504;
+	case ERR_NO_SPACE:
+		return 507;
+	case ERR_NONE:
+	case ERR_INTERNAL:
+		break;
+	}
+	return 500;
+}
+
 /* Turns `res` into the error answer for `e`: the body and status are
  * replaced, headers the handler added stay (416's Content-Range). */
 static void reply_error(struct http_response *res, const struct err *e)
@@ -219,7 +258,7 @@ static void reply_error(struct http_response *res, const struct err *e)
 	cJSON *er = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
 	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
-	if (http_reply_json(res, err_http_status(e->kind), root, NULL) < 0) {
+	if (http_reply_json(res, status_of(e->kind), root, NULL) < 0) {
 		static const char fallback[] =
 		    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
 		char *copy = strdup(fallback);
@@ -515,8 +554,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (hr < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
-		if (err_http_status(e.kind) >= 500)
-			fprintf(stderr, "deskboxd: %s %s: %s\n", method, url, e.msg);
+		if (status_of(e.kind) >= 500)
+			log_msg(LOG_LEVEL_ERROR, "%s %s: %s", method, url, e.msg);
 		return queue_error(conn, &res, &e);
 	}
 	if (res.upgrade)
@@ -541,8 +580,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	fputs("deskboxd: http: ", stderr);
-	vfprintf(stderr, fmt, ap);
+	char line[LOG_LINE_MAX];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	log_msg(LOG_LEVEL_WARN, "http: %s", line);
 }
 
 static int parse_listen(const char *listen, struct sockaddr_in *sa, struct err *e)

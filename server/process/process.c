@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "server/runtime/runtime.h"
 
@@ -87,9 +88,7 @@ void process_table_kill_all(struct process_table *t)
 	}
 	/* The owners of background runs notice within moments; wait for
 	 * them so that nothing of the sandbox outlives its teardown. */
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 5;
+	struct timespec until = clock_wall_after(5000);
 	while (t->bg_threads > 0)
 		if (pthread_cond_timedwait(&t->bg_done, &t->mu, &until) == ETIMEDOUT)
 			break;
@@ -242,10 +241,9 @@ static int wait_stopped(pid_t pid, long long until)
 			return 0;
 		if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
 			return -1;
-		if (fs_now_ms() > until)
+		if (clock_mono_ms() > until)
 			return -1;
-		struct timespec ts = {0, (i < 200 ? 100 : 2000) * 1000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_us(i < 200 ? 100 : 2000);
 	}
 }
 
@@ -369,7 +367,7 @@ static int start_via_runtime(struct process_table *t, struct process_run *r,
 	    .pid_file = pidfile[0] ? pidfile : NULL,
 	    .cgroup = r->cg.name,
 	};
-	r->start_ms = fs_now_ms();
+	r->start_ms = clock_mono_ms();
 	return runtime_exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
 }
 
@@ -378,17 +376,16 @@ static int start_via_runtime(struct process_table *t, struct process_run *r,
 static int await_runtime_pid(struct process_run *r, const char *pidfile, const char *argv0,
 			     struct err *e)
 {
-	long long until = fs_now_ms() + PID_WAIT_MS;
+	long long until = clock_mono_ms() + PID_WAIT_MS;
 	pid_t host = -1;
 	for (int i = 0; (host = read_pid_file(pidfile)) < 0; i++) {
 		if (waitpid(r->client, &r->status, WNOHANG) == r->client) {
 			r->client_done = 1;
 			break;
 		}
-		if (fs_now_ms() > until)
+		if (clock_mono_ms() > until)
 			break;
-		struct timespec ts = {0, (i < 200 ? 200 : 2000) * 1000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_us(i < 200 ? 200 : 2000);
 	}
 	unlink(pidfile);
 	r->pid = host > 0 ? ns_pid(host) : -1;
@@ -411,7 +408,7 @@ static int start_program(struct process_table *t, struct process_run *r,
 	if (run_cgroup_create(&r->cg, t->host.cgroup_mode, "deskbox", t->container_id, e) < 0)
 		return err_code(e);
 	r->cg_live = 1;
-	r->start_ms = fs_now_ms();
+	r->start_ms = clock_mono_ms();
 	int a = process_agent_start(t, r, o, stdio, e);
 	if (a <= 0)
 		return a;
@@ -479,15 +476,15 @@ static void conclude(struct process_run *r, process_output_fn fn, void *cls)
 	pthread_mutex_unlock(&r->table->mu);
 	reap_client(r, KILL_GRACE_MS);
 	close_fd(&r->in_fd);
-	long long until = fs_now_ms() + DRAIN_MS;
-	while ((r->so.fd >= 0 || r->se.fd >= 0) && fs_now_ms() < until) {
+	long long until = clock_mono_ms() + DRAIN_MS;
+	while ((r->so.fd >= 0 || r->se.fd >= 0) && clock_mono_ms() < until) {
 		struct pollfd p[2] = {{r->so.fd, POLLIN, 0}, {r->se.fd, POLLIN, 0}};
 		poll(p, 2, 50);
 		stream_read(r, &r->so, PROCESS_STDOUT, fn, cls);
 		stream_read(r, &r->se, PROCESS_STDERR, fn, cls);
 	}
 	r->oom_kills = run_cgroup_oom_kills(&r->cg);
-	r->end_ms = fs_now_ms();
+	r->end_ms = clock_mono_ms();
 	r->done = 1;
 }
 
@@ -495,7 +492,7 @@ int process_step(struct process_run *r, int wait_ms, process_output_fn fn, void 
 {
 	if (r->done)
 		return 1;
-	long long now = fs_now_ms();
+	long long now = clock_mono_ms();
 	if (r->deadline_ms && now >= r->deadline_ms) {
 		r->timed_out = 1;
 		conclude(r, fn, cls);
@@ -619,7 +616,7 @@ int process_write(struct process_run *r, const void *buf, size_t len, long long 
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
-		long long left = deadline_ms - fs_now_ms();
+		long long left = deadline_ms - clock_mono_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pf = {r->in_fd, POLLOUT, 0};
@@ -642,7 +639,7 @@ int process_read_exact(struct process_run *r, void *buf, size_t len, long long d
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EINTR))
 			return -1;
-		long long left = deadline_ms - fs_now_ms();
+		long long left = deadline_ms - clock_mono_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd pf[2] = {{r->so.fd, POLLIN, 0},

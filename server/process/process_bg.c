@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
 
 #define BG_KEEP_FINISHED 32
 #define BG_MAX_RUNNING	 64
@@ -145,9 +145,7 @@ int process_spawn(struct process_table *t, const struct process_opts *o, pid_t *
 	}
 	r->stdin_copy = stdin_copy;
 	r->bg = 1;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	r->started_at_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	r->started_at_ms = clock_wall_ms();
 	for (int i = 0; i < 2; i++) {
 		r->ring[i].cap = o->max_output;
 		r->ring[i].buf = malloc(o->max_output);
@@ -200,7 +198,7 @@ static void info_locked(struct process_run *r, struct process_info *info)
 			  : WIFSIGNALED(r->status)	? 128 + WTERMSIG(r->status)
 							: -1;
 	info->started_at_ms = r->started_at_ms;
-	info->duration_ms = (r->bg_finished ? r->end_ms : fs_now_ms()) - r->start_ms;
+	info->duration_ms = (r->bg_finished ? r->end_ms : clock_mono_ms()) - r->start_ms;
 }
 
 int process_bg_info(struct process_table *t, pid_t pid, struct process_info *info, struct err *e)
@@ -226,7 +224,7 @@ int process_bg_kill(struct process_table *t, pid_t pid, struct process_info *inf
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "no background process %d", (int)pid);
 	/* The owner sees its client exit within moments: wait for the
 	 * record to say so, so the answer is final. */
-	long long until = fs_now_ms() + 5000;
+	long long until = clock_mono_ms() + 5000;
 	for (;;) {
 		pthread_mutex_lock(&t->mu);
 		r = find_locked(t, pid);
@@ -237,10 +235,9 @@ int process_bg_kill(struct process_table *t, pid_t pid, struct process_info *inf
 		if (!r)
 			return err_set(e, ERR_NOT_FOUND, ENOENT, "no background process %d",
 				       (int)pid);
-		if (fin || fs_now_ms() > until)
+		if (fin || clock_mono_ms() > until)
 			return 0;
-		struct timespec ts = {0, 2 * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(2);
 	}
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
@@ -25,12 +26,6 @@
 /* What a run's memory limit leaves the desktop: a quarter of the sandbox's
  * limit, at most this much (an idle desktop is ~40-100 MB). */
 #define DESKTOP_RESERVE_MAX (256ull << 20)
-
-static void sleep_us(long us)
-{
-	struct timespec ts = {0, us * 1000L};
-	nanosleep(&ts, NULL);
-}
 
 static int write_file(const char *dir, const char *name, const char *text)
 {
@@ -228,9 +223,9 @@ int run_cgroup_empty(struct run_cgroup *cg)
 
 static void wait_empty(struct run_cgroup *cg)
 {
-	long long deadline = fs_now_ms() + EMPTY_WAIT_MS;
-	for (int i = 0; !run_cgroup_empty(cg) && fs_now_ms() < deadline; i++)
-		sleep_us(i < 100 ? 200 : 2000);
+	long long deadline = clock_mono_ms() + EMPTY_WAIT_MS;
+	for (int i = 0; !run_cgroup_empty(cg) && clock_mono_ms() < deadline; i++)
+		clock_sleep_us(i < 100 ? 200 : 2000);
 }
 
 /* SIGKILLs every pid listed in the cgroup; returns how many. */
@@ -264,22 +259,22 @@ void run_cgroup_kill(struct run_cgroup *cg)
 	 * of the SIGKILL once thawed. */
 	write_file(dir, "freezer.state", "FROZEN");
 	char st[64] = "";
-	long long deadline = fs_now_ms() + FREEZE_WAIT_MS;
-	for (int i = 0; fs_now_ms() < deadline; i++) {
+	long long deadline = clock_mono_ms() + FREEZE_WAIT_MS;
+	for (int i = 0; clock_mono_ms() < deadline; i++) {
 		if (read_file(dir, "freezer.state", st, sizeof(st)) < 0 ||
 		    strncmp(st, "FROZEN", 6) == 0)
 			break;
-		sleep_us(i < 100 ? 100 : 1000);
+		clock_sleep_us(i < 100 ? 100 : 1000);
 	}
 	kill_members(dir);
 	write_file(dir, "freezer.state", "THAWED");
 	/* If the freeze did not complete, a fork may have slipped through:
 	 * kill again until nothing is left. */
-	deadline = fs_now_ms() + EMPTY_WAIT_MS;
-	for (int i = 0; !run_cgroup_empty(cg) && fs_now_ms() < deadline; i++) {
+	deadline = clock_mono_ms() + EMPTY_WAIT_MS;
+	for (int i = 0; !run_cgroup_empty(cg) && clock_mono_ms() < deadline; i++) {
 		if (i % 20 == 19)
 			kill_members(dir);
-		sleep_us(i < 100 ? 200 : 2000);
+		clock_sleep_us(i < 100 ? 200 : 2000);
 	}
 }
 
@@ -308,7 +303,7 @@ void run_cgroup_destroy(struct run_cgroup *cg)
 	for (int i = cg->n_dirs - 1; i >= 0; i--) {
 		/* A task that just died may still be listed for a moment. */
 		for (int k = 0; k < 50 && rmdir(cg->dirs[i]) < 0 && errno == EBUSY; k++)
-			sleep_us(1000);
+			clock_sleep_us(1000);
 		free(cg->dirs[i]);
 		cg->dirs[i] = NULL;
 	}

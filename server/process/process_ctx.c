@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/fs.h"
 
 #define CTX_MAX_PER_SANDBOX 16
@@ -107,9 +108,7 @@ int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1],
 	}
 	pthread_mutex_init(&c->busy, NULL);
 	c->refs = 1;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	c->created_at_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	c->created_at_ms = clock_wall_ms();
 	if (start_driver(t, c, 0, e) < 0) {
 		pthread_mutex_destroy(&c->busy);
 		free(c);
@@ -239,7 +238,7 @@ int process_ctx_run(struct process_table *t, const char *id, const char *code,
 	}
 	pthread_mutex_lock(&c->busy);
 	int r = 0;
-	long long start = fs_now_ms();
+	long long start = clock_mono_ms();
 	if (c->gone) {
 		r = not_found(e, id);
 		goto out;
@@ -268,7 +267,7 @@ int process_ctx_run(struct process_table *t, const char *id, const char *code,
 		run_cgroup_kill(&c->run->cg);
 	pthread_mutex_unlock(&t->mu);
 	res->oom_killed = run_cgroup_oom_kills(&c->run->cg) > 0;
-	res->timed_out = alive && fs_now_ms() >= deadline;
+	res->timed_out = alive && clock_mono_ms() >= deadline;
 	res->exit_code = -1;
 	res->out = strdup("");
 	res->err = strdup(res->timed_out    ? "context timed out; it was restarted\n"
@@ -279,7 +278,7 @@ int process_ctx_run(struct process_table *t, const char *id, const char *code,
 		r = err_wrap(e, "restarting python context '%s'", id);
 	*restarted = 1;
 out:
-	res->duration_ms = fs_now_ms() - start;
+	res->duration_ms = clock_mono_ms() - start;
 	pthread_mutex_unlock(&c->busy);
 	ctx_unref(t, c);
 	free(req);

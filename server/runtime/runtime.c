@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -172,13 +173,6 @@ out:
 	return r;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Appends what `fd` has to buf (keeping at most cap-1 bytes, NUL
  * terminated); returns 0 at EOF, 1 if more may come. */
 static int drain(int fd, char *buf, size_t *len, size_t cap)
@@ -237,11 +231,11 @@ static int run_call(const struct runtime *rt, char *const argv[], char *out, cha
 	if (out)
 		out[0] = '\0';
 	errbuf[0] = '\0';
-	long long deadline = now_ms() + RUNTIME_CALL_TIMEOUT_MS;
+	long long deadline = clock_mono_ms() + RUNTIME_CALL_TIMEOUT_MS;
 	int timed_out = 0;
 	while (orfd >= 0 || erfd >= 0) {
 		struct pollfd p[2] = {{orfd, POLLIN, 0}, {erfd, POLLIN, 0}};
-		long long left = deadline - now_ms();
+		long long left = deadline - clock_mono_ms();
 		if (left <= 0) {
 			timed_out = 1;
 			kill(pid, SIGKILL);

@@ -22,6 +22,7 @@
 
 #include "common/cleanup.h"
 #include "common/fs.h"
+#include "common/log.h"
 
 /* Host /etc entries copied into the image: what programs need to find
  * libraries, fonts, certificates, mime types and the time zone.  Never
@@ -330,6 +331,15 @@ static int lower_in_use(const char *dir)
 	return used;
 }
 
+/* Removes a tree nothing needs any more.  A failure only leaves disk space
+ * behind (the next prune tries again), so it is logged, not returned. */
+static void remove_leftover(const char *path)
+{
+	struct err e = ERR_INIT;
+	if (fs_remove_tree(path, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "default image: %s", e.msg);
+}
+
 /* Removes half-built trees and lower layers no overlay uses any more. */
 static void prune(const char *images, const char *keep)
 {
@@ -341,7 +351,7 @@ static void prune(const char *images, const char *keep)
 		snprintf(p, sizeof(p), "%s/%s", images, name);
 		if (strncmp(name, ".tmp-", 5) == 0 ||
 		    (strncmp(name, "base-", 5) == 0 && strcmp(p, keep) != 0 && !lower_in_use(p)))
-			fs_remove_tree(p, NULL);
+			remove_leftover(p);
 		free(names[i]);
 	}
 }
@@ -368,7 +378,7 @@ int image_prepare_default(const char *state_dir, char *lower, size_t lower_size,
 	snprintf(final, sizeof(final), "%s/base-%016llx", images, (unsigned long long)b.hash);
 	struct stat st;
 	if (stat(final, &st) == 0) {
-		fs_remove_tree(tmp, NULL); /* unchanged: the existing one is complete */
+		remove_leftover(tmp); /* unchanged: the existing one is complete */
 	} else {
 		_cleanup_fd_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd >= 0)
@@ -391,7 +401,7 @@ int image_prepare_default(const char *state_dir, char *lower, size_t lower_size,
 		return err_set(e, ERR_INTERNAL, ENAMETOOLONG, "image path '%s' too long", final);
 	return 0;
 fail:
-	fs_remove_tree(tmp, NULL);
+	remove_leftover(tmp);
 	return err_wrap(e, "preparing the default image");
 }
 

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "server/files/files.h"
 #include "server/runtime/runtime.h"
 #include "server/process/process.h"
@@ -220,7 +222,7 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
 	/* The socket file appears at bind(), a moment before x11vnc listens
 	 * (or while it restarts): retry refusals for a short while. */
-	long long deadline = fs_now_ms() + VNC_CONNECT_RETRY_MS;
+	long long deadline = clock_mono_ms() + VNC_CONNECT_RETRY_MS;
 	for (;;) {
 		/* SECURITY: the sandbox's user owns run/ and could put a
 		 * symlink to a host socket there; deskboxd (root) must only
@@ -245,11 +247,10 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 				return TAKE_FD(fd);
 			saved = errno;
 		}
-		if ((saved != ECONNREFUSED && saved != ENOENT) || fs_now_ms() > deadline)
+		if ((saved != ECONNREFUSED && saved != ENOENT) || clock_mono_ms() > deadline)
 			return err_sys(e, ERR_UNAVAILABLE, saved,
 				       "connecting to the sandbox's VNC server");
-		struct timespec ts = {0, 5 * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(5);
 	}
 }
 
@@ -298,7 +299,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 	char path[PATH_MAX], rel[64];
 	snprintf(rel, sizeof(rel), "run/%s", name);
 	sandbox_path(sb, path, sizeof(path), rel);
-	long long deadline = fs_now_ms() + timeout_ms;
+	long long deadline = clock_mono_ms() + timeout_ms;
 	for (int i = 0;; i++) {
 		if (access(path, F_OK) == 0)
 			return 0;
@@ -308,7 +309,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 			return err_set(e, ERR_INTERNAL, ECHILD, "the sandbox's init exited: %s",
 				       tail[0] ? tail : "no log");
 		}
-		if (fs_now_ms() > deadline) {
+		if (clock_mono_ms() > deadline) {
 			char tail[400];
 			log_tail(sb, tail, sizeof(tail));
 			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
@@ -316,8 +317,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 				       tail[0] ? tail : "no log");
 		}
 		/* 2 ms polls: readiness is ~100s of ms away and a stat is cheap. */
-		struct timespec ts = {0, (i < 500 ? 2 : 10) * 1000000L};
-		nanosleep(&ts, NULL);
+		clock_sleep_ms(i < 500 ? 2 : 10);
 	}
 }
 
@@ -330,13 +330,13 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	/* Every run's own cgroup, before crun removes the sandbox's. */
 	process_table_kill_all(sb->procs);
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
-		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
 	char rootfs[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	if (unmount) {
 		if (image_umount_rootfs(rootfs, &e) < 0)
-			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		pthread_mutex_lock(&sb->mu);
 		sb->rootfs_mounted = 0;
 		pthread_mutex_unlock(&sb->mu);
@@ -526,7 +526,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		teardown(sb);
 		struct err e2 = ERR_INIT;
 		if (fs_remove_tree(sb->dir, &e2) < 0)
-			fprintf(stderr, "deskboxd: %s\n", e2.msg);
+			log_msg(LOG_LEVEL_WARN, "%s", e2.msg);
 		pthread_mutex_lock(&sb->mu);
 		sb->status = SANDBOX_FAILED;
 		pthread_mutex_unlock(&sb->mu);
@@ -574,7 +574,7 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	pthread_mutex_unlock(&s->mu);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
-		fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e2.msg);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
 	pthread_rwlock_unlock(&sb->op);
 	return 0;
 }
@@ -618,7 +618,7 @@ void sandbox_discard(struct sandboxes *s, struct sandbox *sb)
 	struct err e = ERR_INIT;
 	atomic_fetch_add(&sb->refs, 1);
 	if (delete_ref(s, sb, &e) < 0)
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 }
 
 /* Deletes `sb`, consuming the caller's reference. */
@@ -681,7 +681,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 			struct capture *fresh = NULL;
 			struct err e2 = ERR_INIT;
 			if (capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
-				fprintf(stderr, "deskboxd: sandbox %s: reconnect: %s\n", sb->id,
+				log_msg(LOG_LEVEL_WARN, "sandbox %s: reconnect: %s", sb->id,
 					e2.msg);
 			pthread_mutex_lock(&sb->mu);
 			capture_free(sb->cap);
@@ -741,7 +741,8 @@ static int load_one(struct sandboxes *s, const char *id)
 		teardown(sb);
 		sandbox_sweep_uploads(sb);
 		sb->status = SANDBOX_STOPPED;
-		sandbox_persist(sb, SANDBOX_STOPPED, &e);
+		if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 		cJSON_Delete(j);
 		pthread_mutex_lock(&s->mu);
 		sb->next = s->list;
@@ -752,10 +753,12 @@ static int load_one(struct sandboxes *s, const char *id)
 	}
 	/* Half-created (or unreadable): roll back. */
 	cJSON_Delete(j);
-	fprintf(stderr, "deskboxd: rolling back half-created sandbox %s\n", id);
+	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s%s%s", id,
+		e.msg[0] ? ": " : "", e.msg);
+	err_clear(&e);
 	teardown(sb);
 	if (fs_remove_tree(sb->dir, &e) < 0)
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 	sandbox_put(sb);
 	return 0;
 }
@@ -820,7 +823,8 @@ void sandboxes_close(struct sandboxes *s)
 		if (sb->status == SANDBOX_RUNNING) {
 			teardown(sb);
 			struct err e = ERR_INIT;
-			sandbox_persist(sb, SANDBOX_STOPPED, &e);
+			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		}
 		sb->status = SANDBOX_STOPPED;
 		pthread_rwlock_unlock(&sb->op);

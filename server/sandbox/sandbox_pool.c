@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "common/args.h"
+#include "common/clock.h"
+#include "common/log.h"
 
 /* After a failed start, wait this long before trying again. */
 #define POOL_RETRY_MS 2000
@@ -71,12 +73,6 @@ static int slot_spec(const struct pool_slot *slot, struct sandbox_spec *spec, st
 	return r;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 /* Keeps every slot full, one start at a time (starts compete for the same
  * cores as the requests being served). */
 static void *refill(void *arg)
@@ -100,8 +96,8 @@ static void *refill(void *arg)
 		if (r == 0)
 			r = sandbox_create_pooled(p->s, &spec, &sb, &e);
 		if (r < 0) {
-			fprintf(stderr, "deskboxd: warm pool: %s\n", e.msg);
-			sleep_ms(POOL_RETRY_MS);
+			log_msg(LOG_LEVEL_WARN, "warm pool: %s", e.msg);
+			clock_sleep_ms(POOL_RETRY_MS);
 		}
 		pthread_mutex_lock(&p->mu);
 		if (r == 0) {

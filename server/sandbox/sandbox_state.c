@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "server/files/files.h"
 #include "server/runtime/runtime.h"
 #include "server/process/process.h"
@@ -54,9 +56,9 @@ void sandbox_sweep_uploads(struct sandbox *sb)
 		struct err e = ERR_INIT;
 		unsigned n = 0;
 		if (files_sweep_temp(p, &n, &e) < 0)
-			fprintf(stderr, "deskboxd: sandbox %s: %s\n", sb->id, e.msg);
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		else if (n)
-			fprintf(stderr, "deskboxd: sandbox %s: removed %u unfinished upload(s)\n",
+			log_msg(LOG_LEVEL_INFO, "sandbox %s: removed %u unfinished upload(s)",
 				sb->id, n);
 	}
 }
@@ -125,11 +127,9 @@ static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	/* SIGTERM first: the init stops the desktop (Xvfb removes its
 	 * lock, programs save) and gets STOP_GRACE before the kill. */
 	runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
-	long long deadline = fs_now_ms() + SANDBOX_STOP_GRACE_MS;
-	while (sb->init_pid > 0 && pid_alive(sb->init_pid) && fs_now_ms() < deadline) {
-		struct timespec ts = {0, 20 * 1000000L};
-		nanosleep(&ts, NULL);
-	}
+	long long deadline = clock_mono_ms() + SANDBOX_STOP_GRACE_MS;
+	while (sb->init_pid > 0 && pid_alive(sb->init_pid) && clock_mono_ms() < deadline)
+		clock_sleep_ms(20);
 	sandbox_teardown_ex(sb, 0);
 	pthread_mutex_lock(&sb->mu);
 	sb->status = SANDBOX_STOPPED;

@@ -9,12 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nettle/sha1.h>
+
 #include "common/fs.h"
-#include "common/sha1.h"
 #include "common/text.h"
 
 struct vnc_token {
-	char hash[2 * SHA1_LEN + 1]; /* hex SHA-1 of the token */
+	char hash[2 * SHA1_DIGEST_SIZE + 1]; /* hex SHA-1 of the token */
 	int view_only;
 	long long expires_at;
 	unsigned id;
@@ -72,12 +73,16 @@ void vnc_free(struct vnc *v)
 	free(v);
 }
 
+/* Tokens are random 256-bit values, so only preimage resistance matters,
+ * which SHA-1 still has. */
 static void hash_hex(const char *token, char *out)
 {
-	unsigned char d[SHA1_LEN];
-	sha1(token, strlen(token), d);
-	for (int i = 0; i < SHA1_LEN; i++)
-		sprintf(out + 2 * i, "%02x", d[i]);
+	struct sha1_ctx s;
+	uint8_t d[SHA1_DIGEST_SIZE];
+	sha1_init(&s);
+	sha1_update(&s, strlen(token), (const uint8_t *)token);
+	sha1_digest(&s, sizeof(d), d);
+	hex_encode(d, sizeof(d), out);
 }
 
 static long long now_s(void)
@@ -133,7 +138,7 @@ int vnc_is_api_token(const struct vnc *v, const char *token)
 int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
 		     long long *expires_at, struct err *e)
 {
-	char hash[2 * SHA1_LEN + 1];
+	char hash[2 * SHA1_DIGEST_SIZE + 1];
 	do {
 		if (fs_random_hex(token, VNC_TOKEN_HEX / 2, e) < 0)
 			return err_code(e);
@@ -188,7 +193,7 @@ int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct e
 {
 	if (strlen(token) > VNC_TOKEN_MAX_LEN)
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "no such viewer token");
-	char hash[2 * SHA1_LEN + 1];
+	char hash[2 * SHA1_DIGEST_SIZE + 1];
 	hash_hex(token, hash);
 	pthread_mutex_lock(&v->mu);
 	struct vnc_entry *en = entry_find(v, sid, 0);
@@ -218,7 +223,7 @@ int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vn
 		return err_set(e, ERR_UNAUTHORIZED, 0, "a viewer token is required");
 	if (strlen(token) > VNC_TOKEN_MAX_LEN)
 		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid viewer token");
-	char hash[2 * SHA1_LEN + 1];
+	char hash[2 * SHA1_DIGEST_SIZE + 1];
 	hash_hex(token, hash);
 	pthread_mutex_lock(&v->mu);
 	struct vnc_entry *en = entry_find(v, sid, 0);

@@ -21,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/fs.h"
+#include "common/clock.h"
+#include "common/log.h"
 #include "viewer.h"
 #include "internal.h"
 #include "common/websocket.h"
@@ -103,7 +104,7 @@ static int bq_flush(struct bq *q, int fd, long long *progress_ms)
 		}
 		bq_pop(q, (size_t)w);
 		if (progress_ms)
-			*progress_ms = fs_now_ms();
+			*progress_ms = clock_mono_ms();
 	}
 	return 0;
 }
@@ -223,11 +224,11 @@ static int client_bytes(struct session *s, unsigned char *buf, size_t n)
 /* Sends what is queued for the browser for at most VNC_LINGER_MS. */
 static void linger(struct session *s)
 {
-	long long deadline = fs_now_ms() + VNC_LINGER_MS;
+	long long deadline = clock_mono_ms() + VNC_LINGER_MS;
 	while (s->to_client.len) {
 		if (bq_flush(&s->to_client, s->o->ws_fd, NULL) < 0)
 			return;
-		long long left = deadline - fs_now_ms();
+		long long left = deadline - clock_mono_ms();
 		if (!s->to_client.len || left <= 0)
 			return;
 		struct pollfd p = {s->o->ws_fd, POLLOUT, 0};
@@ -251,7 +252,7 @@ void vnc_session_run(const struct vnc_session_opts *o)
 	 * (fails harmlessly on a non-TCP socket). */
 	int one = 1;
 	setsockopt(o->ws_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	long long now = fs_now_ms();
+	long long now = clock_mono_ms();
 	s->last_in_ms = s->last_out_ms = now;
 	s->next_ping_ms = now + VNC_PING_MS;
 	unsigned char *buf = malloc(VNC_CHUNK);
@@ -269,7 +270,7 @@ void vnc_session_run(const struct vnc_session_opts *o)
 		}
 	}
 	for (;;) {
-		now = fs_now_ms();
+		now = clock_mono_ms();
 		if (o->expires_at && (long long)time(NULL) >= o->expires_at) {
 			s->why = "viewer token expired";
 			queue_close(s, WS_CLOSE_POLICY);
@@ -332,7 +333,7 @@ void vnc_session_run(const struct vnc_session_opts *o)
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			ssize_t n = recv(o->ws_fd, buf, VNC_CHUNK, MSG_DONTWAIT);
 			if (n > 0) {
-				s->last_in_ms = fs_now_ms();
+				s->last_in_ms = clock_mono_ms();
 				if (client_bytes(s, buf, (size_t)n) < 0)
 					break;
 			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -358,13 +359,13 @@ void vnc_session_run(const struct vnc_session_opts *o)
 		linger(s);
 out:
 	if (s->filter.dropped)
-		fprintf(stderr, "deskboxd: sandbox %s: viewer: dropped %llu input messages\n",
-			o->sid, (unsigned long long)s->filter.dropped);
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer: dropped %llu input messages", o->sid,
+			(unsigned long long)s->filter.dropped);
 	if (s->filter.refused_type >= 0)
-		fprintf(stderr, "deskboxd: sandbox %s: view-only viewer sent RFB message type %d\n",
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: view-only viewer sent RFB message type %d",
 			o->sid, s->filter.refused_type);
 	if (s->why)
-		fprintf(stderr, "deskboxd: sandbox %s: viewer disconnected: %s\n", o->sid, s->why);
+		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer disconnected: %s", o->sid, s->why);
 	free(buf);
 	free(s->to_client.d);
 	free(s->to_vnc.d);

@@ -11,12 +11,13 @@ int main(void)
 	is_str(e.msg, "no sandbox 'abc'", "message formatted");
 	err_wrap(&e, "deleting");
 	is_str(e.msg, "deleting: no sandbox 'abc'", "wrap prefixes context");
-	is_int(err_http_status(e.kind), 404, "not found maps to 404");
+	is_int(e.kind, ERR_NOT_FOUND, "wrap keeps the kind");
 	is_str(err_kind_name(ERR_TOO_LARGE), "payload_too_large", "kind name");
 	r = err_sys(&e, ERR_INTERNAL, EACCES, "opening '%s'", "/x");
 	is_int(r, -EACCES, "err_sys code");
 	is_str(e.msg, "opening '/x': Permission denied", "err_sys appends strerror");
 	is_int(err_set(&e, ERR_INVALID, 0, "bad"), -EIO, "no errno gives -EIO");
-	is_int(err_http_status(ERR_NO_SPACE), 507, "quota maps to 507");
+	is_str(err_kind_name(ERR_NO_SPACE), "insufficient_storage", "quota's code name");
+	is_str(err_kind_name(ERR_NONE), "internal", "no kind is internal");
 	return done();
 }

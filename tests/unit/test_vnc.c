@@ -1,19 +1,12 @@
-/* Units of the browser viewer: SHA-1, the WebSocket handshake key and frame
+/* Units of the browser viewer: the WebSocket handshake key and frame
  * parser, the view-only RFB filter, viewer tokens, static path routing. */
 #include <string.h>
 
-#include "common/sha1.h"
 #include "server/http/http.h"
 #include "server/viewer/viewer.h"
 #include "server/viewer/internal.h"
 #include "common/websocket.h"
 #include "tests/harness.h"
-
-static void hex(const unsigned char *d, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", d[i]);
-}
 
 struct sink {
 	unsigned char data[4096];
@@ -91,19 +84,6 @@ static long filter_all(const unsigned char *in, size_t n, unsigned char *out, si
 
 int main(void)
 {
-	unsigned char d[SHA1_LEN];
-	char h[41];
-	sha1("abc", 3, d);
-	hex(d, SHA1_LEN, h);
-	is_str(h, "a9993e364706816aba3e25717850c26c9cd0d89d", "sha1('abc')");
-	sha1("", 0, d);
-	hex(d, SHA1_LEN, h);
-	is_str(h, "da39a3ee5e6b4b0d3255bfef95601890afd80709", "sha1('')");
-	const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-	sha1(two, strlen(two), d);
-	hex(d, SHA1_LEN, h);
-	is_str(h, "84983e441c3bd26ebaae4aa1f95129e5e54670f1", "sha1 of 56 bytes (two blocks)");
-
 	char accept[WS_ACCEPT_LEN + 1];
 	is_int(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", accept), 0, "accept key computed");
 	is_str(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", "RFC 6455 example accept key");
