@@ -12,6 +12,7 @@ Rules:
   microhttpd     <microhttpd.h> only under server/http/
   http-header    server/http/http.h only from server/http/, server/api/ and
                  server/main.c: the other subsystems take typed arguments
+  include        a quoted #include names a file of the tree
   layering       lower modules never include upward (LOWER_MODULES)
   folder-cycle   no two folders include each other, directly or through
                  others; every cycle is printed with the includes making it
@@ -144,8 +145,8 @@ class Checker:
     # Includes
     def includes(self, path):
         """Yields (line, kind, name, resolved) for each #include; resolved is
-        the tracked file a quoted include names (looked up next to the file,
-        then from the root as -I. does), or None."""
+        the file a quoted include names (looked up next to the file, then
+        from the root as -I. does), or None."""
         base = os.path.dirname(path)
         for n, text in enumerate(self.lines[path], 1):
             m = INCLUDE_RE.match(text)
@@ -155,7 +156,8 @@ class Checker:
             resolved = None
             if kind == '"':
                 for cand in (os.path.normpath(os.path.join(base, name)), os.path.normpath(name)):
-                    if cand in self.tracked:
+                    # Files not yet added to git count too.
+                    if cand in self.tracked or os.path.isfile(os.path.join(self.root, cand)):
                         resolved = cand
                         break
             yield n, kind, name, resolved
