@@ -142,8 +142,12 @@ static int anthropic_drag_args(struct desk *d, const cJSON *in, cJSON *args, str
 		/* No start: from where the pointer is. */
 		cJSON *cur = obj();
 		r = desk_action(d, "cursor", cur, cur, e);
-		cJSON_AddNumberToObject(from, "x", cJSON_GetObjectItem(cur, "x")->valuedouble);
-		cJSON_AddNumberToObject(from, "y", cJSON_GetObjectItem(cur, "y")->valuedouble);
+		if (r == 0) {
+			cJSON_AddNumberToObject(from, "x",
+						cJSON_GetObjectItem(cur, "x")->valuedouble);
+			cJSON_AddNumberToObject(from, "y",
+						cJSON_GetObjectItem(cur, "y")->valuedouble);
+		}
 		cJSON_Delete(cur);
 	}
 	if (r < 0) {
