@@ -71,7 +71,8 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL)
 
-.PHONY: all run test check format clean install-deps unit integration bench compile_commands.json
+.PHONY: all run test check check-structure format clean install-deps unit integration bench \
+	compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -171,12 +172,17 @@ run: install-deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
 
-test: install-deps
+# File and function sizes, and which folder may include which
+# (scripts/check_structure.py); `make test` and `make check` run it first.
+check-structure:
+	@python3 scripts/check_structure.py
+
+test: check-structure install-deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # The tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
-check: install-deps
+check: check-structure install-deps
 	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh

@@ -138,26 +138,28 @@ child_exec(const char *path, int vnc, int mem, int ctl, char **env)
 	_exit(127);
 }
 
-int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd, struct err *e)
+/* The shared frame's size for the display size in `o`: header, cursor and
+ * pixels. */
+static int frame_size(const struct capture_opts *o, size_t *px, struct err *e)
 {
-	_cleanup_fd_ int vnc = vnc_fd;
-	*out = NULL;
-	if (!o || !o->bridge_path)
-		return err_set(e, ERR_INVALID, EINVAL, "no bridge binary configured");
 	if (o->width == 0 || o->height == 0 || o->width > CAPTURE_MAX_DIM ||
 	    o->height > CAPTURE_MAX_DIM)
 		return err_set(e, ERR_INVALID, EINVAL, "display size %ux%u out of range 1-%u",
 			       o->width, o->height, CAPTURE_MAX_DIM);
 	/* SECURITY: w*h*4 + header with both dimensions <= 8192 fits easily in
 	 * 64-bit size_t, checked anyway so the limit can change safely. */
-	size_t px;
-	if (__builtin_mul_overflow((size_t)o->width, (size_t)o->height, &px) ||
-	    __builtin_mul_overflow(px, (size_t)4, &px) ||
-	    __builtin_add_overflow(px, (size_t)CAPTURE_HDR_SIZE + CAPTURE_CURSOR_SIZE, &px) ||
-	    px > (size_t)LLONG_MAX)
+	if (__builtin_mul_overflow((size_t)o->width, (size_t)o->height, px) ||
+	    __builtin_mul_overflow(*px, (size_t)4, px) ||
+	    __builtin_add_overflow(*px, (size_t)CAPTURE_HDR_SIZE + CAPTURE_CURSOR_SIZE, px) ||
+	    *px > (size_t)LLONG_MAX)
 		return err_set(e, ERR_INVALID, EOVERFLOW, "display size %ux%u too large", o->width,
 			       o->height);
+	return 0;
+}
 
+/* A sealed memfd of `px` bytes, *memfd, mapped shared at *map. */
+static int map_frame(size_t px, int *memfd, void **map, struct err *e)
+{
 	_cleanup_fd_ int mem = memfd_create("deskbox-capture", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mem < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "creating the capture memfd");
@@ -167,9 +169,26 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 	 * (SIGBUS) and kill deskboxd; seal its size. */
 	if (fcntl(mem, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "sealing the capture memfd");
-	void *map = mmap(NULL, px, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
-	if (map == MAP_FAILED)
+	*map = mmap(NULL, px, PROT_READ | PROT_WRITE, MAP_SHARED, mem, 0);
+	if (*map == MAP_FAILED)
 		return err_sys(e, ERR_INTERNAL, errno, "mapping the capture memfd");
+	*memfd = TAKE_FD(mem);
+	return 0;
+}
+
+int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd, struct err *e)
+{
+	_cleanup_fd_ int vnc = vnc_fd;
+	*out = NULL;
+	if (!o || !o->bridge_path)
+		return err_set(e, ERR_INVALID, EINVAL, "no bridge binary configured");
+	size_t px = 0;
+	if (frame_size(o, &px, e) < 0)
+		return err_code(e);
+	_cleanup_fd_ int mem = -1;
+	void *map;
+	if (map_frame(px, &mem, &map, e) < 0)
+		return err_code(e);
 
 	struct capture_hdr *h = map;
 	h->magic = CAPTURE_MAGIC;

@@ -73,55 +73,35 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* Runs in the forked child: never returns. */
-static void child(void)
+/* The request from CONN_FD: its length header with the stdio fds attached,
+ * then the body, NUL-terminated, into *req (*len bytes). */
+static int recv_request(int fds[3], char **req, uint32_t *len)
 {
-	/* The header, with the stdio fds attached. */
-	uint32_t len;
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
-	struct iovec iov = {&len, sizeof(len)};
+	struct iovec iov = {len, sizeof(*len)};
 	struct msghdr mh = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 	ssize_t n;
 	while ((n = recvmsg(CONN_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	int fds[3] = {-1, -1, -1};
-	if (n != sizeof(len) || !cm || cm->cmsg_type != SCM_RIGHTS ||
+	if (n != sizeof(*len) || !cm || cm->cmsg_type != SCM_RIGHTS ||
 	    cm->cmsg_len != CMSG_LEN(3 * sizeof(int)))
-		_exit(125);
-	memcpy(fds, CMSG_DATA(cm), sizeof(fds));
-	if (len < 8 || len > REQUEST_MAX)
-		_exit(125);
-	char *req = malloc((size_t)len + 1);
-	if (!req || read_full(CONN_FD, req, len) < 0)
-		_exit(125);
-	req[len] = '\0';
-	uint32_t argc, envc;
-	memcpy(&argc, req, 4);
-	memcpy(&envc, req + 4, 4);
-	if (argc == 0 || argc > len || envc > len)
-		_exit(125);
-	char **argv = calloc((size_t)argc + 1, sizeof(char *));
-	size_t n_env = 0;
-	while (environ[n_env])
-		n_env++;
-	char **envp = calloc(n_env + envc + 1, sizeof(char *));
-	if (!argv || !envp)
-		_exit(125);
-	char *p = req + 8, *end = req + len;
-	const char *cwd = p;
-	p += strnlen(p, (size_t)(end - p)) + 1;
-	for (uint32_t i = 0; i < argc + envc; i++) {
-		if (p >= end)
-			_exit(125);
-		if (i < argc)
-			argv[i] = p;
-		else
-			envp[i - argc] = p;
-		p += strnlen(p, (size_t)(end - p)) + 1;
-	}
-	/* The init's environment under the request's variables. */
+		return -1;
+	memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
+	if (*len < 8 || *len > REQUEST_MAX)
+		return -1;
+	*req = malloc((size_t)*len + 1);
+	if (!*req || read_full(CONN_FD, *req, *len) < 0)
+		return -1;
+	(*req)[*len] = '\0';
+	return 0;
+}
+
+/* The init's environment, minus what the request's `envc` variables at the
+ * start of envp override, appended to them. */
+static void merge_environ(char **envp, uint32_t envc, size_t n_env)
+{
 	size_t k = envc;
 	for (size_t i = 0; i < n_env; i++) {
 		size_t kl = strcspn(environ[i], "=");
@@ -132,29 +112,64 @@ static void child(void)
 			envp[k++] = environ[i];
 	}
 	envp[k] = NULL;
+}
 
-	/* Who we are, in deskboxd's terms: SCM_CREDENTIALS. */
+/* Splits the request body (see exec_agent.h) into the working directory,
+ * argv and the program's environment; they point into `req`. */
+static int parse_request(char *req, uint32_t len, const char **cwd, char ***argv, char ***envp)
+{
+	uint32_t argc, envc;
+	memcpy(&argc, req, 4);
+	memcpy(&envc, req + 4, 4);
+	if (argc == 0 || argc > len || envc > len)
+		return -1;
+	size_t n_env = 0;
+	while (environ[n_env])
+		n_env++;
+	*argv = calloc((size_t)argc + 1, sizeof(char *));
+	*envp = calloc(n_env + envc + 1, sizeof(char *));
+	if (!*argv || !*envp)
+		return -1;
+	char *p = req + 8, *end = req + len;
+	*cwd = p;
+	p += strnlen(p, (size_t)(end - p)) + 1;
+	for (uint32_t i = 0; i < argc + envc; i++) {
+		if (p >= end)
+			return -1;
+		if (i < argc)
+			(*argv)[i] = p;
+		else
+			(*envp)[i - argc] = p;
+		p += strnlen(p, (size_t)(end - p)) + 1;
+	}
+	merge_environ(*envp, envc, n_env);
+	return 0;
+}
+
+/* Who we are, in deskboxd's terms: our pid, sent with SCM_CREDENTIALS. */
+static int send_pid(void)
+{
 	int32_t me = (int32_t)getpid();
 	struct ucred uc = {getpid(), getuid(), getgid()};
 	char ccbuf[CMSG_SPACE(sizeof(uc))];
 	memset(ccbuf, 0, sizeof(ccbuf));
-	struct iovec iov2 = {&me, sizeof(me)};
-	struct msghdr mh2 = {.msg_iov = &iov2,
-			     .msg_iovlen = 1,
-			     .msg_control = ccbuf,
-			     .msg_controllen = sizeof(ccbuf)};
-	struct cmsghdr *c2 = CMSG_FIRSTHDR(&mh2);
-	c2->cmsg_level = SOL_SOCKET;
-	c2->cmsg_type = SCM_CREDENTIALS;
-	c2->cmsg_len = CMSG_LEN(sizeof(uc));
-	memcpy(CMSG_DATA(c2), &uc, sizeof(uc));
-	if (sendmsg(CONN_FD, &mh2, MSG_NOSIGNAL) != sizeof(me))
-		_exit(125);
-	/* Nothing of the program may run before deskboxd placed us. */
-	char go;
-	if (read_full(CONN_FD, &go, 1) < 0 || go != 'g')
-		_exit(125);
+	struct iovec iov = {&me, sizeof(me)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ccbuf,
+			    .msg_controllen = sizeof(ccbuf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_CREDENTIALS;
+	c->cmsg_len = CMSG_LEN(sizeof(uc));
+	memcpy(CMSG_DATA(c), &uc, sizeof(uc));
+	return sendmsg(CONN_FD, &mh, MSG_NOSIGNAL) == sizeof(me) ? 0 : -1;
+}
 
+/* Execs the program in a new session, with the stdio fds, in `cwd`, the
+ * signal state reset and no other fds.  Never returns. */
+static void exec_program(const int fds[3], const char *cwd, char **argv, char **envp)
+{
 	setsid();
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
@@ -173,6 +188,24 @@ static void child(void)
 	int err = errno;
 	dprintf(2, "%s: %s\n", argv[0], strerror(err));
 	_exit(err == ENOENT ? 127 : 126);
+}
+
+/* Runs in the forked child: never returns. */
+static void child(void)
+{
+	int fds[3] = {-1, -1, -1};
+	uint32_t len;
+	char *req = NULL;
+	const char *cwd;
+	char **argv, **envp;
+	if (recv_request(fds, &req, &len) < 0 || parse_request(req, len, &cwd, &argv, &envp) < 0 ||
+	    send_pid() < 0)
+		_exit(125);
+	/* Nothing of the program may run before deskboxd placed us. */
+	char go;
+	if (read_full(CONN_FD, &go, 1) < 0 || go != 'g')
+		_exit(125);
+	exec_program(fds, cwd, argv, envp);
 }
 
 void exec_agent_accept(struct exec_agent *a)

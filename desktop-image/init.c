@@ -408,32 +408,38 @@ static int next_timeout(struct init *in)
 	return when <= now ? 0 : (int)(when - now);
 }
 
-int main(void)
+/* The choices the environment makes: DESKBOX_VNC (which VNC server) and
+ * DESKBOX_DISPLAY (the screen size); then DISPLAY, HOME and the working
+ * directory for the children. */
+static int configure(struct init *in)
 {
-	struct init in = {.displayfd = -1, .exit_code = 0};
-	in.t0 = clock_mono_ms();
-	in.c[XVFB].name = "Xvfb";
-	in.c[WM].name = "openbox";
+	in->c[XVFB].name = "Xvfb";
+	in->c[WM].name = "openbox";
 	const char *vnc = getenv("DESKBOX_VNC");
-	in.deskbox_vnc = !vnc || strcmp(vnc, "x11vnc") != 0;
-	if (vnc && *vnc && in.deskbox_vnc && strcmp(vnc, "deskbox"))
+	in->deskbox_vnc = !vnc || strcmp(vnc, "x11vnc") != 0;
+	if (vnc && *vnc && in->deskbox_vnc && strcmp(vnc, "deskbox"))
 		say("unknown DESKBOX_VNC '%s' (deskbox | x11vnc), using deskbox-vnc", vnc);
-	in.c[VNC].name = in.deskbox_vnc ? "deskbox-vnc" : "x11vnc";
+	in->c[VNC].name = in->deskbox_vnc ? "deskbox-vnc" : "x11vnc";
 
 	int w = DEFAULT_WIDTH, h = DEFAULT_HEIGHT;
 	const char *size = getenv("DESKBOX_DISPLAY");
 	if (size && *size && parse_display(size, &w, &h) < 0) {
 		say("invalid DESKBOX_DISPLAY '%s' (want WxH, 64..%d)", size, MAX_SIDE);
-		return 2;
+		return -1;
 	}
-	snprintf(in.geometry, sizeof(in.geometry), "%dx%dx24", w, h);
+	snprintf(in->geometry, sizeof(in->geometry), "%dx%dx24", w, h);
 	setenv("DISPLAY", DISPLAY_NAME, 1);
 	setenv("HOME", HOME_DIR, 1);
 	if (chdir(HOME_DIR) < 0)
 		say("cannot enter %s: %s", HOME_DIR, strerror(errno));
 	unlink(READY_FILE);
 	unlink(VNC_SOCK);
+	return 0;
+}
 
+/* SIGCHLD and the stop signals arrive on in->sigfd, read by the loop. */
+static int watch_signals(struct init *in)
+{
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
@@ -441,68 +447,97 @@ int main(void)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	in.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (in.sigfd < 0) {
+	in->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (in->sigfd < 0) {
 		say("signalfd: %s", strerror(errno));
-		return 1;
+		return -1;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	XSetIOErrorHandler(x_io_error);
+	return 0;
+}
 
+/* Reads the pending signals: a stop signal begins the stop; 1 when a child
+ * exited. */
+static int read_signals(struct init *in)
+{
+	struct signalfd_siginfo si;
+	int chld = 0;
+	while (read(in->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			chld = 1;
+		else
+			begin_stop(in, 0, strsignal((int)si.ssi_signo));
+	}
+	return chld;
+}
+
+/* Restarts openbox and the VNC server when their restart time has come. */
+static void restart_due(struct init *in)
+{
+	long long now = clock_mono_ms();
+	if (in->c[WM].restart_at && now >= in->c[WM].restart_at && !in->stopping) {
+		in->c[WM].restart_at = 0;
+		say("restarting openbox");
+		start_wm(in);
+	}
+	if (in->c[VNC].restart_at && now >= in->c[VNC].restart_at && !in->stopping) {
+		in->c[VNC].restart_at = 0;
+		say("restarting %s", in->c[VNC].name);
+		start_vnc(in);
+	}
+}
+
+/* One turn of the init's loop: waits for signals, Xvfb's display number,
+ * X events, exec agent connections or the next deadline, and serves them.
+ * Exits (finish()) once stopped. */
+static void serve(struct init *in)
+{
+	struct pollfd p[4] = {{in->sigfd, POLLIN, 0},
+			      {in->displayfd, POLLIN, 0},
+			      {in->dpy ? ConnectionNumber(in->dpy) : -1, POLLIN, 0},
+			      {in->stopping ? -1 : exec_agent_fd(in->agent), POLLIN, 0}};
+	int n = poll(p, 4, next_timeout(in));
+	if (n < 0 && errno != EINTR) {
+		say("poll: %s", strerror(errno));
+		in->exit_code = 1;
+		finish(in);
+	}
+	int chld = read_signals(in);
+	if (chld || in->stopping) {
+		if (reap(in) && in->stopping)
+			finish(in);
+	}
+	if (in->stopping) {
+		if (clock_mono_ms() >= in->stop_deadline)
+			finish(in);
+		return;
+	}
+	if (p[3].revents)
+		exec_agent_accept(in->agent);
+	if (in->displayfd >= 0 && p[1].revents)
+		on_displayfd(in);
+	else if (in->displayfd >= 0 && clock_mono_ms() - in->c[XVFB].started > XVFB_TIMEOUT_MS)
+		begin_stop(in, 1, "Xvfb did not start in time");
+	if (in->dpy)
+		on_x(in);
+	restart_due(in);
+	if (!in->stopping && in->displayfd < 0)
+		check_ready(in);
+}
+
+int main(void)
+{
+	struct init in = {.displayfd = -1, .exit_code = 0};
+	in.t0 = clock_mono_ms();
+	if (configure(&in) < 0)
+		return 2;
+	if (watch_signals(&in) < 0)
+		return 1;
 	in.agent = exec_agent_open();
 	say("starting %s desktop", in.geometry);
 	if (start_xvfb(&in) < 0)
 		return 1;
-
-	for (;;) {
-		struct pollfd p[4] = {{in.sigfd, POLLIN, 0},
-				      {in.displayfd, POLLIN, 0},
-				      {in.dpy ? ConnectionNumber(in.dpy) : -1, POLLIN, 0},
-				      {in.stopping ? -1 : exec_agent_fd(in.agent), POLLIN, 0}};
-		int n = poll(p, 4, next_timeout(&in));
-		if (n < 0 && errno != EINTR) {
-			say("poll: %s", strerror(errno));
-			in.exit_code = 1;
-			finish(&in);
-		}
-		struct signalfd_siginfo si;
-		int chld = 0;
-		while (read(in.sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-			if (si.ssi_signo == SIGCHLD)
-				chld = 1;
-			else
-				begin_stop(&in, 0, strsignal((int)si.ssi_signo));
-		}
-		if (chld || in.stopping) {
-			if (reap(&in) && in.stopping)
-				finish(&in);
-		}
-		if (in.stopping) {
-			if (clock_mono_ms() >= in.stop_deadline)
-				finish(&in);
-			continue;
-		}
-		if (p[3].revents)
-			exec_agent_accept(in.agent);
-		if (in.displayfd >= 0 && p[1].revents)
-			on_displayfd(&in);
-		else if (in.displayfd >= 0 &&
-			 clock_mono_ms() - in.c[XVFB].started > XVFB_TIMEOUT_MS)
-			begin_stop(&in, 1, "Xvfb did not start in time");
-		if (in.dpy)
-			on_x(&in);
-		long long now = clock_mono_ms();
-		if (in.c[WM].restart_at && now >= in.c[WM].restart_at && !in.stopping) {
-			in.c[WM].restart_at = 0;
-			say("restarting openbox");
-			start_wm(&in);
-		}
-		if (in.c[VNC].restart_at && now >= in.c[VNC].restart_at && !in.stopping) {
-			in.c[VNC].restart_at = 0;
-			say("restarting %s", in.c[VNC].name);
-			start_vnc(&in);
-		}
-		if (!in.stopping && in.displayfd < 0)
-			check_ready(&in);
-	}
+	for (;;)
+		serve(&in);
 }

@@ -43,7 +43,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "vnc.h"
+#include "vnc_input.h"
+#include "vnc_util.h"
 
 /* Damage is collected this long after the first report before the screen
  * is read: an xterm echo is several drawing requests (glyph, cursor) within
@@ -61,8 +62,6 @@
  * single-threaded, so a stalled client stalls every client this long. */
 #define CLIENT_WAIT_MS 5000
 #define MAX_CURSOR     256
-
-int vnc_debug_enabled;
 
 struct vnc {
 	Display *dpy;
@@ -89,24 +88,6 @@ struct vnc {
 /* Xlib's error handler takes no context argument: the one place a global
  * is needed.  Holds the last X error code (0 none). */
 static int x_error;
-
-void vnc_say(const char *fmt, ...)
-{
-	char line[512];
-	int n = snprintf(line, sizeof(line), "deskbox-vnc: ");
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
-	while (len > (size_t)n && line[len - 1] == '\n')
-		len--;
-	line[len++] = '\n';
-	ssize_t w = write(STDERR_FILENO, line, len);
-	(void)w;
-}
 
 /* libvncserver's log: chatty ("Client ... gone", encodings); only with
  * DESKBOX_VNC_DEBUG.  Its errors always. */

@@ -36,7 +36,8 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "vnc.h"
+#include "vnc_input.h"
+#include "vnc_util.h"
 
 /* How long a spare keycode stays bound after its last press before it may
  * be rebound: a generous bound on how far behind a busy client (xterm on a

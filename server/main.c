@@ -72,6 +72,40 @@ static int parse_uint(const char *s, long long min, long long max, long long *ou
 	return 0;
 }
 
+/* The value of a numeric option `c`, range checked. */
+static int parse_number_option(int c, const char *arg, struct options *o)
+{
+	long long v;
+	switch (c) {
+	case 'm':
+		if (parse_uint(arg, 1, 4096, &v) < 0)
+			return -1;
+		o->max_sandboxes = (unsigned)v;
+		return 0;
+	case 'T':
+		if (parse_uint(arg, 1, 86400, &v) < 0)
+			return -1;
+		o->exec_timeout_default_s = (int)v;
+		return 0;
+	case 'M':
+		if (parse_uint(arg, 1, 86400, &v) < 0)
+			return -1;
+		o->exec_timeout_max_s = (int)v;
+		return 0;
+	case 'O':
+		if (parse_uint(arg, 1024, 1LL << 30, &v) < 0)
+			return -1;
+		o->exec_max_output = (size_t)v;
+		return 0;
+	case 'Q':
+		if (parse_uint(arg, 0, 1LL << 30, &v) < 0)
+			return -1;
+		o->disk_quota_mb = v;
+		return 0;
+	}
+	return -1;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -89,7 +123,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	long long v;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
@@ -105,9 +138,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->runtime = optarg;
 			break;
 		case 'm':
-			if (parse_uint(optarg, 1, 4096, &v) < 0)
+		case 'T':
+		case 'M':
+		case 'O':
+		case 'Q':
+			if (parse_number_option(c, optarg, o) < 0)
 				goto bad;
-			o->max_sandboxes = (unsigned)v;
 			break;
 		case 'W': {
 			struct err pe = ERR_INIT;
@@ -120,26 +156,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->n_pool++;
 			break;
 		}
-		case 'T':
-			if (parse_uint(optarg, 1, 86400, &v) < 0)
-				goto bad;
-			o->exec_timeout_default_s = (int)v;
-			break;
-		case 'M':
-			if (parse_uint(optarg, 1, 86400, &v) < 0)
-				goto bad;
-			o->exec_timeout_max_s = (int)v;
-			break;
-		case 'O':
-			if (parse_uint(optarg, 1024, 1LL << 30, &v) < 0)
-				goto bad;
-			o->exec_max_output = (size_t)v;
-			break;
-		case 'Q':
-			if (parse_uint(optarg, 0, 1LL << 30, &v) < 0)
-				goto bad;
-			o->disk_quota_mb = v;
-			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -214,6 +230,166 @@ static int sibling(const char *name, char *out, size_t size)
 	return access(out, X_OK) == 0 ? 0 : -1;
 }
 
+/* What deskboxd finds and sets up on the host before it starts serving. */
+struct host {
+	/* The helper binaries next to deskboxd. */
+	char bridge[PATH_MAX], init[PATH_MAX], vnc[PATH_MAX], xtool[PATH_MAX];
+	char state[PATH_MAX]; /* the state directory's real path */
+	enum runtime_cgroup_mode cgroup_mode;
+	char token[256];
+	int print_token;
+};
+
+/* The running server's parts; server_stop() stops them. */
+struct server {
+	struct sandboxes *sbx;
+	struct api api; /* the HTTP handlers' context: its address is kept */
+	struct http *http;
+};
+
+/* Checks that deskboxd runs as root, finds its helper binaries and creates
+ * the state directory.  Prints what is wrong. */
+static int find_host_paths(const struct options *o, struct host *h)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "deskboxd: must run as root (it creates containers, mounts and "
+				"cgroups)\n");
+		return -1;
+	}
+	if (sibling("deskbox-bridge", h->bridge, sizeof(h->bridge)) < 0 ||
+	    sibling("deskbox-init", h->init, sizeof(h->init)) < 0 ||
+	    sibling("deskbox-vnc", h->vnc, sizeof(h->vnc)) < 0 ||
+	    sibling("deskbox-xtool", h->xtool, sizeof(h->xtool)) < 0) {
+		fprintf(stderr, "deskboxd: deskbox-bridge, deskbox-init, deskbox-vnc and "
+				"deskbox-xtool must sit next to deskboxd\n");
+		return -1;
+	}
+	struct err e = ERR_INIT;
+	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 || !realpath(o->state_dir, h->state)) {
+		fprintf(stderr, "deskboxd: state dir: %s\n", e.msg[0] ? e.msg : strerror(errno));
+		return -1;
+	}
+	chmod(h->state, 0700);
+	return 0;
+}
+
+/* The stop signals are taken synchronously by sigwait() in main(); they are
+ * blocked before any thread exists so every thread inherits the mask. */
+static void block_signals(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The host's mount namespace and cgroups, and the API token.  Prints what is
+ * wrong. */
+static int setup_host(const struct options *o, struct host *h)
+{
+	struct err e = ERR_INIT;
+	if (runtime_host_setup(&h->cgroup_mode, &e) < 0) {
+		fprintf(stderr, "deskboxd: host setup: %s\n", e.msg);
+		return -1;
+	}
+	if (load_token(o, h->token, sizeof(h->token), &h->print_token, &e) < 0) {
+		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* The sandbox registry and the viewer sessions, into the API's context. */
+static int start_sandboxes(const struct options *o, struct host *h, struct server *s, struct err *e)
+{
+	struct sandboxes_config sc = {
+	    .state_dir = h->state,
+	    .runtime_binary = o->runtime,
+	    .bridge_path = h->bridge,
+	    .init_path = h->init,
+	    .vnc_path = h->vnc,
+	    .xtool_path = h->xtool,
+	    .cgroup_mode = h->cgroup_mode,
+	    .max_sandboxes = o->max_sandboxes,
+	    .ready_timeout_ms = 20000,
+	};
+	if (sandboxes_open(&s->sbx, &sc, e) < 0)
+		return err_code(e);
+	s->api = (struct api){
+	    .sandboxes = s->sbx,
+	    .exec_timeout_default_s = o->exec_timeout_default_s,
+	    .exec_timeout_max_s = o->exec_timeout_max_s,
+	    .exec_max_output = o->exec_max_output,
+	    .disk_quota_bytes = (uint64_t)o->disk_quota_mb << 20,
+	    .png_level = 1,
+	};
+	if (vnc_new(&s->api.vnc, h->token, e) < 0) {
+		sandboxes_close(s->sbx);
+		return err_code(e);
+	}
+	return 0;
+}
+
+/* The HTTP server on --listen, serving the API routes. */
+static int start_http(const struct options *o, struct host *h, struct server *s, struct err *e)
+{
+	struct http_opts ho = {
+	    .listen = o->listen,
+	    .token = h->token,
+	    .routes = api_routes,
+	    .n_routes = api_n_routes,
+	    .app = &s->api,
+	    .max_body = 2u << 20,
+	    .max_connections = 512,
+	    .idle_timeout_s = 120,
+	};
+	if (http_new(&s->http, &ho, e) < 0) {
+		sandboxes_close(s->sbx);
+		vnc_free(s->api.vnc);
+		return err_code(e);
+	}
+	return 0;
+}
+
+/* Starts the sandboxes, the HTTP server and the warm pool, and prints where
+ * it listens.  Prints what is wrong. */
+static int server_start(const struct options *o, struct host *h, struct server *s)
+{
+	struct err e = ERR_INIT;
+	if (start_sandboxes(o, h, s, &e) < 0 || start_http(o, h, s, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		return -1;
+	}
+	char host[64];
+	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o->listen, ":"), o->listen);
+	printf("deskboxd: cgroup v%d, state dir %s\n", h->cgroup_mode == RUNTIME_CGROUP_V2 ? 2 : 1,
+	       h->state);
+	if (h->print_token)
+		printf("deskboxd: token %s\n", h->token);
+	if (o->n_pool && pool_new(&s->api.pool, s->sbx, o->pool, o->n_pool, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		vnc_stop_all(s->api.vnc);
+		http_free(s->http);
+		sandboxes_close(s->sbx);
+		vnc_free(s->api.vnc);
+		return -1;
+	}
+	printf("deskboxd: listening on http://%s:%u\n", host, http_port(s->http));
+	return 0;
+}
+
+static void server_stop(struct server *s)
+{
+	vnc_stop_all(s->api.vnc);    /* viewer sessions hold connection threads */
+	sandboxes_kill_runs(s->sbx); /* so do foreground and streamed runs */
+	http_free(s->http);
+	pool_free(s->api.pool);
+	sandboxes_close(s->sbx);
+	vnc_free(s->api.vnc);
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {
@@ -241,117 +417,19 @@ int main(int argc, char **argv)
 	mallopt(M_ARENA_MAX, 4);
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
-	if (geteuid() != 0) {
-		fprintf(stderr, "deskboxd: must run as root (it creates containers, mounts and "
-				"cgroups)\n");
+	struct host h;
+	if (find_host_paths(&o, &h) < 0)
 		return 1;
-	}
-	char bridge[PATH_MAX], init[PATH_MAX], vnc_bin[PATH_MAX], xtool[PATH_MAX], state[PATH_MAX];
-	if (sibling("deskbox-bridge", bridge, sizeof(bridge)) < 0 ||
-	    sibling("deskbox-init", init, sizeof(init)) < 0 ||
-	    sibling("deskbox-vnc", vnc_bin, sizeof(vnc_bin)) < 0 ||
-	    sibling("deskbox-xtool", xtool, sizeof(xtool)) < 0) {
-		fprintf(stderr, "deskboxd: deskbox-bridge, deskbox-init, deskbox-vnc and "
-				"deskbox-xtool must sit next to deskboxd\n");
-		return 1;
-	}
-	struct err e = ERR_INIT;
-	if (fs_mkdir_p(o.state_dir, 0700, &e) < 0 || !realpath(o.state_dir, state)) {
-		fprintf(stderr, "deskboxd: state dir: %s\n", e.msg[0] ? e.msg : strerror(errno));
-		return 1;
-	}
-	chmod(state, 0700);
-
-	/* Signals are taken synchronously by sigwait below; block them before
-	 * any thread exists so every thread inherits the mask. */
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	enum runtime_cgroup_mode cg;
-	if (runtime_host_setup(&cg, &e) < 0) {
-		fprintf(stderr, "deskboxd: host setup: %s\n", e.msg);
+	block_signals(&sigs);
+	if (setup_host(&o, &h) < 0)
 		return 1;
-	}
-	char token[256];
-	int print_token;
-	if (load_token(&o, token, sizeof(token), &print_token, &e) < 0) {
-		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
+	struct server srv;
+	if (server_start(&o, &h, &srv) < 0)
 		return 1;
-	}
-	struct sandboxes_config sc = {
-	    .state_dir = state,
-	    .runtime_binary = o.runtime,
-	    .bridge_path = bridge,
-	    .init_path = init,
-	    .vnc_path = vnc_bin,
-	    .xtool_path = xtool,
-	    .cgroup_mode = cg,
-	    .max_sandboxes = o.max_sandboxes,
-	    .ready_timeout_ms = 20000,
-	};
-	struct sandboxes *sbx;
-	if (sandboxes_open(&sbx, &sc, &e) < 0) {
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
-		return 1;
-	}
-	struct api api = {
-	    .sandboxes = sbx,
-	    .exec_timeout_default_s = o.exec_timeout_default_s,
-	    .exec_timeout_max_s = o.exec_timeout_max_s,
-	    .exec_max_output = o.exec_max_output,
-	    .disk_quota_bytes = (uint64_t)o.disk_quota_mb << 20,
-	    .png_level = 1,
-	};
-	if (vnc_new(&api.vnc, token, &e) < 0) {
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
-		sandboxes_close(sbx);
-		return 1;
-	}
-	struct http_opts ho = {
-	    .listen = o.listen,
-	    .token = token,
-	    .routes = api_routes,
-	    .n_routes = api_n_routes,
-	    .app = &api,
-	    .max_body = 2u << 20,
-	    .max_connections = 512,
-	    .idle_timeout_s = 120,
-	};
-	struct http *http;
-	if (http_new(&http, &ho, &e) < 0) {
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
-		sandboxes_close(sbx);
-		vnc_free(api.vnc);
-		return 1;
-	}
-	char host[64];
-	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o.listen, ":"), o.listen);
-	printf("deskboxd: cgroup v%d, state dir %s\n", cg == RUNTIME_CGROUP_V2 ? 2 : 1, state);
-	if (print_token)
-		printf("deskboxd: token %s\n", token);
-	if (o.n_pool && pool_new(&api.pool, sbx, o.pool, o.n_pool, &e) < 0) {
-		fprintf(stderr, "deskboxd: %s\n", e.msg);
-		vnc_stop_all(api.vnc);
-		http_free(http);
-		sandboxes_close(sbx);
-		vnc_free(api.vnc);
-		return 1;
-	}
-	printf("deskboxd: listening on http://%s:%u\n", host, http_port(http));
-
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	printf("deskboxd: signal %d, stopping\n", sig);
-	vnc_stop_all(api.vnc);	  /* viewer sessions hold connection threads */
-	sandboxes_kill_runs(sbx); /* so do foreground and streamed runs */
-	http_free(http);
-	pool_free(api.pool);
-	sandboxes_close(sbx);
-	vnc_free(api.vnc);
+	server_stop(&srv);
 	return 0;
 }

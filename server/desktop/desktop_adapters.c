@@ -110,29 +110,148 @@ static void add_mods(const cJSON *in, cJSON *args)
 		cJSON_AddStringToObject(args, "modifiers", t->valuestring);
 }
 
+/* The Anthropic click actions: which button, how many times. */
+static const struct anthropic_click {
+	const char *name, *button;
+	int count;
+} anthropic_clicks[] = {
+    {"left_click", "left", 1},	 {"right_click", "right", 1}, {"middle_click", "middle", 1},
+    {"double_click", "left", 2}, {"triple_click", "left", 3},
+};
+
+static const struct anthropic_click *anthropic_click(const char *act)
+{
+	for (size_t i = 0; i < sizeof(anthropic_clicks) / sizeof(anthropic_clicks[0]); i++)
+		if (strcmp(act, anthropic_clicks[i].name) == 0)
+			return &anthropic_clicks[i];
+	return NULL;
+}
+
+/* left_click_drag: a path from `start_coordinate`, or from where the pointer
+ * is, to `coordinate`. */
+static int anthropic_drag_args(struct desk *d, const cJSON *in, cJSON *args, struct err *e)
+{
+	cJSON *from = obj(), *to = obj();
+	int hf, ht;
+	int r = coord(in, "start_coordinate", from, &hf, e);
+	if (r == 0)
+		r = coord(in, "coordinate", to, &ht, e);
+	if (r == 0 && !ht)
+		r = err_set(e, ERR_INVALID, EINVAL, "left_click_drag needs 'coordinate'");
+	if (r == 0 && !hf) {
+		/* No start: from where the pointer is. */
+		cJSON *cur = obj();
+		r = desk_action(d, "cursor", cur, cur, e);
+		if (r == 0) {
+			cJSON_AddNumberToObject(from, "x",
+						cJSON_GetObjectItem(cur, "x")->valuedouble);
+			cJSON_AddNumberToObject(from, "y",
+						cJSON_GetObjectItem(cur, "y")->valuedouble);
+		}
+		cJSON_Delete(cur);
+	}
+	if (r < 0) {
+		cJSON_Delete(from);
+		cJSON_Delete(to);
+		return r;
+	}
+	cJSON *path = cJSON_AddArrayToObject(args, "path");
+	cJSON_AddItemToArray(path, from);
+	cJSON_AddItemToArray(path, to);
+	return 0;
+}
+
+/* key, type and hold_key: `text` holds the keys or the text to type; *name
+ * is the deskbox action to run. */
+static int anthropic_key_args(const cJSON *in, const char *act, cJSON *args, const char **name,
+			      struct err *e)
+{
+	const cJSON *text = cJSON_GetObjectItemCaseSensitive(in, "text");
+	if (!cJSON_IsString(text))
+		return err_set(e, ERR_INVALID, EINVAL, "action '%s' needs 'text'", act);
+	if (act[0] == 't') {
+		cJSON_AddStringToObject(args, "text", text->valuestring);
+		*name = "type_text";
+		return 0;
+	}
+	cJSON_AddStringToObject(args, "keys", text->valuestring);
+	*name = act[0] == 'k' ? "key" : "hold_key";
+	if (act[0] == 'k')
+		return 0;
+	double dur;
+	if (args_double(in, "duration", 0.001, 10, 0, ARGS_REQUIRED, &dur, e) < 0)
+		return err_code(e);
+	cJSON_AddNumberToObject(args, "duration_ms", (double)(int)(dur * 1000 + 0.5));
+	return 0;
+}
+
+static int anthropic_scroll_args(const cJSON *in, cJSON *args, struct err *e)
+{
+	static const char *const dirs[] = {"up", "down", "left", "right", NULL};
+	int have, dir;
+	int64_t amount;
+	if (coord(in, "coordinate", args, &have, e) < 0 ||
+	    args_enum(in, "scroll_direction", dirs, 0, ARGS_REQUIRED, &dir, e) < 0 ||
+	    args_int(in, "scroll_amount", 0, INPUT_SCROLL_MAX, 3, 0, &amount, e) < 0)
+		return err_code(e);
+	cJSON_AddStringToObject(args, "direction", dirs[dir]);
+	cJSON_AddNumberToObject(args, "amount", (double)amount);
+	add_mods(in, args);
+	return 0;
+}
+
+/* cursor_position answers with text, "X=10,Y=20", not a screenshot. */
+static int anthropic_cursor_position(struct desk *d, cJSON *out, struct err *e)
+{
+	cJSON *cur = obj();
+	int r = desk_action(d, "cursor", cur, cur, e);
+	if (r == 0) {
+		char buf[64];
+		snprintf(buf, sizeof(buf), "X=%d,Y=%d",
+			 (int)cJSON_GetObjectItem(cur, "x")->valuedouble,
+			 (int)cJSON_GetObjectItem(cur, "y")->valuedouble);
+		cJSON_AddStringToObject(out, "output", buf);
+	}
+	cJSON_Delete(cur);
+	return r;
+}
+
+/* zoom's `region`: [x1, y1, x2, y2] inside the agent display. */
+static int anthropic_zoom_region(const struct desk *d, const cJSON *in, int64_t *region,
+				 struct err *e)
+{
+	const cJSON *rg = cJSON_GetObjectItemCaseSensitive(in, "region");
+	int ok = cJSON_IsArray(rg) && cJSON_GetArraySize(rg) == 4;
+	for (int i = 0; ok && i < 4; i++) {
+		const cJSON *v = cJSON_GetArrayItem(rg, i);
+		ok = cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+		     v->valuedouble <= (i % 2 ? d->ah : d->aw);
+		if (ok)
+			region[i] = (int64_t)v->valuedouble;
+	}
+	if (!ok || region[2] <= region[0] || region[3] <= region[1])
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'region' must be [x1, y1, x2, y2] with x1 < x2 <= %u, "
+			       "y1 < y2 <= %u",
+			       d->aw, d->ah);
+	return 0;
+}
+
 static int anthropic_action(struct desk *d, const cJSON *in, const char *act, cJSON *out,
 			    int *want_shot, int64_t *region, int *zoom, struct err *e)
 {
-	static const struct {
-		const char *name, *button;
-		int count;
-	} clicks[] = {
-	    {"left_click", "left", 1},	 {"right_click", "right", 1}, {"middle_click", "middle", 1},
-	    {"double_click", "left", 2}, {"triple_click", "left", 3},
-	};
 	cJSON *args = obj();
+	const struct anthropic_click *click = anthropic_click(act);
+	const char *name;
 	int have;
-	for (size_t i = 0; i < sizeof(clicks) / sizeof(clicks[0]); i++) {
-		if (strcmp(act, clicks[i].name) != 0)
-			continue;
+	if (click) {
 		if (coord(in, "coordinate", args, &have, e) < 0)
 			goto fail;
-		cJSON_AddStringToObject(args, "button", clicks[i].button);
-		cJSON_AddNumberToObject(args, "count", clicks[i].count);
+		cJSON_AddStringToObject(args, "button", click->button);
+		cJSON_AddNumberToObject(args, "count", click->count);
 		add_mods(in, args);
 		return run(d, "click", args, out, e);
 	}
-	const cJSON *text = cJSON_GetObjectItemCaseSensitive(in, "text");
 	if (strcmp(act, "mouse_move") == 0) {
 		if (need_coord(in, args, act, e) < 0)
 			goto fail;
@@ -144,62 +263,18 @@ static int anthropic_action(struct desk *d, const cJSON *in, const char *act, cJ
 		return run(d, act[10] == 'd' ? "mouse_down" : "mouse_up", args, out, e);
 	}
 	if (strcmp(act, "left_click_drag") == 0) {
-		cJSON *from = obj(), *to = obj();
-		int hf, ht;
-		int r = coord(in, "start_coordinate", from, &hf, e);
-		if (r == 0)
-			r = coord(in, "coordinate", to, &ht, e);
-		if (r == 0 && !ht)
-			r = err_set(e, ERR_INVALID, EINVAL, "left_click_drag needs 'coordinate'");
-		if (r == 0 && !hf) {
-			/* No start: from where the pointer is. */
-			cJSON *cur = obj();
-			r = desk_action(d, "cursor", cur, cur, e);
-			cJSON_AddNumberToObject(from, "x",
-						cJSON_GetObjectItem(cur, "x")->valuedouble);
-			cJSON_AddNumberToObject(from, "y",
-						cJSON_GetObjectItem(cur, "y")->valuedouble);
-			cJSON_Delete(cur);
-		}
-		if (r < 0) {
-			cJSON_Delete(from);
-			cJSON_Delete(to);
+		if (anthropic_drag_args(d, in, args, e) < 0)
 			goto fail;
-		}
-		cJSON *path = cJSON_AddArrayToObject(args, "path");
-		cJSON_AddItemToArray(path, from);
-		cJSON_AddItemToArray(path, to);
 		return run(d, "drag", args, out, e);
 	}
 	if (strcmp(act, "key") == 0 || strcmp(act, "type") == 0 || strcmp(act, "hold_key") == 0) {
-		if (!cJSON_IsString(text)) {
-			err_set(e, ERR_INVALID, EINVAL, "action '%s' needs 'text'", act);
+		if (anthropic_key_args(in, act, args, &name, e) < 0)
 			goto fail;
-		}
-		if (act[0] == 't') {
-			cJSON_AddStringToObject(args, "text", text->valuestring);
-			return run(d, "type_text", args, out, e);
-		}
-		cJSON_AddStringToObject(args, "keys", text->valuestring);
-		if (act[0] == 'k')
-			return run(d, "key", args, out, e);
-		double dur;
-		if (args_double(in, "duration", 0.001, 10, 0, ARGS_REQUIRED, &dur, e) < 0)
-			goto fail;
-		cJSON_AddNumberToObject(args, "duration_ms", (double)(int)(dur * 1000 + 0.5));
-		return run(d, "hold_key", args, out, e);
+		return run(d, name, args, out, e);
 	}
 	if (strcmp(act, "scroll") == 0) {
-		static const char *const dirs[] = {"up", "down", "left", "right", NULL};
-		int dir;
-		int64_t amount;
-		if (coord(in, "coordinate", args, &have, e) < 0 ||
-		    args_enum(in, "scroll_direction", dirs, 0, ARGS_REQUIRED, &dir, e) < 0 ||
-		    args_int(in, "scroll_amount", 0, INPUT_SCROLL_MAX, 3, 0, &amount, e) < 0)
+		if (anthropic_scroll_args(in, args, e) < 0)
 			goto fail;
-		cJSON_AddStringToObject(args, "direction", dirs[dir]);
-		cJSON_AddNumberToObject(args, "amount", (double)amount);
-		add_mods(in, args);
 		return run(d, "scroll", args, out, e);
 	}
 	if (strcmp(act, "wait") == 0) {
@@ -211,40 +286,16 @@ static int anthropic_action(struct desk *d, const cJSON *in, const char *act, cJ
 	}
 	if (strcmp(act, "cursor_position") == 0) {
 		cJSON_Delete(args);
-		cJSON *cur = obj();
-		int r = desk_action(d, "cursor", cur, cur, e);
-		if (r == 0) {
-			char buf[64];
-			snprintf(buf, sizeof(buf), "X=%d,Y=%d",
-				 (int)cJSON_GetObjectItem(cur, "x")->valuedouble,
-				 (int)cJSON_GetObjectItem(cur, "y")->valuedouble);
-			cJSON_AddStringToObject(out, "output", buf);
-		}
-		cJSON_Delete(cur);
 		*want_shot = 0;
-		return r;
+		return anthropic_cursor_position(d, out, e);
 	}
 	if (strcmp(act, "screenshot") == 0) {
 		cJSON_Delete(args);
 		return 0;
 	}
 	if (strcmp(act, "zoom") == 0) {
-		const cJSON *rg = cJSON_GetObjectItemCaseSensitive(in, "region");
-		int ok = cJSON_IsArray(rg) && cJSON_GetArraySize(rg) == 4;
-		for (int i = 0; ok && i < 4; i++) {
-			const cJSON *v = cJSON_GetArrayItem(rg, i);
-			ok = cJSON_IsNumber(v) && v->valuedouble >= 0 &&
-			     v->valuedouble <= (i % 2 ? d->ah : d->aw);
-			if (ok)
-				region[i] = (int64_t)v->valuedouble;
-		}
-		if (!ok || region[2] <= region[0] || region[3] <= region[1]) {
-			err_set(e, ERR_INVALID, EINVAL,
-				"field 'region' must be [x1, y1, x2, y2] with x1 < x2 <= %u, "
-				"y1 < y2 <= %u",
-				d->aw, d->ah);
+		if (anthropic_zoom_region(d, in, region, e) < 0)
 			goto fail;
-		}
 		*zoom = 1;
 		cJSON_Delete(args);
 		return 0;
@@ -319,6 +370,40 @@ static int px_to_clicks(double px)
 	return n;
 }
 
+/* keypress's `keys`, ["CTRL", "A"], as one combination, "CTRL+a".  A single
+ * letter means the key, not the capital (which x11vnc would type with
+ * shift). */
+static int openai_key_combo(const cJSON *in, char *combo, size_t size, struct err *e)
+{
+	const cJSON *keys = cJSON_GetObjectItemCaseSensitive(in, "keys");
+	size_t n = 0;
+	const cJSON *k;
+	int bad = !cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0;
+	const cJSON *list = bad ? NULL : keys;
+	combo[0] = '\0';
+	cJSON_ArrayForEach(k, list)
+	{
+		if (!cJSON_IsString(k) || !k->valuestring[0] || strlen(k->valuestring) > 64 ||
+		    n + strlen(k->valuestring) + 2 > size) {
+			bad = 1;
+			break;
+		}
+		const char *name = k->valuestring;
+		char one[2] = {0};
+		if (name[1] == '\0' && isalpha((unsigned char)name[0])) {
+			one[0] = (char)tolower((unsigned char)name[0]);
+			name = one;
+		} else if (strcmp(name, "+") == 0) {
+			name = "plus";
+		}
+		n += (size_t)snprintf(combo + n, size - n, "%s%s", n ? "+" : "", name);
+	}
+	if (bad)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'keys' must be a non-empty array of key names");
+	return 0;
+}
+
 static int openai_action(struct desk *d, const cJSON *in, const char *type, cJSON *out,
 			 struct err *e)
 {
@@ -352,38 +437,9 @@ static int openai_action(struct desk *d, const cJSON *in, const char *type, cJSO
 		return run(d, "scroll", args, out, e);
 	}
 	if (strcmp(type, "keypress") == 0) {
-		/* ["CTRL", "A"]: one combination.  A single letter means the
-		 * key, not the capital (which x11vnc would type with shift). */
-		const cJSON *keys = cJSON_GetObjectItemCaseSensitive(in, "keys");
-		char combo[512] = "";
-		size_t n = 0;
-		const cJSON *k;
-		int bad = !cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0;
-		const cJSON *list = bad ? NULL : keys;
-		cJSON_ArrayForEach(k, list)
-		{
-			if (!cJSON_IsString(k) || !k->valuestring[0] ||
-			    strlen(k->valuestring) > 64 ||
-			    n + strlen(k->valuestring) + 2 > sizeof(combo)) {
-				bad = 1;
-				break;
-			}
-			const char *name = k->valuestring;
-			char one[2] = {0};
-			if (name[1] == '\0' && isalpha((unsigned char)name[0])) {
-				one[0] = (char)tolower((unsigned char)name[0]);
-				name = one;
-			} else if (strcmp(name, "+") == 0) {
-				name = "plus";
-			}
-			n += (size_t)snprintf(combo + n, sizeof(combo) - n, "%s%s", n ? "+" : "",
-					      name);
-		}
-		if (bad) {
-			err_set(e, ERR_INVALID, EINVAL,
-				"field 'keys' must be a non-empty array of key names");
+		char combo[512];
+		if (openai_key_combo(in, combo, sizeof(combo), e) < 0)
 			goto fail;
-		}
 		cJSON_AddStringToObject(args, "keys", combo);
 		return run(d, "key", args, out, e);
 	}

@@ -163,30 +163,10 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 	return 0;
 }
 
-/* Starts argv in the background and waits for a new top-level window. */
-static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
+/* The ids of the windows open now, comma separated, into *known_out (freed by
+ * the caller). */
+static int known_windows(struct desk *d, char **known_out, struct err *e)
 {
-	const cJSON *jargv = cJSON_GetObjectItemCaseSensitive(a, "argv");
-	int n = cJSON_IsArray(jargv) ? cJSON_GetArraySize(jargv) : 0;
-	int64_t timeout;
-	if (n < 1 || n > LAUNCH_MAX_ARGS)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "field 'argv' must be an array of 1-%d strings", LAUNCH_MAX_ARGS);
-	if (args_int(a, "timeout_ms", 0, DESK_MAX_WAIT_MS, LAUNCH_DEFAULT_MS, 0, &timeout, e) < 0)
-		return err_code(e);
-	const char *argv[LAUNCH_MAX_ARGS + 1];
-	int i = 0;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, jargv)
-	{
-		if (!cJSON_IsString(it) || (i == 0 && !it->valuestring[0]))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "argv[%d] must be a non-empty string", i);
-		argv[i++] = it->valuestring;
-	}
-	argv[i] = NULL;
-
-	/* The windows there before, so the new one can be told apart. */
 	cJSON *before = cJSON_CreateObject();
 	if (windows(d, before, e) < 0) {
 		cJSON_Delete(before);
@@ -215,6 +195,37 @@ static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 	cJSON_Delete(before);
 	if (!known)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	*known_out = known;
+	return 0;
+}
+
+/* Starts argv in the background and waits for a new top-level window. */
+static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
+{
+	const cJSON *jargv = cJSON_GetObjectItemCaseSensitive(a, "argv");
+	int n = cJSON_IsArray(jargv) ? cJSON_GetArraySize(jargv) : 0;
+	int64_t timeout;
+	if (n < 1 || n > LAUNCH_MAX_ARGS)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'argv' must be an array of 1-%d strings", LAUNCH_MAX_ARGS);
+	if (args_int(a, "timeout_ms", 0, DESK_MAX_WAIT_MS, LAUNCH_DEFAULT_MS, 0, &timeout, e) < 0)
+		return err_code(e);
+	const char *argv[LAUNCH_MAX_ARGS + 1];
+	int i = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, jargv)
+	{
+		if (!cJSON_IsString(it) || (i == 0 && !it->valuestring[0]))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "argv[%d] must be a non-empty string", i);
+		argv[i++] = it->valuestring;
+	}
+	argv[i] = NULL;
+
+	/* The windows there before, so the new one can be told apart. */
+	char *known = NULL;
+	if (known_windows(d, &known, e) < 0)
+		return err_code(e);
 
 	struct process_opts o = {.argv = argv, .max_output = 64 * 1024};
 	pid_t pid;

@@ -236,11 +236,13 @@ static void linger(struct session *s)
 	}
 }
 
-void vnc_session_run(const struct vnc_session_opts *o)
+/* The session's state for `o`, both sockets made non-blocking; NULL when
+ * out of memory. */
+static struct session *session_new(const struct vnc_session_opts *o)
 {
 	struct session *s = calloc(1, sizeof(*s));
 	if (!s)
-		return;
+		return NULL;
 	s->o = o;
 	s->to_client.max = VNC_OUT_MAX;
 	s->to_vnc.max = VNC_IN_MAX;
@@ -255,109 +257,137 @@ void vnc_session_run(const struct vnc_session_opts *o)
 	long long now = clock_mono_ms();
 	s->last_in_ms = s->last_out_ms = now;
 	s->next_ping_ms = now + VNC_PING_MS;
-	unsigned char *buf = malloc(VNC_CHUNK);
-	if (!buf || bq_push(&s->to_vnc, RFB_AHEAD, sizeof(RFB_AHEAD) - 1) < 0)
-		goto out;
-	if (o->extra_len) {
-		/* SECURITY: bounded by MHD's connection memory limit. */
-		size_t n = o->extra_len;
-		while (n) {
-			size_t take = n > VNC_CHUNK ? VNC_CHUNK : n;
-			memcpy(buf, o->extra + (o->extra_len - n), take);
-			if (client_bytes(s, buf, take) < 0)
-				goto out;
-			n -= take;
-		}
+	return s;
+}
+
+/* Client bytes read along with the upgrade request, through `buf`. */
+static int client_extra(struct session *s, unsigned char *buf)
+{
+	const struct vnc_session_opts *o = s->o;
+	/* SECURITY: bounded by MHD's connection memory limit. */
+	size_t n = o->extra_len;
+	while (n) {
+		size_t take = n > VNC_CHUNK ? VNC_CHUNK : n;
+		memcpy(buf, o->extra + (o->extra_len - n), take);
+		if (client_bytes(s, buf, take) < 0)
+			return -1;
+		n -= take;
 	}
-	for (;;) {
-		now = clock_mono_ms();
-		if (o->expires_at && (long long)time(NULL) >= o->expires_at) {
-			s->why = "viewer token expired";
-			queue_close(s, WS_CLOSE_POLICY);
-			break;
-		}
-		if (s->to_client.len && now - s->last_out_ms > VNC_STALL_MS) {
-			s->why = "browser took no data for 30 s";
-			break;
-		}
-		if (now - s->last_in_ms > VNC_SILENT_MS) {
-			s->why = "browser silent for 90 s";
-			break;
-		}
-		if (now >= s->next_ping_ms) {
-			if (queue_frame(s, WS_OP_PING, "", 0) < 0)
-				break;
-			s->next_ping_ms = now + VNC_PING_MS;
-		}
-		if (!s->to_client.len)
-			s->last_out_ms = now;
-		struct pollfd p[3] = {
-		    {o->ws_fd,
-		     (short)((s->to_vnc.len < VNC_IN_MAX / 2 ? POLLIN : 0) |
-			     (s->to_client.len ? POLLOUT : 0)),
-		     0},
-		    {o->vnc_fd, (short)(POLLIN | (s->to_vnc.len ? POLLOUT : 0)), 0},
-		    {o->stop_fd, POLLIN, 0},
-		};
-		long long wait = s->next_ping_ms - now;
-		if (o->expires_at) {
-			long long exp_ms = (o->expires_at - (long long)time(NULL)) * 1000;
-			if (exp_ms < wait)
-				wait = exp_ms < 0 ? 0 : exp_ms;
-		}
-		int pr = poll(p, o->stop_fd >= 0 ? 3 : 2, (int)(wait > 1000 ? 1000 : wait));
-		if (pr < 0) {
-			if (errno == EINTR)
-				continue;
-			s->why = "poll failed";
-			break;
-		}
-		if (o->stop_fd >= 0 && (p[2].revents & POLLIN)) {
-			s->why = "viewer token revoked";
-			queue_close(s, WS_CLOSE_POLICY);
-			break;
-		}
-		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = recv(o->vnc_fd, buf, VNC_CHUNK, MSG_DONTWAIT);
-			if (n > 0) {
-				if (queue_frame(s, WS_OP_BINARY, buf, (size_t)n) < 0)
-					break;
-			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-				/* x11vnc went away (restarted, or the sandbox
-				 * stopped): the page reconnects. */
-				s->why = "the sandbox's VNC server closed the connection";
-				queue_close(s, WS_CLOSE_GOING_AWAY);
-				break;
-			}
-		}
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = recv(o->ws_fd, buf, VNC_CHUNK, MSG_DONTWAIT);
-			if (n > 0) {
-				s->last_in_ms = clock_mono_ms();
-				if (client_bytes(s, buf, (size_t)n) < 0)
-					break;
-			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-				s->why = "browser went away";
-				break;
-			}
-		}
-		if (bq_flush(&s->to_vnc, o->vnc_fd, NULL) < 0) {
-			s->why = "the sandbox's VNC server closed the connection";
-			queue_close(s, WS_CLOSE_GOING_AWAY);
-			break;
-		}
-		if (bq_flush(&s->to_client, o->ws_fd, &s->last_out_ms) < 0) {
-			s->why = "browser went away";
-			break;
-		}
+	return 0;
+}
+
+/* The session's clocks at `now`: the token's expiry, a stalled or silent
+ * browser, the keep-alive ping.  -1 ends the session. */
+static int session_timers(struct session *s, long long now)
+{
+	const struct vnc_session_opts *o = s->o;
+	if (o->expires_at && (long long)time(NULL) >= o->expires_at) {
+		s->why = "viewer token expired";
+		queue_close(s, WS_CLOSE_POLICY);
+		return -1;
 	}
-	/* Let go of the VNC server first: lingering must never leave x11vnc
-	 * blocked on this viewer.  The close frame is worth waiting for only
-	 * behind a short queue (not behind a slow reader's backlog). */
-	shutdown(o->vnc_fd, SHUT_RDWR);
-	if (s->to_client.len <= 2 * VNC_CHUNK)
-		linger(s);
-out:
+	if (s->to_client.len && now - s->last_out_ms > VNC_STALL_MS) {
+		s->why = "browser took no data for 30 s";
+		return -1;
+	}
+	if (now - s->last_in_ms > VNC_SILENT_MS) {
+		s->why = "browser silent for 90 s";
+		return -1;
+	}
+	if (now >= s->next_ping_ms) {
+		if (queue_frame(s, WS_OP_PING, "", 0) < 0)
+			return -1;
+		s->next_ping_ms = now + VNC_PING_MS;
+	}
+	if (!s->to_client.len)
+		s->last_out_ms = now;
+	return 0;
+}
+
+/* Waits on both sockets (reading the browser only while the VNC queue has
+ * room, writing where bytes are queued) and the stop fd, until the next
+ * ping, the token's expiry or 1 s.  poll()'s result. */
+static int session_poll(struct session *s, long long now, struct pollfd p[3])
+{
+	const struct vnc_session_opts *o = s->o;
+	p[0] = (struct pollfd){o->ws_fd,
+			       (short)((s->to_vnc.len < VNC_IN_MAX / 2 ? POLLIN : 0) |
+				       (s->to_client.len ? POLLOUT : 0)),
+			       0};
+	p[1] = (struct pollfd){o->vnc_fd, (short)(POLLIN | (s->to_vnc.len ? POLLOUT : 0)), 0};
+	p[2] = (struct pollfd){o->stop_fd, POLLIN, 0};
+	long long wait = s->next_ping_ms - now;
+	if (o->expires_at) {
+		long long exp_ms = (o->expires_at - (long long)time(NULL)) * 1000;
+		if (exp_ms < wait)
+			wait = exp_ms < 0 ? 0 : exp_ms;
+	}
+	return poll(p, o->stop_fd >= 0 ? 3 : 2, (int)(wait > 1000 ? 1000 : wait));
+}
+
+/* Reads from the VNC server into the browser's queue.  -1 ends the
+ * session. */
+static int from_vnc(struct session *s, unsigned char *buf)
+{
+	ssize_t n = recv(s->o->vnc_fd, buf, VNC_CHUNK, MSG_DONTWAIT);
+	if (n > 0)
+		return queue_frame(s, WS_OP_BINARY, buf, (size_t)n) < 0 ? -1 : 0;
+	if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		/* x11vnc went away (restarted, or the sandbox stopped): the
+		 * page reconnects. */
+		s->why = "the sandbox's VNC server closed the connection";
+		queue_close(s, WS_CLOSE_GOING_AWAY);
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads from the browser through the WebSocket parser.  -1 ends the
+ * session. */
+static int from_browser(struct session *s, unsigned char *buf)
+{
+	ssize_t n = recv(s->o->ws_fd, buf, VNC_CHUNK, MSG_DONTWAIT);
+	if (n > 0) {
+		s->last_in_ms = clock_mono_ms();
+		return client_bytes(s, buf, (size_t)n);
+	}
+	if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		s->why = "browser went away";
+		return -1;
+	}
+	return 0;
+}
+
+/* Serves what poll() reported: a revoked token, bytes from either side;
+ * then writes what is queued both ways.  -1 ends the session. */
+static int session_io(struct session *s, const struct pollfd p[3], unsigned char *buf)
+{
+	const struct vnc_session_opts *o = s->o;
+	if (o->stop_fd >= 0 && (p[2].revents & POLLIN)) {
+		s->why = "viewer token revoked";
+		queue_close(s, WS_CLOSE_POLICY);
+		return -1;
+	}
+	if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) && from_vnc(s, buf) < 0)
+		return -1;
+	if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && from_browser(s, buf) < 0)
+		return -1;
+	if (bq_flush(&s->to_vnc, o->vnc_fd, NULL) < 0) {
+		s->why = "the sandbox's VNC server closed the connection";
+		queue_close(s, WS_CLOSE_GOING_AWAY);
+		return -1;
+	}
+	if (bq_flush(&s->to_client, o->ws_fd, &s->last_out_ms) < 0) {
+		s->why = "browser went away";
+		return -1;
+	}
+	return 0;
+}
+
+/* Logs why the session ended and frees it. */
+static void session_free(struct session *s)
+{
+	const struct vnc_session_opts *o = s->o;
 	if (s->filter.dropped)
 		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer: dropped %llu input messages", o->sid,
 			(unsigned long long)s->filter.dropped);
@@ -366,8 +396,41 @@ out:
 			o->sid, s->filter.refused_type);
 	if (s->why)
 		log_msg(LOG_LEVEL_INFO, "sandbox %s: viewer disconnected: %s", o->sid, s->why);
-	free(buf);
 	free(s->to_client.d);
 	free(s->to_vnc.d);
 	free(s);
+}
+
+void vnc_session_run(const struct vnc_session_opts *o)
+{
+	struct session *s = session_new(o);
+	if (!s)
+		return;
+	unsigned char *buf = malloc(VNC_CHUNK);
+	if (!buf || bq_push(&s->to_vnc, RFB_AHEAD, sizeof(RFB_AHEAD) - 1) < 0 ||
+	    client_extra(s, buf) < 0)
+		goto out;
+	for (;;) {
+		long long now = clock_mono_ms();
+		struct pollfd p[3];
+		if (session_timers(s, now) < 0)
+			break;
+		if (session_poll(s, now, p) < 0) {
+			if (errno == EINTR)
+				continue;
+			s->why = "poll failed";
+			break;
+		}
+		if (session_io(s, p, buf) < 0)
+			break;
+	}
+	/* Let go of the VNC server first: lingering must never leave x11vnc
+	 * blocked on this viewer.  The close frame is worth waiting for only
+	 * behind a short queue (not behind a slow reader's backlog). */
+	shutdown(o->vnc_fd, SHUT_RDWR);
+	if (s->to_client.len <= 2 * VNC_CHUNK)
+		linger(s);
+out:
+	free(buf);
+	session_free(s);
 }

@@ -1,8 +1,8 @@
-/* deskbox-vnc internals, shared by vnc.c (screen mirror, cursor, sockets,
- * event loop) and vnc_input.c (RFB pointer and key events as XTest input).
+/* deskbox-vnc input (vnc_input.c): RFB pointer and key events as XTest
+ * input, used by vnc.c (screen mirror, cursor, sockets, event loop).
  * Not a public interface: deskbox-vnc is a program, not a library. */
-#ifndef DESKBOX_VNC_H
-#define DESKBOX_VNC_H
+#ifndef DESKBOX_VNC_INPUT_H
+#define DESKBOX_VNC_INPUT_H
 
 #include <X11/Xlib.h>
 #include <stdint.h>
@@ -61,16 +61,5 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym);
 /* An RFB PointerEvent: moves to (x, y), clamped to the screen, then presses
  * and releases buttons 1-8 as the mask changed. */
 void vnc_input_pointer(struct vnc_input *in, int mask, int x, int y);
-
-/* One line on stderr, prefixed "deskbox-vnc: ". */
-void vnc_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Nonzero when DESKBOX_VNC_DEBUG is set: vnc_debug() then logs too. */
-extern int vnc_debug_enabled;
-#define vnc_debug(...)                                                                             \
-	do {                                                                                       \
-		if (vnc_debug_enabled)                                                             \
-			vnc_say(__VA_ARGS__);                                                      \
-	} while (0)
 
 #endif
