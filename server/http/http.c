@@ -478,68 +478,102 @@ static void request_view(const struct http *h, const struct request_ctx *c,
 	memcpy(req->captures, c->captures, sizeof(req->captures));
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload_data,
-				  size_t *upload_data_size, void **con_cls)
+/* Counts the Content-Length headers, notes whether they all agree and
+ * whether a Transfer-Encoding came too (request smuggling shapes). */
+struct framing {
+	unsigned n_length;
+	const char *length;
+	int lengths_differ, has_te;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
 {
-	struct http *h = cls;
-	struct request_ctx *c = *con_cls;
+	struct framing *f = cls;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (f->n_length++ && strcmp(f->length, value ? value : "") != 0)
+			f->lengths_differ = 1;
+		f->length = value ? value : "";
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->has_te = 1;
+	}
+	return MHD_YES;
+}
+
+/* Refuses a request whose body length two parties could read differently:
+ * Content-Length headers that disagree, or one beside Transfer-Encoding
+ * (RFC 9112 6.3): a proxy in front and deskboxd could then split the
+ * stream into different requests. */
+static int check_framing(struct MHD_Connection *conn, struct err *e)
+{
+	struct framing f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	if (f.lengths_differ)
+		return err_set(e, ERR_INVALID, EINVAL, "conflicting Content-Length headers");
+	if (f.n_length && f.has_te)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "Content-Length together with Transfer-Encoding");
+	return 0;
+}
+
+/* The first call for a request, with the headers in and no body byte read:
+ * route, framing, auth, and the stream's begin() or the body size cap. */
+static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
+				  struct MHD_Connection *conn, const char *method, const char *url)
+{
 	struct err e = ERR_INIT;
-
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return MHD_NO;
-		*con_cls = c;
-		c->route = route_find(h, method, url, c, &e);
-		if (c->route && !(c->route->flags & HTTP_NO_AUTH))
-			check_auth(h, conn, &e);
-		if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
-			struct http_request req;
-			request_view(h, c, conn, method, url, &req);
-			if (c->route->begin(&req, &c->sink, &e) == 0)
-				c->sink_active = 1;
-			else if (e.kind == ERR_NONE)
-				err_set(&e, ERR_INTERNAL, 0,
-					"stream setup failed without a reason");
-		} else if (e.kind == ERR_NONE) {
-			const char *cl = MHD_lookup_connection_value(
-			    conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-			if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
-				err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes",
-					h->o.max_body);
-		}
-		if (e.kind != ERR_NONE)
-			return queue_error(conn, NULL, &e);
-		return MHD_YES;
+	c->route = route_find(h, method, url, c, &e);
+	if (c->route)
+		check_framing(conn, &e);
+	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH))
+		check_auth(h, conn, &e);
+	if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
+		struct http_request req;
+		request_view(h, c, conn, method, url, &req);
+		if (c->route->begin(&req, &c->sink, &e) == 0)
+			c->sink_active = 1;
+		else if (e.kind == ERR_NONE)
+			err_set(&e, ERR_INTERNAL, 0, "stream setup failed without a reason");
+	} else if (e.kind == ERR_NONE) {
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > h->o.max_body)
+			err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
 	}
+	if (e.kind != ERR_NONE)
+		return queue_error(conn, NULL, &e);
+	return MHD_YES;
+}
 
-	if (*upload_data_size) {
-		if (c->route->flags & HTTP_STREAM_BODY) {
-			/* After a failed write the rest is read and dropped,
-			 * and the error answered when the body is in. */
-			if (c->sink_active &&
-			    c->sink.write(c->sink.cls, upload_data, *upload_data_size,
-					  &c->stream_err) < 0) {
-				if (c->stream_err.kind == ERR_NONE)
-					err_set(&c->stream_err, ERR_INTERNAL, 0, "write failed");
-				c->sink.abort(c->sink.cls);
-				c->sink_active = 0;
-			}
-		} else if (body_append(h, c, upload_data, *upload_data_size) < 0) {
-			return MHD_NO;
+/* A piece of the body: to the stream's sink, or appended (capped). */
+static enum MHD_Result on_body(struct http *h, struct request_ctx *c, const char *data, size_t len)
+{
+	if (c->route->flags & HTTP_STREAM_BODY) {
+		/* After a failed write the rest is read and dropped, and the
+		 * error answered when the body is in. */
+		if (c->sink_active && c->sink.write(c->sink.cls, data, len, &c->stream_err) < 0) {
+			if (c->stream_err.kind == ERR_NONE)
+				err_set(&c->stream_err, ERR_INTERNAL, 0, "write failed");
+			c->sink.abort(c->sink.cls);
+			c->sink_active = 0;
 		}
-		*upload_data_size = 0;
-		return MHD_YES;
+	} else if (body_append(h, c, data, len) < 0) {
+		return MHD_NO;
 	}
+	return MHD_YES;
+}
+
+/* The body is in: run the handler and queue its answer. */
+static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
+				   struct MHD_Connection *conn, const char *method, const char *url)
+{
+	struct err e = ERR_INIT;
 	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
 		return queue_error(conn, NULL, &c->stream_err);
-
 	if (c->too_large) {
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
 		return queue_error(conn, NULL, &e);
 	}
-
 	struct http_request req;
 	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
@@ -561,6 +595,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (res.upgrade)
 		return queue_upgrade(conn, c, &res);
 	return queue_owned(conn, &res);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct http *h = cls;
+	struct request_ctx *c = *con_cls;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return MHD_NO;
+		*con_cls = c;
+		return on_headers(h, c, conn, method, url);
+	}
+	if (*upload_data_size) {
+		enum MHD_Result r = on_body(h, c, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return r;
+	}
+	return on_complete(h, c, conn, method, url);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

@@ -93,6 +93,28 @@ def main():
         r = srv.request("POST", "/v1/sandboxes/%s/process/exec" % sid, {"argv": ["true"]})
         t.eq(r.status, 404, "exec in unknown sandbox: 404")
 
+        # Bodies whose length two parsers could read differently are
+        # refused before any handler runs (request smuggling shapes).
+        def raw(req):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            s.sendall(req)
+            head = s.recv(4096).decode(errors="replace")
+            s.close()
+            return head
+        auth = ("Authorization: Bearer %s\r\n" % srv.token).encode()
+        head = raw(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n" + auth +
+                   b"Content-Length: 2\r\nContent-Length: 12\r\n\r\n{}")
+        t.ok(head.startswith("HTTP/1.1 400") and "Content-Length" in head,
+             "two different Content-Length headers: 400", head[:300])
+        head = raw(b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n" + auth +
+                   b"Content-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        t.ok(head.startswith("HTTP/1.1 400") and "Transfer-Encoding" in head,
+             "Content-Length with Transfer-Encoding: 400", head[:300])
+        head = raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                   b"Content-Length: 0\r\n\r\n")
+        t.ok(head.startswith("HTTP/1.1 200"), "repeated equal Content-Length headers are fine",
+             head[:300])
+
         # A raw, broken request line must not take the server down.
         s = socket.create_connection(("127.0.0.1", srv.port))
         s.sendall(b"GARBAGE\r\n\r\n")
