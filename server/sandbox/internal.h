@@ -1,4 +1,4 @@
-/* sandbox_internal: what sandbox.c and sandbox_state.c share.  Not for
+/* sandbox internals: what the sandbox/ files share.  Not for
  * other modules: they use sandbox.h. */
 #ifndef DESKBOX_SERVER_SANDBOX_INTERNAL_H
 #define DESKBOX_SERVER_SANDBOX_INTERNAL_H
@@ -60,8 +60,12 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 void sandbox_teardown_ex(struct sandbox *sb, int unmount);
 /* Mounts the overlay on <dir>/rootfs unless it already is. */
 int sandbox_rootfs_mount(struct sandbox *sb, struct err *e);
-/* Starts the container and waits for its desktop and mirror. */
+/* Starts the container and waits for its desktop and mirror
+ * (sandbox_desktop.c). */
 int sandbox_start_container(struct sandbox *sb, struct err *e);
+/* A new mirror of the running desktop (a bridge that died is replaced). */
+int sandbox_capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out,
+			    struct err *e);
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
 

@@ -25,9 +25,7 @@
 #include "server/runtime/runtime.h"
 #include "server/process/process.h"
 
-#define CAPTURE_READY_TIMEOUT_MS 5000
-#define RECONNECT_TIMEOUT_MS	 3000
-#define VNC_CONNECT_RETRY_MS	 3000
+#define RECONNECT_TIMEOUT_MS 3000
 
 const char *const sandbox_status_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
@@ -186,284 +184,6 @@ void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *
 	snprintf(buf, size, "%s/%s", sb->dir, name);
 }
 
-/* Last line(s) of init.log, for error messages that say why a desktop did not
- * come up. */
-static void log_tail(const struct sandbox *sb, char *out, size_t size)
-{
-	char path[PATH_MAX];
-	sandbox_path(sb, path, sizeof(path), "init.log");
-	out[0] = '\0';
-	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	off_t end = lseek(fd, 0, SEEK_END);
-	off_t start = end > (off_t)size - 1 ? end - (off_t)size + 1 : 0;
-	ssize_t n = pread(fd, out, size - 1, start);
-	if (n <= 0)
-		return;
-	out[n] = '\0';
-	for (char *p = out; *p; p++)
-		if (*p == '\n' && p[1])
-			*p = ' ';
-	size_t l = strlen(out);
-	if (l && out[l - 1] == '\n')
-		out[l - 1] = '\0';
-}
-
-/* Connects to the sandbox's VNC socket.  The path goes through
- * /proc/self/fd/N of the directory so it stays short whatever the state
- * dir's length (sun_path holds 108 bytes). */
-static int vnc_connect(const struct sandbox *sb, struct err *e)
-{
-	char run[PATH_MAX];
-	sandbox_path(sb, run, sizeof(run), "run");
-	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
-	/* The socket file appears at bind(), a moment before x11vnc listens
-	 * (or while it restarts): retry refusals for a short while. */
-	long long deadline = clock_mono_ms() + VNC_CONNECT_RETRY_MS;
-	for (;;) {
-		/* SECURITY: the sandbox's user owns run/ and could put a
-		 * symlink to a host socket there; deskboxd (root) must only
-		 * ever connect to a socket inode that is really in run/. */
-		_cleanup_fd_ int sfd = openat(dfd, "vnc.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		struct stat st;
-		int saved = 0;
-		if (sfd < 0)
-			saved = errno;
-		else if (fstat(sfd, &st) < 0)
-			saved = errno;
-		else if (!S_ISSOCK(st.st_mode))
-			return err_set(e, ERR_UNAVAILABLE, EINVAL,
-				       "the sandbox's VNC socket is not a socket");
-		if (!saved) {
-			struct sockaddr_un sa = {.sun_family = AF_UNIX};
-			snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", sfd);
-			_cleanup_fd_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (fd < 0)
-				return err_sys(e, ERR_INTERNAL, errno, "socket");
-			if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-				return TAKE_FD(fd);
-			saved = errno;
-		}
-		if ((saved != ECONNREFUSED && saved != ENOENT) || clock_mono_ms() > deadline)
-			return err_sys(e, ERR_UNAVAILABLE, saved,
-				       "connecting to the sandbox's VNC server");
-		clock_sleep_ms(5);
-	}
-}
-
-int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
-{
-	return vnc_connect(sb, e);
-}
-
-/* Connects a new bridge to the sandbox's VNC server; returns at once. */
-static int capture_begin(struct sandbox *sb, struct capture **out, struct err *e)
-{
-	int fd = vnc_connect(sb, e);
-	if (fd < 0)
-		return fd;
-	struct capture_opts o = {
-	    .bridge_path = sb->owner->cfg.bridge_path,
-	    .width = sb->spec.width,
-	    .height = sb->spec.height,
-	};
-	if (capture_start(out, &o, fd, e) < 0)
-		return err_wrap(e, "starting the capture bridge");
-	return 0;
-}
-
-static int capture_finish(struct capture *cap, int timeout_ms, struct err *e)
-{
-	if (capture_wait_ready(cap, timeout_ms, e) < 0) {
-		capture_free(cap);
-		return err_wrap(e, "waiting for the first frame");
-	}
-	return 0;
-}
-
-static int capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out, struct err *e)
-{
-	struct capture *cap;
-	if (capture_begin(sb, &cap, e) < 0 || capture_finish(cap, timeout_ms, e) < 0)
-		return err_code(e);
-	*out = cap;
-	return 0;
-}
-
-/* Waits until the init creates run/<name> ("vnc.sock", "ready"). */
-static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, struct err *e)
-{
-	char path[PATH_MAX], rel[64];
-	snprintf(rel, sizeof(rel), "run/%s", name);
-	sandbox_path(sb, path, sizeof(path), rel);
-	long long deadline = clock_mono_ms() + timeout_ms;
-	for (int i = 0;; i++) {
-		if (access(path, F_OK) == 0)
-			return 0;
-		if (sb->init_pid > 0 && kill(sb->init_pid, 0) < 0 && errno == ESRCH) {
-			char tail[400];
-			log_tail(sb, tail, sizeof(tail));
-			return err_set(e, ERR_INTERNAL, ECHILD, "the sandbox's init exited: %s",
-				       tail[0] ? tail : "no log");
-		}
-		if (clock_mono_ms() > deadline) {
-			char tail[400];
-			log_tail(sb, tail, sizeof(tail));
-			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
-				       "desktop not ready after %d ms: %s", timeout_ms,
-				       tail[0] ? tail : "no log");
-		}
-		/* 2 ms polls: readiness is ~100s of ms away and a stat is cheap. */
-		clock_sleep_ms(i < 500 ? 2 : 10);
-	}
-}
-
-/* Stops the container and, with `unmount`, unmounts; leaves the files. */
-void sandbox_teardown_ex(struct sandbox *sb, int unmount)
-{
-	struct err e = ERR_INIT;
-	capture_free(sb->cap);
-	sb->cap = NULL;
-	/* Every run's own cgroup, before crun removes the sandbox's. */
-	process_table_kill_all(sb->procs);
-	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
-	err_clear(&e);
-	char rootfs[PATH_MAX];
-	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
-	if (unmount) {
-		if (image_umount_rootfs(rootfs, &e) < 0)
-			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
-		pthread_mutex_lock(&sb->mu);
-		sb->rootfs_mounted = 0;
-		pthread_mutex_unlock(&sb->mu);
-	}
-	char sock[PATH_MAX];
-	sandbox_path(sb, sock, sizeof(sock), "run/vnc.sock");
-	unlink(sock);
-	sandbox_path(sb, sock, sizeof(sock), "run/ready");
-	unlink(sock);
-	sb->init_pid = -1;
-}
-
-static void teardown(struct sandbox *sb)
-{
-	sandbox_teardown_ex(sb, 1);
-}
-
-/* Mounts the overlay on <dir>/rootfs unless it already is. */
-int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
-{
-	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];
-	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
-	sandbox_path(sb, upper, sizeof(upper), "upper");
-	sandbox_path(sb, work, sizeof(work), "work");
-	pthread_mutex_lock(&sb->mu);
-	int r = 0;
-	if (!sb->rootfs_mounted) {
-		r = image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
-		sb->rootfs_mounted = r == 0;
-	}
-	pthread_mutex_unlock(&sb->mu);
-	return r;
-}
-
-int sandbox_start_container(struct sandbox *sb, struct err *e)
-{
-	struct sandboxes *s = sb->owner;
-	char rootfs[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX], logp[PATH_MAX];
-	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
-	sandbox_path(sb, run, sizeof(run), "run");
-	sandbox_path(sb, bundle, sizeof(bundle), "bundle");
-	sandbox_path(sb, logp, sizeof(logp), "init.log");
-
-	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0)
-		return err_code(e);
-	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
-	if (sandbox_rootfs_mount(sb, e) < 0)
-		return err_code(e);
-
-	char display[64];
-	snprintf(display, sizeof(display), "DESKBOX_DISPLAY=%ux%u", sb->spec.width,
-		 sb->spec.height);
-	const char *env[SANDBOX_MAX_ENV + 8];
-	size_t n = 0;
-	env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
-	env[n++] = "HOME=/home/user";
-	env[n++] = "USER=user";
-	env[n++] = "LANG=C.UTF-8";
-	env[n++] = "DISPLAY=:0";
-	env[n++] = display;
-	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
-		env[n++] = sb->spec.env[i];
-	/* deskboxd's own DESKBOX_VNC (x11vnc | deskbox) picks the sandboxes'
-	 * VNC server unless the create request's env does (the first of two
-	 * equal names wins in getenv). */
-	char vnc_env[32];
-	const char *vnc_choice = getenv("DESKBOX_VNC");
-	if (vnc_choice && (!strcmp(vnc_choice, "x11vnc") || !strcmp(vnc_choice, "deskbox"))) {
-		snprintf(vnc_env, sizeof(vnc_env), "DESKBOX_VNC=%s", vnc_choice);
-		env[n++] = vnc_env;
-	}
-	env[n] = NULL;
-	const char *argv[] = {"/.deskbox/init", NULL};
-	struct runtime_mount mounts[] = {
-	    {"/usr", "/usr", 1},
-	    {s->cfg.init_path, "/.deskbox/init", 1},
-	    {s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1},
-	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
-	    {run, "/run/deskbox", 0},
-	};
-	struct runtime_spec spec = {
-	    .id = sb->container_id,
-	    .bundle_dir = bundle,
-	    .rootfs = rootfs,
-	    .hostname = "deskbox",
-	    .uid = IMAGE_USER_UID,
-	    .gid = IMAGE_USER_GID,
-	    .argv = argv,
-	    .env = env,
-	    .cwd = "/workspace",
-	    .mounts = mounts,
-	    .n_mounts = sizeof(mounts) / sizeof(mounts[0]),
-	    .memory_bytes = sb->spec.memory_mb << 20,
-	    .pids_max = sb->spec.pids_max,
-	    .cpu_millis = sb->spec.cpu_millis,
-	    .cgroup_parent = "deskbox",
-	};
-	if (runtime_write_bundle(&spec, e) < 0)
-		return err_code(e);
-	_cleanup_fd_ int logfd =
-	    open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (logfd < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
-	/* A container left over by a crash of a previous deskboxd. */
-	runtime_delete(s->rt, sb->container_id, 1, NULL);
-	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
-		return err_code(e);
-	/* The mirror connects as soon as the VNC server listens, so its
-	 * handshake and first frame overlap with the window manager's start
-	 * (the init's ready flag). */
-	struct capture *cap;
-	if (wait_desktop(sb, "vnc.sock", s->cfg.ready_timeout_ms, e) < 0 ||
-	    capture_begin(sb, &cap, e) < 0)
-		return err_code(e);
-	if (wait_desktop(sb, "ready", s->cfg.ready_timeout_ms, e) < 0) {
-		capture_free(cap);
-		return err_code(e);
-	}
-	if (capture_finish(cap, CAPTURE_READY_TIMEOUT_MS, e) < 0)
-		return err_code(e);
-	pthread_mutex_lock(&sb->mu);
-	sb->cap = cap;
-	pthread_mutex_unlock(&sb->mu);
-	return 0;
-}
-
 static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 {
 	pthread_mutex_lock(&s->mu);
@@ -523,7 +243,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
 	if (r < 0) {
 		err_wrap(e, "creating sandbox");
-		teardown(sb);
+		sandbox_teardown_ex(sb, 1);
 		struct err e2 = ERR_INIT;
 		if (fs_remove_tree(sb->dir, &e2) < 0)
 			log_msg(LOG_LEVEL_WARN, "%s", e2.msg);
@@ -636,7 +356,7 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	registry_remove(s, sb);
 
 	pthread_rwlock_wrlock(&sb->op);
-	teardown(sb);
+	sandbox_teardown_ex(sb, 1);
 	int r = fs_remove_tree(sb->dir, e);
 	pthread_rwlock_unlock(&sb->op);
 	sandbox_put(sb); /* the registry's */
@@ -680,7 +400,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 		if (still_dead) {
 			struct capture *fresh = NULL;
 			struct err e2 = ERR_INIT;
-			if (capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
+			if (sandbox_capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
 				log_msg(LOG_LEVEL_WARN, "sandbox %s: reconnect: %s", sb->id,
 					e2.msg);
 			pthread_mutex_lock(&sb->mu);
@@ -738,7 +458,7 @@ static int load_one(struct sandboxes *s, const char *id)
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped. */
-		teardown(sb);
+		sandbox_teardown_ex(sb, 1);
 		sandbox_sweep_uploads(sb);
 		sb->status = SANDBOX_STOPPED;
 		if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
@@ -756,7 +476,7 @@ static int load_one(struct sandboxes *s, const char *id)
 	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s%s%s", id,
 		e.msg[0] ? ": " : "", e.msg);
 	err_clear(&e);
-	teardown(sb);
+	sandbox_teardown_ex(sb, 1);
 	if (fs_remove_tree(sb->dir, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 	sandbox_put(sb);
@@ -821,7 +541,7 @@ void sandboxes_close(struct sandboxes *s)
 		list = sb->next;
 		pthread_rwlock_wrlock(&sb->op);
 		if (sb->status == SANDBOX_RUNNING) {
-			teardown(sb);
+			sandbox_teardown_ex(sb, 1);
 			struct err e = ERR_INIT;
 			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
 				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
