@@ -71,7 +71,8 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL)
 
-.PHONY: all run test check format clean install-deps unit integration bench compile_commands.json
+.PHONY: all run test check check-headers format clean install-deps unit integration bench \
+	compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -161,6 +162,18 @@ fuzz:
 		build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/$$t $$c || exit 1; \
 	done
 
+# Every header compiles on its own, with the project's flags: a header
+# that leans on what its includer happened to include before it fails here.
+# One stamp per header, redone when it or a header it includes changes.
+HEADERS := $(sort $(shell find common input capture server desktop-image -name '*.h'))
+HEADER_STAMPS := $(patsubst %.h,$(BUILD)/check-headers/%.ok,$(HEADERS))
+check-headers: $(HEADER_STAMPS)
+$(BUILD)/check-headers/%.ok: %.h
+	@mkdir -p $(dir $@)
+	$(quiet) HDR $<
+	$(Q)printf '#include "%s"\n' $< | $(CC) $(DBX_CFLAGS) $(CFLAGS) -fsyntax-only \
+		-MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
+
 install-deps:
 	@sh scripts/install-deps.sh
 
@@ -172,10 +185,12 @@ run: install-deps
 	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
 
 test: install-deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all check-headers
 	@BUILD=$(BUILD) sh tests/run.sh
 
-# The tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The tests again under AddressSanitizer and UndefinedBehaviorSanitizer;
+# `all` builds the fuzz targets as corpus replayers, so tests/run.sh replays
+# every corpus under the sanitizers (a replayer not built fails the run).
 check: install-deps
 	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -195,4 +210,4 @@ compile_commands.json:
 clean:
 	rm -rf build build-san
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/check-headers -name '*.d' 2>/dev/null)
