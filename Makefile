@@ -118,8 +118,12 @@ $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 TEST_LINK = $(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
 $(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
 		$(LIBINPUT) $(LIBCOMMON)
-$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: \
-		$(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+# The live-X tests share tests/lib/xlive.c (Xvfb, children, scratch dir).
+XLIVE_BIN := $(BUILD)/tests/test_capture $(BUILD)/tests/test_capture_vnc
+$(XLIVE_BIN): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/lib/xlive.c) \
+		$(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+$(filter-out $(XLIVE_BIN),$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN))): \
+		$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 $(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
 		$(BUILD)/libserver-runtime.a $(LIBCOMMON)
 $(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \
