@@ -97,7 +97,8 @@ for src in tests/fuzz/fuzz_*.c; do
 done
 for t in tests/integration/test_*.py; do
 	[ -f "$t" ] || continue
-	run_one "$(basename "$t" .py)" python3 "$t"
+	# Named with .py: unit and integration tests share names (test_files).
+	run_one "$(basename "$t")" python3 "$t"
 done
 
 echo
