@@ -71,7 +71,7 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL)
 
-.PHONY: all run test check check-structure format clean install-deps unit integration bench \
+.PHONY: all run test check check-structure check-headers format clean install-deps unit integration bench \
 	compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
 
@@ -118,8 +118,12 @@ $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 TEST_LINK = $(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) $(BRIDGE_LIBS)
 $(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
 		$(LIBINPUT) $(LIBCOMMON)
-$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: \
-		$(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+# The live-X tests share tests/lib/xlive.c (Xvfb, children, scratch dir).
+XLIVE_BIN := $(BUILD)/tests/test_capture $(BUILD)/tests/test_capture_vnc
+$(XLIVE_BIN): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/lib/xlive.c) \
+		$(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+$(filter-out $(XLIVE_BIN),$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN))): \
+		$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 $(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
 		$(BUILD)/libserver-runtime.a $(LIBCOMMON)
 $(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \
@@ -162,6 +166,18 @@ fuzz:
 		build-fuzz/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/$$t $$c || exit 1; \
 	done
 
+# Every header compiles on its own, with the project's flags: a header
+# that leans on what its includer happened to include before it fails here.
+# One stamp per header, redone when it or a header it includes changes.
+HEADERS := $(sort $(shell find common input capture server desktop-image -name '*.h'))
+HEADER_STAMPS := $(patsubst %.h,$(BUILD)/check-headers/%.ok,$(HEADERS))
+check-headers: $(HEADER_STAMPS)
+$(BUILD)/check-headers/%.ok: %.h
+	@mkdir -p $(dir $@)
+	$(quiet) HDR $<
+	$(Q)printf '#include "%s"\n' $< | $(CC) $(DBX_CFLAGS) $(CFLAGS) -fsyntax-only \
+		-MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
+
 install-deps:
 	@sh scripts/install-deps.sh
 
@@ -177,12 +193,14 @@ run: install-deps
 check-structure:
 	@python3 scripts/check_structure.py
 
-test: check-structure install-deps
-	@$(MAKE) --no-print-directory all
+test: install-deps check-structure
+	@$(MAKE) --no-print-directory all check-headers
 	@BUILD=$(BUILD) sh tests/run.sh
 
-# The tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
-check: check-structure install-deps
+# The tests again under AddressSanitizer and UndefinedBehaviorSanitizer;
+# `all` builds the fuzz targets as corpus replayers, so tests/run.sh replays
+# every corpus under the sanitizers (a replayer not built fails the run).
+check: install-deps check-structure
 	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
@@ -201,4 +219,4 @@ compile_commands.json:
 clean:
 	rm -rf build build-san
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/check-headers -name '*.d' 2>/dev/null)

@@ -182,16 +182,22 @@ async function main() {
       `canvas scaled to the window (${size[2].toFixed(0)}x${size[3].toFixed(0)})`);
 
     // Region of the canvas against the REST screenshot, pixel for pixel.
-    await sleep(300);
-    const rest = decodePng((await api('GET', `/v1/sandboxes/${sid}/desktop/screenshot?x=0&y=0&w=300&h=300`)).body);
-    const canv = await canvasRegion(page, 0, 0, 300, 300);
     // noVNC asks for Tight with JPEG (quality 6), so text edges come out
     // slightly lossy: compare with a tolerance, and the mean difference.
-    let same = 0, sum = 0;
-    for (let i = 0; i < 300 * 300 * 3; i++) sum += Math.abs(rest.px[i] - canv[i]);
-    for (let i = 0; i < 300 * 300; i++)
-      if (near(rest.px[3 * i], canv[3 * i], 48) && near(rest.px[3 * i + 1], canv[3 * i + 1], 48) && near(rest.px[3 * i + 2], canv[3 * i + 2], 48)) same++;
-    const mean = sum / (300 * 300 * 3);
+    // The canvas may still be catching up: compared again until it matches
+    // or 5 s pass.
+    let rest, same = 0, mean = 255;
+    await waitFor(async () => {
+      rest = decodePng((await api('GET', `/v1/sandboxes/${sid}/desktop/screenshot?x=0&y=0&w=300&h=300`)).body);
+      const canv = await canvasRegion(page, 0, 0, 300, 300);
+      let sum = 0;
+      same = 0;
+      for (let i = 0; i < 300 * 300 * 3; i++) sum += Math.abs(rest.px[i] - canv[i]);
+      for (let i = 0; i < 300 * 300; i++)
+        if (near(rest.px[3 * i], canv[3 * i], 48) && near(rest.px[3 * i + 1], canv[3 * i + 1], 48) && near(rest.px[3 * i + 2], canv[3 * i + 2], 48)) same++;
+      mean = sum / (300 * 300 * 3);
+      return same >= 300 * 300 * 0.99 && mean < 4;
+    }, 5000);
     ok(same >= 300 * 300 * 0.99 && mean < 4, `canvas region matches the REST screenshot (${(100 * same / 90000).toFixed(2)}% of pixels within 48, mean difference ${mean.toFixed(2)})`);
     const distinct = new Set();
     for (let i = 0; i < 300 * 300; i += 7) distinct.add(rest.px.readUIntBE(3 * i, 3));
@@ -209,6 +215,8 @@ async function main() {
     await exec(sid, ['rm', '-f', '/tmp/kb.txt']);
     await exec(sid, ['xterm', '-T', 'kbterm', '-geometry', '40x6+500+300', '-e', 'sh', '-c', 'cat > /tmp/kb.txt'], { background: true });
     await waitFor(async () => (await exec(sid, ['sh', '-c', 'xdotool search --name kbterm'])).stdout.trim(), 10000);
+    // Pacing, not waiting on a condition: the new window settles (openbox
+    // maps and focuses it), and the click's focus lands before the keys.
     await sleep(500);
     const [kx, ky] = await toPage(page, 600, 340);
     await page.mouse.click(kx, ky);
@@ -237,6 +245,8 @@ async function main() {
     await vpage.mouse.click(vx, vy);
     await vpage.keyboard.type('evil');
     await vpage.keyboard.press('Enter');
+    // A check that something did not happen: no condition to wait for, so
+    // wrongly forwarded input is given 1 s to land.
     await sleep(1000);
     const still = await pointer(sid);
     ok(still && still[0] === 5 && still[1] === 5, 'view-only clicks never reached the desktop', JSON.stringify(still));
@@ -252,7 +262,8 @@ async function main() {
     const revoked = await newToken(sid, false);
     await api('DELETE', `/v1/sandboxes/${sid}/vnc/tokens/${revoked.token}`);
     const expired = await newToken(sid, false, 1);
-    await sleep(2100);
+    // Expiry counts whole seconds: wait until the page refuses the token.
+    await waitFor(async () => (await fetch(`${BASE}${pageUrl}?token=${expired.token}`)).status === 401, 5000);
     const rp = await ctx.newPage();
     for (const [name, q] of [['no token', ''], ['a wrong token', '?token=' + 'ab'.repeat(32)],
       ["another sandbox's token", '?token=' + otherTok.token], ['a revoked token', '?token=' + revoked.token],

@@ -88,18 +88,23 @@ class Desk:
             time.sleep(0.1)
 
 
-def warm_up(d):
+def warm_up(d, timeout=60):
     """Waits until the window manager manages windows: right after create,
     openbox may still be starting (seconds on a loaded machine) and a window
     mapped then shows late.  A first window through `launch` proves it is
-    ready; it is closed again."""
-    r = d.post("launch", {"argv": ["xterm", "-T", "warmup"], "timeout_ms": 30000})
-    win = r.json().get("window") if r.status == 200 else None
-    if win:
-        d.srv.request("POST", "/v1/sandboxes/%s/desktop/windows/%d/close" % (d.sid, win["id"]),
-                      {})
-    else:
-        time.sleep(3)
+    ready; it is closed again.  A launch that saw no window is tried again
+    until `timeout`, then the warm-up fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = d.post("launch", {"argv": ["xterm", "-T", "warmup"], "timeout_ms": 15000})
+        win = r.json().get("window") if r.status == 200 else None
+        if win:
+            break
+        d.sh("pkill -f 'xterm -T [w]armup'; true")
+        if time.monotonic() >= deadline:
+            raise RuntimeError("no window was managed within %d s: %d %s"
+                               % (timeout, r.status, r.body[:300]))
+    d.srv.request("POST", "/v1/sandboxes/%s/desktop/windows/%d/close" % (d.sid, win["id"]), {})
     d.settle(300)
 
 
@@ -177,7 +182,7 @@ def test_pointer(t, d):
 
     d.sh("> %s" % log)
     d.ok("mouse_down", button="left")
-    time.sleep(0.3)
+    time.sleep(0.3)  # pacing, not waiting: how long the button is held
     d.ok("mouse_up", button="left")
     evs = wait_events(d, log, lambda e: any(x[0] == "ButtonRelease" for x in e))
     pr = [e for e in evs if e[0] == "ButtonPress" and e[1] == 1]
@@ -547,7 +552,7 @@ def latency(t, d):
     win = d.window("latterm")
     d.settle(300)
     d.ok("click", x=win[0] + 50, y=win[1] + 40)
-    time.sleep(0.4)
+    time.sleep(0.4)  # pacing: past xterm's multi-click time, so the next is a new double click
     wx, wy = cell(win, 1, 0)
     d.ok("click", x=wx, y=wy, count=2)
     d.settle(200)

@@ -117,6 +117,8 @@ def test_anthropic(t, d):
           "scroll_amount": 3}, "scroll")
     call({"action": "hold_key", "text": "shift", "duration": 0.2}, "hold_key")
     call({"action": "wait", "duration": 0.3}, "wait")
+    # The sleeps are pacing, not waiting: clicks less than the multi-click
+    # time apart would merge into one longer multi-click.
     call({"action": "double_click", "coordinate": [cx, cy]}, "double_click")
     time.sleep(0.3)
     call({"action": "triple_click", "coordinate": [cx, cy]}, "triple_click")

@@ -4,7 +4,6 @@ cold, and pool members never survive a restart."""
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
@@ -18,13 +17,9 @@ def containers(srv):
         return []
 
 
-def wait_for(cond, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.2)
-    return False
+def wait_for(cond):
+    """A pool fills in the background: up to a minute on a loaded machine."""
+    return dbx.wait_until(cond, timeout=60, interval=0.2)
 
 
 def main():

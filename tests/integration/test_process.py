@@ -31,6 +31,19 @@ def ps(srv, sid):
     return [ln.strip() for ln in r["stdout"].splitlines() if ln.strip()]
 
 
+def status(srv, base, pid):
+    return srv.request("GET", "%s/%d" % (base, pid)).json()
+
+
+def logs(srv, base, pid):
+    return srv.request("GET", "%s/%d/logs" % (base, pid)).json()
+
+
+def sleeps(srv, sid):
+    """How many `sleep 1000` processes run in the sandbox."""
+    return len([ln for ln in ps(srv, sid) if ln.endswith("sleep 1000")])
+
+
 def sse_events(srv, path, body, on_event=None, timeout=60):
     """POSTs and reads a text/event-stream; returns [(t, event, data)]."""
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
@@ -192,11 +205,10 @@ def main():
                                 "background": True}).json()
         pid = r.get("pid")
         t.ok(isinstance(pid, int) and pid > 1 and set(r) == {"pid"}, "background answers {pid}", r)
-        time.sleep(1)
+        t.ok(dbx.wait_until(lambda: logs(srv, P, pid).get("stdout", "").startswith(
+             "begin\ntick 0\n")), "logs hold the output", logs(srv, P, pid))
         st = srv.request("GET", "%s/%d" % (P, pid)).json()
         t.ok(st.get("status") == "running" and st.get("exit_code") is None, "status: running", st)
-        lg = srv.request("GET", "%s/%d/logs" % (P, pid)).json()
-        t.ok(lg.get("stdout", "").startswith("begin\ntick 0\n"), "logs hold the output", lg)
         k = srv.request("POST", "%s/%d/kill" % (P, pid))
         t.ok(k.status == 200 and k.json()["status"] == "exited" and k.json()["killed"],
              "kill answers once it is gone", k.body)
@@ -204,18 +216,14 @@ def main():
         st = srv.request("GET", "%s/%d" % (P, pid)).json()
         t.ok(st["status"] == "exited" and st["exit_code"] == -1, "status after kill", st)
         r = exec_raw(srv, sid, {"argv": ["sh", "-c", "echo bye; exit 3"], "background": True}).json()
-        time.sleep(0.5)
-        for _ in range(50):
-            st = srv.request("GET", "%s/%d" % (P, r["pid"])).json()
-            if st["status"] == "exited":
-                break
-            time.sleep(0.1)
+        dbx.wait_until(lambda: status(srv, P, r["pid"])["status"] == "exited", timeout=5)
+        st = status(srv, P, r["pid"])
         t.eq((st["status"], st["exit_code"]), ("exited", 3), "background exit code")
         lg = srv.request("GET", "%s/%d/logs" % (P, r["pid"])).json()
         t.eq(lg["stdout"], "bye\n", "logs after exit")
         r = exec_raw(srv, sid, {"argv": ["yes"], "background": True}).json()
-        time.sleep(1)
-        lg = srv.request("GET", "%s/%d/logs" % (P, r["pid"])).json()
+        dbx.wait_until(lambda: logs(srv, P, r["pid"]).get("stdout_bytes", 0) > 1 << 20)
+        lg = logs(srv, P, r["pid"])
         t.ok(len(lg["stdout"]) <= 1 << 20 and lg["truncated"] and lg["stdout_bytes"] > 1 << 20,
              "background logs are bounded (%d bytes kept of %d)" % (len(lg["stdout"]), lg["stdout_bytes"]))
         srv.request("POST", "%s/%d/kill" % (P, r["pid"]))
@@ -264,12 +272,13 @@ def main():
         t.ok("Resource temporarily unavailable" in r["stderr"] or "retry" in r["stderr"],
              "fork bomb hit the pids limit", r["stderr"][-300:])
         t.ok(time.time() - t0 < 10, "fork bomb run returns promptly (%.1f s)" % (time.time() - t0))
-        try:
-            with open("/sys/fs/cgroup/pids/deskbox/dbx-%s/pids.current" % sid) as f:
-                cur = int(f.read())
-        except OSError:
-            cur = 0
-        t.ok(cur < 50, "the fork bomb's processes are gone (pids.current %d)" % cur)
+        def pids_current():
+            v = dbx.cgroup_file("dbx-" + sid, "pids", "pids.current")
+            return int(v) if v is not None else None
+        dbx.wait_until(lambda: (pids_current() or 0) < 50, timeout=5)
+        cur = pids_current()
+        t.ok(cur is not None and cur < 50, "the fork bomb's processes are gone (pids.current %s)"
+             % cur)
         r = srv.exec(other, ["echo", "fine"])
         t.eq(r["stdout"], "fine\n", "another sandbox stays responsive")
         r = srv.exec(sid, ["echo", "fine"])
@@ -312,12 +321,10 @@ def main():
              "crun path: no process of the run is left")
         r = exec_raw(srv, other, {"argv": ["sh", "-c", "echo quick; exit 4"], "background": True}).json()
         t.ok(r.get("pid", 0) > 1, "crun path: background pid of a program that exits at once", r)
-        for _ in range(50):
-            st = srv.request("GET", "/v1/sandboxes/%s/process/%d" % (other, r["pid"])).json()
-            if st["status"] == "exited":
-                break
-            time.sleep(0.1)
-        lg = srv.request("GET", "/v1/sandboxes/%s/process/%d/logs" % (other, r["pid"])).json()
+        OP = "/v1/sandboxes/%s/process" % other
+        dbx.wait_until(lambda: status(srv, OP, r["pid"])["status"] == "exited", timeout=5)
+        st = status(srv, OP, r["pid"])
+        lg = logs(srv, OP, r["pid"])
         t.eq((st["exit_code"], lg["stdout"]), (4, "quick\n"), "crun path: background status and logs")
 
         # ---- overhead ----
@@ -346,18 +353,17 @@ def main():
             got["r"] = srv.request("POST", P + "/exec", {"argv": ["sleep", "1000"], "timeout_s": 300})
         h = threading.Thread(target=hang)
         h.start()
-        time.sleep(1)
+        # Both runs (the background one and the hanging exec) have started.
+        t.ok(dbx.wait_until(lambda: sleeps(srv, sid) >= 2),
+             "runs in flight before the delete (%d)" % sleeps(srv, sid))
         t0 = time.time()
         r = srv.request("DELETE", "/v1/sandboxes/" + sid)
         t.ok(r.status == 204 and time.time() - t0 < 10, "delete with runs in flight (%.1f s)" % (time.time() - t0))
         h.join(30)
         t.ok(not h.is_alive() and got["r"].status == 200, "the in-flight run was ended by the delete")
-        leftover = [p for p in os.listdir("/sys/fs/cgroup/freezer/deskbox")
-                    if p == "dbx-" + sid] if os.path.isdir("/sys/fs/cgroup/freezer/deskbox") else []
-        t.eq(leftover, [], "no cgroup of the sandbox is left")
+        t.eq(dbx.cgroup_dirs("dbx-" + sid), [], "no cgroup of the sandbox is left")
 
         # ---- shutdown with runs in flight ----
-        OP = "/v1/sandboxes/%s/process" % other
         exec_raw(srv, other, {"argv": ["sleep", "1000"], "background": True})
         srv.request("POST", OP + "/contexts", {})
         inflight = {}
@@ -372,7 +378,9 @@ def main():
                threading.Thread(target=fg, args=("sse", OP + "/exec?stream=1"))]
         for x in ths:
             x.start()
-        time.sleep(1)
+        # The background run and both requests' runs have started.
+        t.ok(dbx.wait_until(lambda: sleeps(srv, other) >= 3),
+             "runs in flight before the shutdown (%d)" % sleeps(srv, other))
         t0 = time.time()
         rc = srv.stop()
         t.ok(rc == 0 and time.time() - t0 < 15,
@@ -382,9 +390,7 @@ def main():
         # Answered or cut by the shutdown, but not left hanging.
         t.ok(not any(x.is_alive() for x in ths) and len(inflight) == 2,
              "in-flight requests ended", inflight)
-        t.eq([p for p in os.listdir("/sys/fs/cgroup/freezer/deskbox") if p == "dbx-" + other]
-             if os.path.isdir("/sys/fs/cgroup/freezer/deskbox") else [], [],
-             "nothing of the sandbox is left after shutdown")
+        t.eq(dbx.cgroup_dirs("dbx-" + other), [], "nothing of the sandbox is left after shutdown")
     finally:
         rc = srv.stop()
         t.eq(rc, 0, "deskboxd exits cleanly")

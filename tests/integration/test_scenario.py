@@ -121,7 +121,7 @@ def main():
         r = srv.request("DELETE", "/v1/sandboxes/" + sid)
         t.eq(r.status, 204, "delete answers 204")
         t.diag("delete took %.0f ms" % ((time.time() - t0) * 1000))
-        time.sleep(0.2)
+        dbx.wait_until(lambda: not leftovers(srv, sid), timeout=5)
         t.eq(leftovers(srv, sid), [], "nothing of the sandbox is left")
         r = srv.request("GET", "/v1/sandboxes/" + sid)
         t.eq(r.status, 404, "deleted sandbox is gone")

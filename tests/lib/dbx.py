@@ -3,6 +3,7 @@ port with a temporary state dir, talk HTTP to it, print TAP.
 
 Stdlib only, so the tests run wherever python3 does."""
 
+import glob
 import http.client
 import json
 import os
@@ -44,12 +45,50 @@ class Tap:
     def eq(self, got, want, name):
         return self.ok(got == want, name, "got %r, want %r" % (got, want))
 
+    def skip(self, name, why):
+        """One part of a test that cannot run here; tests/run.sh counts
+        it as skipped, not passed."""
+        self.n += 1
+        print("ok %d - %s # SKIP %s" % (self.n, name, why), flush=True)
+
     def diag(self, msg):
         print("# " + msg, flush=True)
 
     def done(self):
         print("1..%d" % self.n, flush=True)
         sys.exit(1 if self.failed else 0)
+
+
+def wait_until(cond, timeout=10, interval=0.1):
+    """Calls cond() every `interval` seconds until it returns a true value
+    or `timeout` seconds have passed; returns its last value, so a caller
+    asserts on what it saw (falsy when the deadline passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(interval)
+
+
+def cgroup_dirs(cid):
+    """The cgroup directories of container `cid` (deskboxd puts them under
+    "deskbox"), on a cgroup v1 or a v2 host."""
+    return sorted(glob.glob("/sys/fs/cgroup/*/deskbox/" + cid) +
+                  glob.glob("/sys/fs/cgroup/deskbox/" + cid))
+
+
+def cgroup_file(cid, controller, name):
+    """The content of a cgroup file of container `cid` on a v1 or a v2
+    host, or None when there is none."""
+    for path in (glob.glob("/sys/fs/cgroup/%s/deskbox/%s/%s" % (controller, cid, name)) +
+                 glob.glob("/sys/fs/cgroup/deskbox/%s/%s" % (cid, name))):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            pass
+    return None
 
 
 def skip_all(why):

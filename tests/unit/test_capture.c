@@ -2,114 +2,29 @@
  * mirroring, change detection, Unicode typing into xterm, bridge death.
  * Skips (77) when Xvfb, x11vnc or xterm are missing. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <X11/Xlib.h>
 
 #include "capture/capture.h"
 #include "tests/harness.h"
+#include "tests/lib/xlive.h"
 
-#define W 1280
-#define H 800
-
-static pid_t children[8];
-static size_t nchildren;
-static char tmpdir[] = "/tmp/dbx-capture-XXXXXX";
-
-static void cleanup(void)
-{
-	for (size_t i = nchildren; i > 0; i--) {
-		if (children[i - 1] > 0) {
-			kill(-children[i - 1], SIGKILL);
-			kill(children[i - 1], SIGKILL);
-			waitpid(children[i - 1], NULL, 0);
-			children[i - 1] = 0;
-		}
-	}
-	char cmd[PATH_MAX];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (tmpdir[strlen(tmpdir) - 1] != 'X' && system(cmd) != 0)
-		fprintf(stderr, "# could not remove %s\n", tmpdir);
-}
-
-static void on_signal(int sig)
-{
-	cleanup();
-	_exit(128 + sig);
-}
-
-static int in_path(const char *prog)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", prog);
-	return system(cmd) == 0;
-}
-
-/* Starts argv in its own process group with `keep_fd` left open (or -1),
- * stdout/stderr to /dev/null. */
-static pid_t spawn(char *const argv[], int keep_fd, const char *display)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		int null = open("/dev/null", O_RDWR);
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != keep_fd)
-				close(fd);
-		if (display)
-			setenv("DISPLAY", display, 1);
-		setenv("LC_ALL", "C.UTF-8", 1);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid > 0 && nchildren < sizeof(children) / sizeof(children[0]))
-		children[nchildren++] = pid;
-	return pid;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#define W XLIVE_W
+#define H XLIVE_H
 
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
-}
-
-static int connect_unix(const char *path, int timeout_ms)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	double end = now_ms() + timeout_ms;
-	while (now_ms() < end) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return fd;
-		close(fd);
-		usleep(10000);
-	}
-	return -1;
 }
 
 static int send_seq(struct capture *c, const struct input_seq *s)
@@ -128,79 +43,21 @@ static uint32_t pixel(const uint8_t *img, int x, int y)
 	return (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
 }
 
-/* Waits until the screen stops changing for `quiet_ms`. */
-static void settle(struct capture *c, int quiet_ms, int max_ms)
-{
-	double end = now_ms() + max_ms;
-	struct err e = ERR_INIT;
-	while (now_ms() < end && capture_wait_frame(c, capture_frame(c), quiet_ms, &e) == 1)
-		;
-}
-
-static size_t read_file(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, cap);
-	close(fd);
-	return n > 0 ? (size_t)n : 0;
-}
-
 int main(int argc, char **argv)
 {
-	if (!in_path("Xvfb") || !in_path("x11vnc") || !in_path("xterm"))
-		skip_all("Xvfb, x11vnc or xterm not installed");
-	if (!mkdtemp(tmpdir))
-		skip_all("mkdtemp failed");
-	atexit(cleanup);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
-
-	char bridge[PATH_MAX];
-	const char *build = getenv("BUILD");
-	if (build) {
-		snprintf(bridge, sizeof(bridge), "%s/deskbox-bridge", build);
-	} else {
-		char self[PATH_MAX];
-		snprintf(self, sizeof(self), "%s", argv[0]);
-		snprintf(bridge, sizeof(bridge), "%s/../deskbox-bridge", dirname(self));
-	}
-	if (access(bridge, X_OK) != 0)
+	if (!xlive_in_path("x11vnc") || !xlive_in_path("xterm"))
+		skip_all("x11vnc or xterm not installed");
+	struct xlive xl;
+	xlive_find_build(&xl, argv[0]);
+	if (access(xl.bridge, X_OK) != 0)
 		skip_all("deskbox-bridge not built next to the test (set BUILD)");
-
-	/* Xvfb, with the display number read back through -displayfd. */
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		skip_all("pipe failed");
-	char fdarg[16];
-	snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-	char *xvfb[] = {"Xvfb", "-screen",    "0",   "1280x800x24", "-nolisten",
-			"tcp",	"-displayfd", fdarg, NULL};
-	spawn(xvfb, pfd[1], NULL);
-	close(pfd[1]);
-	char num[16] = "";
-	size_t got = 0;
-	struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-	/* Xvfb writes the number and the newline separately. */
-	while (got < sizeof(num) - 1 && !strchr(num, '\n') && poll(&p, 1, 5000) == 1) {
-		ssize_t n = read(pfd[0], num + got, sizeof(num) - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		num[got] = '\0';
-	}
-	if (!strchr(num, '\n')) {
-		printf("1..0 # SKIP Xvfb did not start\n");
-		exit(77);
-	}
-	*strchr(num, '\n') = '\0';
-	char display[32];
-	snprintf(display, sizeof(display), ":%s", num);
+	const char *why;
+	if (xlive_start(&xl, "dbx-capture", NULL, &why) < 0)
+		skip_all(why);
+	char *display = xl.display, *bridge = xl.bridge;
 
 	char sock[PATH_MAX];
-	snprintf(sock, sizeof(sock), "%s/vnc.sock", tmpdir);
+	snprintf(sock, sizeof(sock), "%s/vnc.sock", xl.tmpdir);
 	char *vnc[] = {"x11vnc", "-display", display,	 "-unixsock", sock,    "-rfbport",
 		       "0",	 "-shared",  "-forever", "-nopw",     "-norc", "-quiet",
 		       "-safer", "-nocmds",  "-nonap",	 NULL,	      NULL,    NULL,
@@ -216,17 +73,14 @@ int main(int argc, char **argv)
 	}
 	/* DBX_VNC_SERVER=deskbox: the same test against deskbox-vnc (built
 	 * next to the bridge) instead of x11vnc. */
-	char dvnc[PATH_MAX];
-	snprintf(dvnc, sizeof(dvnc), "%.*s/deskbox-vnc", (int)(strrchr(bridge, '/') - bridge),
-		 bridge);
-	char *dvnc_argv[] = {dvnc, "-display", display, sock, NULL};
+	char *dvnc_argv[] = {xl.vnc, "-display", display, sock, NULL};
 	const char *server = getenv("DBX_VNC_SERVER");
 	int deskbox = server && !strcmp(server, "deskbox");
-	if (deskbox && access(dvnc, X_OK) != 0)
+	if (deskbox && access(xl.vnc, X_OK) != 0)
 		skip_all("deskbox-vnc not built next to the bridge");
-	printf("# VNC server: %s\n", deskbox ? dvnc : "x11vnc");
-	spawn(deskbox ? dvnc_argv : vnc, -1, display);
-	int fd = connect_unix(sock, 10000);
+	printf("# VNC server: %s\n", deskbox ? xl.vnc : "x11vnc");
+	xlive_spawn(deskbox ? dvnc_argv : vnc, -1, display);
+	int fd = xlive_connect_unix(sock, 10000);
 	ok(fd >= 0, "connected to the VNC server's unix socket");
 	if (fd < 0)
 		return done();
@@ -234,7 +88,7 @@ int main(int argc, char **argv)
 	struct err e = ERR_INIT;
 	struct capture *c = NULL;
 	struct capture_opts o = {.bridge_path = bridge, .width = W, .height = H};
-	double t0 = now_ms();
+	double t0 = xlive_now_ms();
 	int r = capture_start(&c, &o, fd, &e);
 	ok(r == 0, "capture_start");
 	if (r < 0) {
@@ -248,16 +102,17 @@ int main(int argc, char **argv)
 		capture_free(c);
 		return done();
 	}
-	printf("# bridge start to first frame (x11vnc still starting): %.1f ms\n", now_ms() - t0);
+	printf("# bridge start to first frame (x11vnc still starting): %.1f ms\n",
+	       xlive_now_ms() - t0);
 	{
 		/* A second connection to a running x11vnc: the real handshake
 		 * cost, and two bridges side by side. */
 		struct capture *c2 = NULL;
-		int fd2 = connect_unix(sock, 2000);
-		double t1 = now_ms();
+		int fd2 = xlive_connect_unix(sock, 2000);
+		double t1 = xlive_now_ms();
 		ok(capture_start(&c2, &o, fd2, &e) == 0 && capture_wait_ready(c2, 5000, &e) == 0,
 		   "second bridge ready");
-		printf("# second bridge start to first frame: %.1f ms\n", now_ms() - t1);
+		printf("# second bridge start to first frame: %.1f ms\n", xlive_now_ms() - t1);
 		capture_free(c2);
 	}
 	ok(capture_alive(c) == 1, "bridge alive");
@@ -270,9 +125,9 @@ int main(int argc, char **argv)
 	uint64_t frame = 0;
 	double times[100];
 	for (int i = 0; i < 100; i++) {
-		double s = now_ms();
+		double s = xlive_now_ms();
 		r = capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, &frame, &e);
-		times[i] = now_ms() - s;
+		times[i] = xlive_now_ms() - s;
 	}
 	ok(r == 0, "full snapshot");
 	qsort(times, 100, sizeof(double), cmp_double);
@@ -302,7 +157,7 @@ int main(int argc, char **argv)
 	is_int(r, 1, "frame changes after painting the root window");
 	/* x11vnc finds root window changes by polling, a while after the
 	 * first (cursor) update. */
-	end = now_ms() + 5000;
+	end = xlive_now_ms() + 5000;
 	for (;;) {
 		capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, &frame, &e);
 		int red = 1;
@@ -312,7 +167,7 @@ int main(int argc, char **argv)
 				 * x11vnc draws it into the framebuffer. */
 				red &= pixel(img, xx, yy) == 0xff0000 ||
 				       (abs(xx - W / 2) < 32 && abs(yy - H / 2) < 32);
-		if (red || now_ms() > end)
+		if (red || xlive_now_ms() > end)
 			break;
 		capture_wait_frame(c, frame, 200, &e);
 	}
@@ -326,14 +181,14 @@ int main(int argc, char **argv)
 
 	/* Typing into xterm: the exact bytes must arrive. */
 	char out[PATH_MAX];
-	snprintf(out, sizeof(out), "%s/typed", tmpdir);
+	snprintf(out, sizeof(out), "%s/typed", xl.tmpdir);
 	char shcmd[PATH_MAX + 32];
 	snprintf(shcmd, sizeof(shcmd), "cat > '%s'", out);
 	char *xterm[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e", "sh", "-c", shcmd, NULL};
 	before = capture_frame(c);
-	pid_t xt = spawn(xterm, -1, display);
+	pid_t xt = xlive_spawn(xterm, -1, display);
 	is_int(capture_wait_frame(c, before, 5000, &e), 1, "xterm drew");
-	settle(c, 300, 5000);
+	xlive_settle(c, 300, 5000);
 
 	struct input_seq s = {0};
 	r = input_seq_click(&s, 100, 100, INPUT_BUTTON_LEFT, 1, NULL, 0, &e);
@@ -342,7 +197,7 @@ int main(int argc, char **argv)
 	int32_t x, y;
 	capture_pointer(c, &x, &y);
 	ok(x == 100 && y == 100, "pointer position recorded");
-	settle(c, 200, 2000);
+	xlive_settle(c, 200, 2000);
 
 	/* Latency: one key press+release until the echo changes the frame;
 	 * "a" then BackSpace so nothing reaches the file. */
@@ -353,12 +208,12 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 2; k++) {
 			input_seq_keys(&s, keys[k], &e);
 			before = capture_frame(c);
-			double s0 = now_ms();
+			double s0 = xlive_now_ms();
 			send_seq(c, &s);
 			if (capture_wait_frame(c, before, 2000, &e) == 1)
-				lat[nlat++] = now_ms() - s0;
+				lat[nlat++] = xlive_now_ms() - s0;
 			input_seq_release(&s);
-			settle(c, 30, 500);
+			xlive_settle(c, 30, 500);
 		}
 	}
 	ok(nlat == 40, "every key echo changed the frame");
@@ -373,22 +228,20 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = input_seq_keys(&s, "Return ctrl+d", &e);
 	ok(r == 0, "built the typing sequence");
-	double s0 = now_ms();
+	double s0 = xlive_now_ms();
 	ok(send_seq(c, &s) == 0, "sent text in one capture_send");
-	double sent_ms = now_ms() - s0;
+	double sent_ms = xlive_now_ms() - s0;
 	input_seq_release(&s);
 	/* cat exits on ctrl+d, then xterm: the file is complete. */
 	int st = -1;
-	end = now_ms() + 10000;
-	while (now_ms() < end && waitpid(xt, &st, WNOHANG) == 0)
+	end = xlive_now_ms() + 10000;
+	while (xlive_now_ms() < end && waitpid(xt, &st, WNOHANG) == 0)
 		usleep(2000);
-	double done_ms = now_ms() - s0;
-	for (size_t i = 0; i < nchildren; i++)
-		if (children[i] == xt)
-			children[i] = 0;
+	double done_ms = xlive_now_ms() - s0;
+	xlive_forget(xt);
 	char want[256], buf[256] = "";
 	snprintf(want, sizeof(want), "%s\n", text);
-	size_t n = read_file(out, buf, sizeof(buf) - 1);
+	size_t n = xlive_read_file(out, buf, sizeof(buf) - 1);
 	buf[n] = '\0';
 	is_str(buf, want, "xterm received the exact unicode text");
 	size_t chars = 0;
@@ -400,8 +253,8 @@ int main(int argc, char **argv)
 	/* A dead bridge is noticed. */
 	pid_t bp = capture_pid(c);
 	kill(bp, SIGKILL);
-	end = now_ms() + 2000;
-	while (now_ms() < end && capture_alive(c))
+	end = xlive_now_ms() + 2000;
+	while (xlive_now_ms() < end && capture_alive(c))
 		usleep(1000);
 	is_int(capture_alive(c), 0, "bridge death noticed");
 	is_int(capture_pid(c), -1, "pid is -1 once gone");

@@ -68,8 +68,16 @@ int main(void)
 	fill(dst, 8, 8, 0, 0, 0);
 	capture_draw_cursor(dst, 8, 8, 32, cur, 4, 4, 0, 0);
 	ok(dst[(0 * 8 + 2) * 4 + 2] == 3 && dst[(0 * 8 + 3) * 4 + 2] == 0, "mask respected");
+	/* Entirely outside: not a pixel of the image, nor a byte past it (the
+	 * rest of the 64x64 buffer), changes. */
+	uint8_t *before = malloc(64 * 64 * 4);
+	memcpy(before, dst, 64 * 64 * 4);
 	capture_draw_cursor(dst, 8, 8, 32, cur, 4, 4, -100, 1000);
-	ok(1, "far off-image cursor is harmless");
+	capture_draw_cursor(dst, 8, 8, 32, cur, 4, 4, 8, 0);
+	capture_draw_cursor(dst, 8, 8, 32, cur, 4, 4, 0, 8);
+	capture_draw_cursor(dst, 8, 8, 32, cur, 4, 4, -4, -4);
+	ok(memcmp(before, dst, 64 * 64 * 4) == 0, "a cursor off the image draws nothing");
+	free(before);
 
 	/* JPEG */
 	uint8_t *jpg = NULL;

@@ -8,8 +8,6 @@
  * Skips (77) when Xvfb or xterm are missing or deskbox-vnc is not built. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,11 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <X11/Xlib.h>
@@ -29,108 +24,15 @@
 
 #include "capture/capture.h"
 #include "tests/harness.h"
+#include "tests/lib/xlive.h"
 
-#define W 1280
-#define H 800
-
-static pid_t children[8];
-static size_t nchildren;
-static char tmpdir[] = "/tmp/dbx-vnc-XXXXXX";
-
-static void cleanup(void)
-{
-	for (size_t i = nchildren; i > 0; i--) {
-		if (children[i - 1] > 0) {
-			kill(-children[i - 1], SIGKILL);
-			kill(children[i - 1], SIGKILL);
-			waitpid(children[i - 1], NULL, 0);
-			children[i - 1] = 0;
-		}
-	}
-	char cmd[PATH_MAX];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (tmpdir[strlen(tmpdir) - 1] != 'X' && system(cmd) != 0)
-		fprintf(stderr, "# could not remove %s\n", tmpdir);
-}
-
-static void on_signal(int sig)
-{
-	cleanup();
-	_exit(128 + sig);
-}
-
-static int in_path(const char *prog)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", prog);
-	return system(cmd) == 0;
-}
-
-static pid_t spawn(char *const argv[], int keep_fd, const char *display)
-{
-	pid_t pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		int null = open("/dev/null", O_RDWR);
-		dup2(null, 0);
-		dup2(null, 1);
-		if (!getenv("DBX_TEST_VERBOSE"))
-			dup2(null, 2);
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != keep_fd)
-				close(fd);
-		if (display)
-			setenv("DISPLAY", display, 1);
-		setenv("LC_ALL", "C.UTF-8", 1);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid > 0 && nchildren < sizeof(children) / sizeof(children[0]))
-		children[nchildren++] = pid;
-	return pid;
-}
-
-static void forget(pid_t pid)
-{
-	for (size_t i = 0; i < nchildren; i++)
-		if (children[i] == pid)
-			children[i] = 0;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int connect_unix(const char *path, int timeout_ms)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	double end = now_ms() + timeout_ms;
-	while (now_ms() < end) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-			return fd;
-		close(fd);
-		usleep(1000);
-	}
-	return -1;
-}
+#define W XLIVE_W
+#define H XLIVE_H
 
 static uint32_t pixel(const uint8_t *img, int x, int y)
 {
 	const uint8_t *p = img + ((size_t)y * W + (size_t)x) * 4;
 	return (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-
-static void settle(struct capture *c, int quiet_ms, int max_ms)
-{
-	double end = now_ms() + max_ms;
-	struct err e = ERR_INIT;
-	while (now_ms() < end && capture_wait_frame(c, capture_frame(c), quiet_ms, &e) == 1)
-		;
 }
 
 /* Whether any socket of `pid` is a TCP socket (listening or not). */
@@ -178,41 +80,31 @@ static int has_tcp_socket(pid_t pid)
 	return 0;
 }
 
-static size_t read_file(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	size_t got = 0;
-	for (ssize_t n; got < cap && (n = read(fd, buf + got, cap - got)) > 0;)
-		got += (size_t)n;
-	close(fd);
-	return got;
-}
-
 struct env {
-	char display[32], sock[PATH_MAX], vnc[PATH_MAX], bridge[PATH_MAX];
+	struct xlive x;
+	char sock[PATH_MAX];
 	pid_t vnc_pid;
+	int typed; /* files typed into so far */
 };
 
 /* Starts deskbox-vnc and waits for its socket; returns ms until then. */
 static double start_vnc(struct env *v)
 {
-	char *argv[] = {v->vnc, "-display", v->display, v->sock, NULL};
-	double t0 = now_ms();
-	v->vnc_pid = spawn(argv, -1, v->display);
+	char *argv[] = {v->x.vnc, "-display", v->x.display, v->sock, NULL};
+	double t0 = xlive_now_ms();
+	v->vnc_pid = xlive_spawn(argv, -1, v->x.display);
 	struct stat st;
-	while (now_ms() - t0 < 10000 && stat(v->sock, &st) != 0)
+	while (xlive_now_ms() - t0 < 10000 && stat(v->sock, &st) != 0)
 		usleep(500);
-	return now_ms() - t0;
+	return xlive_now_ms() - t0;
 }
 
 static struct capture *connect_bridge(struct env *v)
 {
 	struct err e = ERR_INIT;
 	struct capture *c = NULL;
-	struct capture_opts o = {.bridge_path = v->bridge, .width = W, .height = H};
-	int fd = connect_unix(v->sock, 5000);
+	struct capture_opts o = {.bridge_path = v->x.bridge, .width = W, .height = H};
+	int fd = xlive_connect_unix(v->sock, 5000);
 	if (fd < 0 || capture_start(&c, &o, fd, &e) < 0 || capture_wait_ready(c, 10000, &e) < 0) {
 		printf("# bridge: %s\n", e.msg);
 		capture_free(c);
@@ -227,28 +119,28 @@ static int type_into_xterm(struct env *v, struct capture *c, const char *text, c
 			   char *got, size_t cap, double *ms)
 {
 	char out[PATH_MAX], shcmd[PATH_MAX + 32];
-	snprintf(out, sizeof(out), "%s/typed-%d", tmpdir, (int)nchildren);
+	snprintf(out, sizeof(out), "%s/typed-%d", v->x.tmpdir, v->typed++);
 	snprintf(shcmd, sizeof(shcmd), "cat > '%s'", out);
 	char *xterm[] = {"xterm", "-u8", "-geometry", "80x24+0+0", "-e", "sh", "-c", shcmd, NULL};
 	struct err e = ERR_INIT;
 	uint64_t before = capture_frame(c);
-	pid_t xt = spawn(xterm, -1, v->display);
+	pid_t xt = xlive_spawn(xterm, -1, v->x.display);
 	if (capture_wait_frame(c, before, 5000, &e) != 1)
 		return -1;
-	settle(c, 300, 5000);
+	xlive_settle(c, 300, 5000);
 	struct input_seq s = {0};
 	int r = input_seq_click(&s, 100, 100, INPUT_BUTTON_LEFT, 1, NULL, 0, &e);
 	if (r == 0)
 		r = capture_send(c, s.ev, s.n, &e);
 	input_seq_release(&s);
-	settle(c, 200, 2000);
+	xlive_settle(c, 200, 2000);
 	if (r == 0)
 		r = input_seq_text(&s, text, strlen(text), &e);
 	if (r == 0 && keys)
 		r = input_seq_keys(&s, keys, &e);
 	if (r == 0)
 		r = input_seq_keys(&s, "Return ctrl+d", &e);
-	double t0 = now_ms();
+	double t0 = xlive_now_ms();
 	if (r == 0)
 		r = capture_send(c, s.ev, s.n, &e);
 	input_seq_release(&s);
@@ -257,12 +149,12 @@ static int type_into_xterm(struct env *v, struct capture *c, const char *text, c
 		return -1;
 	}
 	int st;
-	double end = now_ms() + 20000;
-	while (now_ms() < end && waitpid(xt, &st, WNOHANG) == 0)
+	double end = xlive_now_ms() + 20000;
+	while (xlive_now_ms() < end && waitpid(xt, &st, WNOHANG) == 0)
 		usleep(2000);
-	*ms = now_ms() - t0;
-	forget(xt);
-	size_t n = read_file(out, got, cap - 1);
+	*ms = xlive_now_ms() - t0;
+	xlive_forget(xt);
+	size_t n = xlive_read_file(out, got, cap - 1);
 	got[n] = '\0';
 	return 0;
 }
@@ -277,50 +169,17 @@ static size_t utf8_chars(const char *s)
 
 int main(int argc, char **argv)
 {
-	if (!in_path("Xvfb") || !in_path("xterm"))
-		skip_all("Xvfb or xterm not installed");
+	if (!xlive_in_path("xterm"))
+		skip_all("xterm not installed");
 	struct env v = {0};
-	const char *build = getenv("BUILD");
-	char self[PATH_MAX];
-	snprintf(self, sizeof(self), "%s", argv[0]);
-	snprintf(v.bridge, sizeof(v.bridge), "%s/deskbox-bridge", build ? build : dirname(self));
-	if (!build)
-		snprintf(v.bridge, sizeof(v.bridge), "%s/../deskbox-bridge", dirname(self));
-	snprintf(v.vnc, sizeof(v.vnc), "%.*s/deskbox-vnc", (int)(strrchr(v.bridge, '/') - v.bridge),
-		 v.bridge);
-	if (access(v.bridge, X_OK) != 0 || access(v.vnc, X_OK) != 0)
+	xlive_find_build(&v.x, argv[0]);
+	if (access(v.x.bridge, X_OK) != 0 || access(v.x.vnc, X_OK) != 0)
 		skip_all("deskbox-bridge or deskbox-vnc not built next to the test (set BUILD)");
-	if (!mkdtemp(tmpdir))
-		skip_all("mkdtemp failed");
-	atexit(cleanup);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGPIPE, SIG_IGN);
-
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		skip_all("pipe failed");
-	char fdarg[16];
-	snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
-	char *xvfb[] = {"Xvfb",	      "-screen", "0",	       "1280x800x24", "-nolisten", "tcp",
-			"-extension", "GLX",	 "-displayfd", fdarg,	      NULL};
-	spawn(xvfb, pfd[1], NULL);
-	close(pfd[1]);
-	char num[16] = "";
-	size_t got = 0;
-	struct pollfd p = {.fd = pfd[0], .events = POLLIN};
-	while (got < sizeof(num) - 1 && !strchr(num, '\n') && poll(&p, 1, 5000) == 1) {
-		ssize_t n = read(pfd[0], num + got, sizeof(num) - 1 - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		num[got] = '\0';
-	}
-	if (!strchr(num, '\n'))
-		skip_all("Xvfb did not start");
-	*strchr(num, '\n') = '\0';
-	snprintf(v.display, sizeof(v.display), ":%s", num);
-	snprintf(v.sock, sizeof(v.sock), "%s/vnc.sock", tmpdir);
+	const char *why;
+	static const char *const no_glx[] = {"-extension", "GLX", NULL};
+	if (xlive_start(&v.x, "dbx-vnc", no_glx, &why) < 0)
+		skip_all(why);
+	snprintf(v.sock, sizeof(v.sock), "%s/vnc.sock", v.x.tmpdir);
 
 	double start_ms = start_vnc(&v);
 	struct stat st;
@@ -333,12 +192,12 @@ int main(int argc, char **argv)
 	 * WebSocket client is skipped.  Best of five, the machine is shared. */
 	double best = 1e9;
 	for (int i = 0; i < 5; i++) {
-		double t0 = now_ms();
-		int fd = connect_unix(v.sock, 2000);
+		double t0 = xlive_now_ms();
+		int fd = xlive_connect_unix(v.sock, 2000);
 		char banner[13] = "";
 		struct pollfd q = {.fd = fd, .events = POLLIN};
 		if (fd >= 0 && poll(&q, 1, 2000) == 1 && read(fd, banner, 12) == 12) {
-			double t = now_ms() - t0;
+			double t = xlive_now_ms() - t0;
 			best = t < best ? t : best;
 		}
 		if (i == 0)
@@ -349,15 +208,15 @@ int main(int argc, char **argv)
 	printf("# connect to banner: best %.2f ms\n", best);
 	ok(best < 100, "banner without the 100 ms WebSocket wait");
 
-	double t0 = now_ms();
+	double t0 = xlive_now_ms();
 	struct capture *c = connect_bridge(&v);
 	ok(c != NULL, "bridge mirrors the first frame");
 	if (!c)
 		return done();
-	printf("# bridge start to first frame: %.1f ms\n", now_ms() - t0);
+	printf("# bridge start to first frame: %.1f ms\n", xlive_now_ms() - t0);
 
 	/* The pointer is never in the pixels; its shape comes separately. */
-	Display *dpy = XOpenDisplay(v.display);
+	Display *dpy = XOpenDisplay(v.x.display);
 	ok(dpy != NULL, "opened the X display");
 	if (!dpy)
 		return done();
@@ -369,7 +228,7 @@ int main(int argc, char **argv)
 	struct input_event mv = {.type = INPUT_MOVE, .x = W / 2, .y = H / 2};
 	ok(capture_send(c, &mv, 1, &e) == 0, "pointer moved to the middle");
 	is_int(capture_wait_frame(c, before, 2000, &e), 1, "painting the root is mirrored");
-	settle(c, 100, 2000);
+	xlive_settle(c, 100, 2000);
 	uint8_t *img = malloc((size_t)W * H * 4);
 	capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, NULL, &e);
 	int red = 1;
@@ -381,8 +240,8 @@ int main(int argc, char **argv)
 	uint32_t cw = 0, ch = 0;
 	int32_t hx, hy;
 	uint64_t serial;
-	double end = now_ms() + 2000;
-	while (now_ms() < end && capture_cursor(c, cur, &cw, &ch, &hx, &hy, &serial) != 1)
+	double end = xlive_now_ms() + 2000;
+	while (xlive_now_ms() < end && capture_cursor(c, cur, &cw, &ch, &hx, &hy, &serial) != 1)
 		usleep(5000);
 	ok(cw > 0 && ch > 0, "cursor shape sent separately");
 	printf("# cursor %ux%u hot spot %d,%d\n", cw, ch, hx, hy);
@@ -419,7 +278,7 @@ int main(int argc, char **argv)
 	kill(v.vnc_pid, SIGTERM);
 	int status = -1;
 	waitpid(v.vnc_pid, &status, 0);
-	forget(v.vnc_pid);
+	xlive_forget(v.vnc_pid);
 	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "SIGTERM: clean exit");
 	ok(stat(v.sock, &st) != 0, "socket removed on exit");
 	printf("# restart until the socket exists: %.1f ms\n", start_vnc(&v));

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +23,10 @@
 #include "common/fs.h"
 #include "server/runtime/runtime.h"
 #include "tests/harness.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 
 struct ctx {
 	enum runtime_cgroup_mode mode;
@@ -288,6 +293,53 @@ static void test_limits(struct ctx *c)
 	     (double)pss / 1024);
 }
 
+/* Counts the mounts of this namespace that still propagate to or from a
+ * peer group (a "shared:N" optional field in mountinfo), or -1. */
+static int shared_mounts(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return -1;
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *end = strstr(line, " - ");
+		if (end)
+			*end = '\0';
+		if (strstr(line, " shared:"))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int is_cgroup2(const char *path)
+{
+	struct statfs sf;
+	return statfs(path, &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* runtime_host_setup() left this process in a new, private mount
+ * namespace and named the cgroup layout the host really has. */
+static void test_host_setup(struct ctx *c, const char *ns_before)
+{
+	char ns_after[64] = "";
+	ssize_t n = readlink("/proc/self/ns/mnt", ns_after, sizeof(ns_after) - 1);
+	if (n > 0)
+		ns_after[n] = '\0';
+	ok(n > 0 && strcmp(ns_before, ns_after) != 0, "host setup: a new mount namespace");
+	if (strcmp(ns_before, ns_after) == 0)
+		note("still in %s", ns_before);
+	int shared = shared_mounts();
+	is_int(shared, 0, "host setup: no mount propagates to the host");
+	int v2 = is_cgroup2("/sys/fs/cgroup");
+	ok(c->mode == (v2 ? RUNTIME_CGROUP_V2 : RUNTIME_CGROUP_V1),
+	   v2 ? "host setup: cgroup v2 detected" : "host setup: cgroup v1 detected");
+	if (!v2)
+		ok(!is_cgroup2("/sys/fs/cgroup/unified"),
+		   "host setup: hybrid host's v2 hierarchy hidden from crun");
+}
+
 int main(void)
 {
 	if (geteuid() != 0)
@@ -308,6 +360,10 @@ int main(void)
 	if (access(init_bin, X_OK) < 0)
 		skip_all("no deskbox-init binary (set BUILD= or DESKBOX_INIT=)");
 
+	char ns_before[64] = "";
+	ssize_t ns_len = readlink("/proc/self/ns/mnt", ns_before, sizeof(ns_before) - 1);
+	if (ns_len > 0)
+		ns_before[ns_len] = '\0';
 	if (runtime_host_setup(&c.mode, &e) < 0) {
 		printf("# %s\n", e.msg);
 		skip_all("cannot set up a private mount namespace");
@@ -322,7 +378,7 @@ int main(void)
 		printf("# %s\n", e.msg);
 		skip_all("no crun");
 	}
-	ok(1, c.mode == RUNTIME_CGROUP_V1 ? "host setup (cgroup v1)" : "host setup (cgroup v2)");
+	test_host_setup(&c, ns_before);
 
 	char lower[PATH_MAX], lower2[PATH_MAX];
 	long long t = ms();
