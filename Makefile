@@ -106,7 +106,7 @@ $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 
 $(XTOOL): $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11 xtst)
 
 $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@

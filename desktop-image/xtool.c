@@ -8,6 +8,13 @@
  *   close WID               {"id":WID}
  *   wait-new-window MS      {"window":{...}} once a window not among the ids
  *                           given in DESKBOX_XTOOL_KNOWN (comma separated) shows
+ *   pointer                 {"x":X,"y":Y}: where the pointer really is
+ *   click X Y BUTTON COUNT [KEYSYMS]
+ *                           {"x":X,"y":Y,"button":B}: moves, holds the
+ *                           modifier keysyms (comma-separated hex), clicks
+ *                           BUTTON (1-9, 9 is "forward", which RFB cannot
+ *                           carry) COUNT times and releases, through XTEST
+ *                           in one client so the X server keeps the order
  *   clipboard-get           {"text":"..."}
  *   clipboard-own           reads UTF-8 text on stdin and serves it as the
  *                           CLIPBOARD and PRIMARY selections until another
@@ -16,6 +23,7 @@
 #include <X11/Xatom.h>
 #include <X11/Xlib.h>
 #include <X11/Xutil.h>
+#include <X11/extensions/XTest.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -428,6 +436,73 @@ static int cmd_clipboard_own(void)
 	return 0;
 }
 
+static int cmd_pointer(void)
+{
+	Display *d = open_display();
+	Window root, child;
+	int x, y, wx, wy;
+	unsigned mask;
+	if (!XQueryPointer(d, DefaultRootWindow(d), &root, &child, &x, &y, &wx, &wy, &mask))
+		die("the pointer is on another screen");
+	printf("{\"x\":%d,\"y\":%d}\n", x, y);
+	return 0;
+}
+
+static long number(const char *s, long min, long max, const char *what)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 0);
+	if (errno || *end || end == s || v < min || v > max)
+		die("bad %s '%.32s'", what, s);
+	return v;
+}
+
+/* Presses (down=1) or releases the keycodes of a comma-separated list of
+ * keysyms; releases go in reverse order. */
+static void fake_keys(Display *d, const char *list, int down)
+{
+	KeyCode codes[8];
+	int n = 0;
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *tok = strtok(buf, ","); tok && n < 8; tok = strtok(NULL, ",")) {
+		KeyCode c = XKeysymToKeycode(d, (KeySym)number(tok, 1, 0x1ffffff, "keysym"));
+		if (!c)
+			die("no keycode for keysym %s", tok);
+		codes[n++] = c;
+	}
+	for (int i = 0; i < n; i++)
+		XTestFakeKeyEvent(d, codes[down ? i : n - 1 - i], down ? True : False, 0);
+}
+
+static int cmd_click(int argc, char **argv)
+{
+	Display *d = open_display();
+	int ev, er, maj, min;
+	if (!XTestQueryExtension(d, &ev, &er, &maj, &min))
+		die("the X server has no XTEST extension");
+	long x = number(argv[2], 0, 65535, "x"), y = number(argv[3], 0, 65535, "y");
+	unsigned button = (unsigned)number(argv[4], 1, 9, "button");
+	long count = number(argv[5], 1, 3, "count");
+	const char *mods = argc > 6 ? argv[6] : "";
+	XTestFakeMotionEvent(d, DefaultScreen(d), (int)x, (int)y, 0);
+	if (*mods)
+		fake_keys(d, mods, 1);
+	for (long i = 0; i < count; i++) {
+		XTestFakeButtonEvent(d, button, True, 0);
+		XTestFakeButtonEvent(d, button, False, 0);
+		XSync(d, False);
+		if (i + 1 < count)
+			clock_sleep_ms(50);
+	}
+	if (*mods)
+		fake_keys(d, mods, 0);
+	XSync(d, False);
+	printf("{\"x\":%ld,\"y\":%ld,\"button\":%u}\n", x, y, button);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -439,10 +514,14 @@ int main(int argc, char **argv)
 		return cmd_close(argv[2]);
 	if (strcmp(cmd, "wait-new-window") == 0 && argc == 3)
 		return cmd_wait_new(argv[2]);
+	if (strcmp(cmd, "pointer") == 0)
+		return cmd_pointer();
+	if (strcmp(cmd, "click") == 0 && (argc == 6 || argc == 7))
+		return cmd_click(argc, argv);
 	if (strcmp(cmd, "clipboard-get") == 0)
 		return cmd_clipboard_get();
 	if (strcmp(cmd, "clipboard-own") == 0)
 		return cmd_clipboard_own();
 	die("usage: deskbox-xtool windows | activate WID | close WID | wait-new-window MS | "
-	    "clipboard-get | clipboard-own");
+	    "pointer | click X Y BUTTON COUNT [KEYSYMS] | clipboard-get | clipboard-own");
 }

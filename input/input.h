@@ -96,7 +96,7 @@ int input_seq_click(struct input_seq *s, int32_t x, int32_t y, enum input_button
 		    const uint32_t *mods, size_t nmods, struct err *e);
 
 /* Appends a pause of `ms` (1..INPUT_PAUSE_MAX_MS) milliseconds. */
-#define INPUT_PAUSE_MAX_MS 60000
+#define INPUT_PAUSE_MAX_MS 100000
 int input_seq_pause(struct input_seq *s, int32_t ms, struct err *e);
 
 /* input_seq_text() with a pause of `pause_ms` (0: none) after every

@@ -296,8 +296,13 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	return http_reply_json(res, 200, j, e);
 }
 
+/* The tool-format adapters answer with the format's own result, also when
+ * the action failed (desktop.h); the frame of its screenshot goes in
+ * X-Frame and a failure's reason in X-Action-Error. */
 static int adapter(struct http_request *req, struct http_response *res,
-		   int (*run)(struct desk *, const cJSON *, cJSON *, struct err *), struct err *e)
+		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
+			      struct err *),
+		   struct err *e)
 {
 	cJSON *body;
 	struct desk d;
@@ -305,14 +310,26 @@ static int adapter(struct http_request *req, struct http_response *res,
 	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	int r = run(&d, body, j, e);
+	struct desk_tool t;
+	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
 		cJSON_Delete(j);
 		return r;
 	}
-	return http_reply_json(res, 200, j, e);
+	if (http_reply_json(res, 200, j, e) < 0)
+		return err_code(e);
+	if (t.frame)
+		add_frame_header(res, t.frame);
+	if (t.failed) {
+		/* Header values are one line of printable text. */
+		for (char *p = t.error; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+				*p = ' ';
+		http_add_header(res, "X-Action-Error", t.error, NULL);
+	}
+	return 0;
 }
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)

@@ -1,8 +1,9 @@
 /* desktop: the computer-use actions behind /v1/sandboxes/{id}/desktop/...
  * (server/api/api_desktop.c: routes; desktop_actions.c: pointer, keyboard
  * and wait; desktop_batch.c: several actions in one call;
- * desktop_shot.c: screenshots; desktop_adapters.c: the Anthropic and
- * OpenAI tool formats; desktop_x.c: windows, clipboard, launch).
+ * desktop_shot.c: screenshots; desktop_anthropic.c and desktop_openai.c:
+ * the tool formats, desktop_adapter.c what they share; desktop_x.c:
+ * windows, clipboard, launch, the real pointer, clicks RFB cannot carry).
  *
  * Coordinates: an agent may declare the screen size it works in
  * ("agent_display", per sandbox or per request).  Everything it sends is
@@ -20,9 +21,10 @@
 #include "input/input.h"
 #include "server/process/process.h"
 
-/* The longest any one desktop request may wait or pace input for: keeps
- * every action bounded well inside the HTTP idle timeout. */
-#define DESK_MAX_WAIT_MS 60000
+/* The longest any one desktop request may wait or pace input for (the
+ * reference computer-use tool allows 100 s for wait and hold_key): keeps
+ * every action bounded inside the HTTP idle timeout (120 s). */
+#define DESK_MAX_WAIT_MS 100000
 
 /* An operation in progress on one sandbox's desktop.  The caller keeps the
  * sandbox running and its mirror connected while it lasts (in deskboxd,
@@ -99,8 +101,19 @@ int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON
  * stops at the first failing action (the error names its index). */
 int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 
-/* The adapters: run one tool call and fill `out` with the tool result. */
-int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct err *e);
-int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct err *e);
+/* The tool-format adapters (desktop_anthropic.c, desktop_openai.c): run one
+ * tool call taken verbatim and fill `out` with exactly what the format's
+ * result is (Anthropic: a tool_result block; OpenAI: a
+ * computer_call_output item).  A failure of the action itself is such a
+ * result too (t->failed, the reason in it or in t->error); a negative
+ * return is left for failures of deskbox itself (out of memory). */
+struct desk_tool {
+	uint64_t frame; /* of the screenshot in the result, 0 when none */
+	int failed;
+	char error[ERR_MSG_MAX];
+};
+int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
+		   struct err *e);
+int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
 
 #endif

@@ -2,18 +2,20 @@
  * sandbox's desktop, coordinate mapping, sending paced input. */
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "common/clock.h"
 #include "input/input.h"
 #include "common/args.h"
 #include "desktop.h"
+#include "internal.h"
 
 #define TYPE_TEXT_MAX	  (256u * 1024u)
 #define MAX_MODIFIERS	  8
 #define DRAG_MAX_POINTS	  1024
 #define DRAG_STEP_PX	  8
-#define HOLD_MAX_MS	  10000
+#define HOLD_MAX_MS	  DESK_MAX_WAIT_MS
 #define TYPE_MAX_DELAY_MS 1000
 /* Where key and pointer events meet (input_seq_ordered). */
 #define ORDER_PAUSE_MS 20
@@ -80,14 +82,15 @@ int desk_send(struct desk *d, const struct input_seq *seq, struct err *e)
 }
 
 /* A point in agent space, mapped to the real screen.  With `optional` and
- * neither field given, the current pointer position (*given = 0). */
+ * neither field given, where the pointer really is (*given = 0). */
 static int parse_point(struct desk *d, const cJSON *a, int optional, int32_t *x, int32_t *y,
 		       int *given, struct err *e)
 {
 	const cJSON *jx = cJSON_GetObjectItemCaseSensitive(a, "x");
 	const cJSON *jy = cJSON_GetObjectItemCaseSensitive(a, "y");
 	if (optional && !jx && !jy) {
-		capture_pointer(d->cap, x, y);
+		if (desk_x_pointer(d, x, y, e) < 0)
+			return err_code(e);
 		if (given)
 			*given = 0;
 		return 0;
@@ -166,10 +169,17 @@ static int push_mods(struct input_seq *s, const uint32_t *mods, size_t n, int do
 static int build_move(struct desk *d, const cJSON *a, struct input_seq *s, struct err *e)
 {
 	int32_t x, y;
-	if (parse_point(d, a, 0, &x, &y, NULL, e) < 0)
+	uint32_t mods[MAX_MODIFIERS];
+	size_t nmods;
+	if (parse_point(d, a, 0, &x, &y, NULL, e) < 0 || parse_mods(a, mods, &nmods, e) < 0)
 		return err_code(e);
 	struct input_event ev = {.type = INPUT_MOVE, .x = x, .y = y};
-	return input_seq_push(s, &ev, e);
+	int r = push_mods(s, mods, nmods, 1, e);
+	if (r == 0)
+		r = input_seq_push(s, &ev, e);
+	if (r == 0)
+		r = push_mods(s, mods, nmods, 0, e);
+	return r;
 }
 
 static int build_click(struct desk *d, const cJSON *a, struct input_seq *s, struct err *e)
@@ -335,10 +345,10 @@ static int build_key_up(struct desk *d, const cJSON *a, struct input_seq *s, str
 static int build_hold_key(struct desk *d, const cJSON *a, struct input_seq *s, struct err *e)
 {
 	int64_t ms;
-	if (args_int(a, "duration_ms", 1, HOLD_MAX_MS, 0, ARGS_REQUIRED, &ms, e) < 0)
+	if (args_int(a, "duration_ms", 0, HOLD_MAX_MS, 0, ARGS_REQUIRED, &ms, e) < 0)
 		return err_code(e);
 	int r = for_each_keys(a, s, 1, e);
-	if (r == 0)
+	if (r == 0 && ms > 0)
 		r = input_seq_pause(s, (int32_t)ms, e);
 	if (r == 0)
 		r = for_each_keys(a, s, 0, e);
@@ -367,17 +377,45 @@ static const struct {
     {"key_up", build_key_up},	  {"type_text", build_type_text},
 };
 
-static void add_pointer(struct desk *d, cJSON *out)
+/* The pointer where it really is (programs and viewers move it too). */
+static int add_pointer(struct desk *d, cJSON *out, struct err *e)
 {
 	int32_t x, y, ax, ay;
-	capture_pointer(d->cap, &x, &y);
+	if (desk_x_pointer(d, &x, &y, e) < 0)
+		return err_code(e);
 	desk_to_agent(d, x, y, &ax, &ay);
 	cJSON_AddNumberToObject(out, "x", ax);
 	cJSON_AddNumberToObject(out, "y", ay);
+	return 0;
+}
+
+/* A click with button "forward" (X button 9), which RFB cannot carry. */
+static int click_forward(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
+{
+	int32_t x, y;
+	int64_t count;
+	uint32_t mods[MAX_MODIFIERS];
+	size_t nmods;
+	if (parse_point(d, a, 1, &x, &y, NULL, e) < 0 ||
+	    args_int(a, "count", 1, 3, 1, 0, &count, e) < 0 || parse_mods(a, mods, &nmods, e) < 0)
+		return err_code(e);
+	if (desk_x_click(d, x, y, DESK_BUTTON_FORWARD, (int)count, mods, nmods, e) < 0)
+		return err_code(e);
+	cJSON_AddNumberToObject(out, "events", (double)(2 * count + 1 + 2 * nmods));
+	cJSON_AddNumberToObject(out, "frame", (double)capture_frame(d->cap));
+	return 0;
+}
+
+static int is_forward(const cJSON *a)
+{
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(a, "button");
+	return cJSON_IsString(b) && strcasecmp(b->valuestring, "forward") == 0;
 }
 
 int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out, struct err *e)
 {
+	if (strcmp(name, "click") == 0 && is_forward(args))
+		return click_forward(d, args, out, e);
 	for (size_t i = 0; i < sizeof(input_actions) / sizeof(input_actions[0]); i++) {
 		if (strcmp(name, input_actions[i].name) != 0)
 			continue;
@@ -397,10 +435,8 @@ int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
 	}
 	if (strcmp(name, "wait") == 0)
 		return desk_wait(d, args, out, e);
-	if (strcmp(name, "cursor") == 0) {
-		add_pointer(d, out);
-		return 0;
-	}
+	if (strcmp(name, "cursor") == 0)
+		return add_pointer(d, out, e);
 	return desk_x_action(d, name, NULL, args, out, e);
 }
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/args.h"
 #include "desktop.h"
+#include "internal.h"
 #include "server/process/process.h"
 
 #define XTOOL		    "/.deskbox/xtool"
@@ -59,6 +60,41 @@ static int xtool(struct desk *d, const char *const *args, const char *const *env
 		return r;
 	}
 	*out = j;
+	return 0;
+}
+
+int desk_x_pointer(struct desk *d, int32_t *x, int32_t *y, struct err *e)
+{
+	const char *args[] = {"pointer", NULL};
+	cJSON *j;
+	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+		return err_code(e);
+	const cJSON *jx = cJSON_GetObjectItemCaseSensitive(j, "x");
+	const cJSON *jy = cJSON_GetObjectItemCaseSensitive(j, "y");
+	int ok = cJSON_IsNumber(jx) && cJSON_IsNumber(jy);
+	if (ok) {
+		*x = (int32_t)jx->valuedouble;
+		*y = (int32_t)jy->valuedouble;
+	}
+	cJSON_Delete(j);
+	return ok ? 0 : err_set(e, ERR_INTERNAL, EPROTO, "deskbox-xtool gave no pointer position");
+}
+
+int desk_x_click(struct desk *d, int32_t x, int32_t y, int button, int count, const uint32_t *mods,
+		 size_t nmods, struct err *e)
+{
+	char sx[16], sy[16], sb[8], sc[8], sm[8 * 12] = "";
+	snprintf(sx, sizeof(sx), "%d", x);
+	snprintf(sy, sizeof(sy), "%d", y);
+	snprintf(sb, sizeof(sb), "%d", button);
+	snprintf(sc, sizeof(sc), "%d", count);
+	for (size_t i = 0, n = 0; i < nmods && i < 8; i++)
+		n += (size_t)snprintf(sm + n, sizeof(sm) - n, "%s0x%x", i ? "," : "", mods[i]);
+	const char *args[] = {"click", sx, sy, sb, sc, sm[0] ? sm : NULL, NULL};
+	cJSON *j;
+	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+		return err_code(e);
+	cJSON_Delete(j);
 	return 0;
 }
 

@@ -534,7 +534,7 @@ def test_errors(t, d):
     for action, body in [("click", {"x": 5000, "y": 1}), ("click", {"x": 1, "y": 1, "count": 4}),
                          ("drag", {"path": [[1, 1]]}), ("scroll", {"direction": "sideways"}),
                          ("scroll", {"dy": 100000}), ("hold_key", {"keys": "a"}),
-                         ("hold_key", {"keys": "a", "duration_ms": 100000}),
+                         ("hold_key", {"keys": "a", "duration_ms": 100001}),
                          ("type_text", {"text": "x", "delay_ms": 5000}),
                          ("type_text", {"text": "x" * 2000, "delay_ms": 100}),
                          ("key_down", {"keys": "a b"}), ("mouse_down", {"button": "forward"})]:

@@ -1,8 +1,7 @@
 """Windows, clipboard and launch (deskbox-xtool inside the sandbox), and
-the Anthropic / OpenAI computer-use adapters fed payloads as their docs
-show them."""
+examples/agent_loop.py driving a task through both tool-format adapters
+(the adapters' own per-action checks are in test_adapters.py)."""
 
-import base64
 import os
 import sys
 import time
@@ -88,111 +87,6 @@ def test_clipboard(t, d):
     t.eq(d.post("clipboard", {}).status, 400, "clipboard needs text")
 
 
-def test_anthropic(t, d):
-    """Payloads as in Anthropic's computer-use docs (computer_20250124)."""
-    d.bg("exec xterm -u8 -fn 6x13 -T anterm -geometry 60x8+100+100 -e sh -c "
-         "'exec cat > /tmp/ant.txt'")
-    win = d.window("anterm")
-    d.settle(300)
-
-    def call(inp, name):
-        r = d.post("anthropic", inp)
-        t.eq(r.status, 200, "anthropic %s" % name)
-        return r.json() if r.status == 200 else {}
-
-    j = call({"action": "screenshot"}, "screenshot")
-    png = base64.b64decode(j.get("base64_image", ""))
-    t.eq(dbx.png_info(png)[:2], (1280, 800), "screenshot is a PNG of the screen")
-    c = j.get("content", [{}])[0]
-    t.ok(c.get("type") == "image" and c["source"]["media_type"] == "image/png" and
-         c["source"]["data"] == j["base64_image"], "ready-made tool_result content")
-    cx, cy = win[0] + 100, win[1] + 40
-    call({"action": "left_click", "coordinate": [cx, cy]}, "left_click")
-    call({"action": "type", "text": "hello from claude ✓"}, "type")
-    call({"action": "key", "text": "Return"}, "key")
-    call({"action": "mouse_move", "coordinate": [cx + 10, cy + 5]}, "mouse_move")
-    j = call({"action": "cursor_position"}, "cursor_position")
-    t.eq(j.get("output"), "X=%d,Y=%d" % (cx + 10, cy + 5), "cursor_position as text")
-    call({"action": "scroll", "coordinate": [cx, cy], "scroll_direction": "down",
-          "scroll_amount": 3}, "scroll")
-    call({"action": "hold_key", "text": "shift", "duration": 0.2}, "hold_key")
-    call({"action": "wait", "duration": 0.3}, "wait")
-    # The sleeps are pacing, not waiting: clicks less than the multi-click
-    # time apart would merge into one longer multi-click.
-    call({"action": "double_click", "coordinate": [cx, cy]}, "double_click")
-    time.sleep(0.3)
-    call({"action": "triple_click", "coordinate": [cx, cy]}, "triple_click")
-    time.sleep(0.3)
-    call({"action": "left_click", "coordinate": [cx, cy], "text": "shift"}, "left_click+shift")
-    # on the desktop: openbox's root menus, closed again with Escape
-    call({"action": "right_click", "coordinate": [1200, 700]}, "right_click")
-    d.ok("key", keys="Escape")
-    call({"action": "middle_click", "coordinate": [1200, 700]}, "middle_click")
-    d.ok("key", keys="Escape")
-    call({"action": "left_mouse_down"}, "left_mouse_down")
-    call({"action": "left_mouse_up"}, "left_mouse_up")
-    call({"action": "left_click_drag", "start_coordinate": [cx, cy],
-          "coordinate": [cx + 50, cy]}, "left_click_drag")
-    j = call({"action": "zoom", "region": [win[0], win[1], win[0] + 320, win[1] + 200]}, "zoom")
-    zpng = base64.b64decode(j.get("base64_image", ""))
-    t.eq(dbx.png_info(zpng)[:2], (1280, 800), "zoom fits the region into the display size")
-    d.ok("click", x=cx, y=cy)
-    d.ok("key", keys="ctrl+d")
-    got = d.read_when("/tmp/ant.txt", lambda s: s.endswith("\n"))
-    t.eq(got, "hello from claude ✓\n", "type and key arrived")
-    r = d.post("anthropic", {"action": "left_click", "coordinate": [99999, 1]})
-    t.eq(r.status, 400, "coordinates are checked")
-    r = d.post("anthropic", {"action": "fly"})
-    t.eq(r.status, 400, "unknown action is 400")
-    # a whole tool_use block is accepted too
-    r = d.post("anthropic", {"type": "tool_use", "id": "toolu_01", "name": "computer",
-                             "input": {"action": "screenshot"}})
-    t.eq(r.status, 200, "a tool_use block around the input")
-
-
-def test_openai(t, d):
-    """Payloads as in OpenAI's computer-use guide (computer_call actions)."""
-    d.bg("exec xterm -u8 -fn 6x13 -T oaterm -geometry 60x8+700+100 -e sh -c "
-         "'exec cat > /tmp/oa.txt'")
-    win = d.window("oaterm")
-    d.settle(300)
-    cx, cy = win[0] + 100, win[1] + 40
-
-    def call(inp, name):
-        r = d.post("openai", inp)
-        t.eq(r.status, 200, "openai %s" % name)
-        return r.json() if r.status == 200 else {}
-
-    j = call({"type": "click", "button": "left", "x": cx, "y": cy}, "click")
-    out = j.get("output", {})
-    t.ok(j.get("type") == "computer_call_output" and out.get("type") == "computer_screenshot"
-         and out.get("image_url", "").startswith("data:image/png;base64,"),
-         "answers a computer_call_output with a screenshot")
-    png = base64.b64decode(out.get("image_url", ",").split(",", 1)[1])
-    t.eq(dbx.png_info(png)[:2], (1280, 800), "the screenshot decodes")
-    call({"type": "type", "text": "hello from openai ✓"}, "type")
-    call({"type": "keypress", "keys": ["CTRL", "A"]}, "keypress CTRL+A")
-    call({"type": "keypress", "keys": ["ENTER"]}, "keypress ENTER")
-    call({"type": "scroll", "x": cx, "y": cy, "scroll_x": 0, "scroll_y": 300}, "scroll")
-    call({"type": "move", "x": cx + 3, "y": cy + 4}, "move")
-    t.eq(d.get("cursor").json(), {"x": cx + 3, "y": cy + 4}, "move moved")
-    call({"type": "double_click", "x": cx, "y": cy}, "double_click")
-    call({"type": "drag", "path": [{"x": cx, "y": cy}, {"x": cx + 30, "y": cy},
-                                   {"x": cx + 60, "y": cy + 5}]}, "drag")
-    call({"type": "wait"}, "wait")
-    call({"type": "screenshot"}, "screenshot")
-    j = call({"type": "computer_call", "call_id": "call_42", "id": "cu_1",
-              "action": {"type": "screenshot"}, "pending_safety_checks": [],
-              "status": "completed"}, "a whole computer_call item")
-    t.eq(j.get("call_id"), "call_42", "call_id is carried over")
-    d.ok("click", x=cx, y=cy)
-    d.ok("key", keys="ctrl+d")
-    got = d.read_when("/tmp/oa.txt", lambda s: s.endswith("\n"))
-    t.eq(got, "hello from openai ✓\x01\n", "type and keypress arrived (ctrl+a is ^A in cat)")
-    t.eq(d.post("openai", {"type": "teleport"}).status, 400, "unknown type is 400")
-    t.eq(d.post("openai", {"type": "keypress", "keys": []}).status, 400, "empty keys is 400")
-
-
 def test_example(t, d):
     """examples/agent_loop.py runs against this server, both flavours."""
     import subprocess
@@ -203,8 +97,8 @@ def test_example(t, d):
         p = subprocess.run([sys.executable, ex, flavour, d.sid], env=env, capture_output=True,
                            timeout=300)
         out = p.stdout.decode(errors="replace")
-        t.ok(p.returncode == 0 and out.count("deskbox <-") >= 6,
-             "examples/agent_loop.py %s runs" % flavour,
+        t.ok(p.returncode == 0 and "done: the file holds what the agent typed" in out,
+             "examples/agent_loop.py %s writes the file through the terminal" % flavour,
              out[-1500:] + p.stderr.decode(errors="replace")[-1500:])
 
 
@@ -218,7 +112,6 @@ def main():
         warm_up(d)
         only = os.environ.get("ONLY")
         for name, fn in [("windows", test_windows), ("clipboard", test_clipboard),
-                         ("anthropic", test_anthropic), ("openai", test_openai),
                          ("example", test_example)]:
             if only and name not in only.split(","):
                 continue

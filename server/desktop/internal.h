@@ -1,0 +1,42 @@
+/* What the desktop/ files share; not for other modules (they use
+ * desktop.h). */
+#ifndef DESKBOX_SERVER_DESKTOP_INTERNAL_H
+#define DESKBOX_SERVER_DESKTOP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/error.h"
+#include "desktop.h"
+
+/* X11 button 9, "forward": RFB pointer events carry buttons 1-8 only, so
+ * clicks with it go through deskbox-xtool (XTEST inside the sandbox). */
+#define DESK_BUTTON_FORWARD 9
+
+/* Where the pointer really is, in real screen pixels, asked of the X
+ * server through deskbox-xtool (programs and viewers move it too). */
+int desk_x_pointer(struct desk *d, int32_t *x, int32_t *y, struct err *e);
+
+/* Moves to (x, y) (real pixels), holds `mods` (keysyms), clicks `button`
+ * `count` times and releases, all through deskbox-xtool. */
+int desk_x_click(struct desk *d, int32_t x, int32_t y, int button, int count, const uint32_t *mods,
+		 size_t nmods, struct err *e);
+
+/* ---- the tool-format adapters (desktop_anthropic.c, desktop_openai.c) ---- */
+
+/* Runs deskbox action `name` with `args`, dropping its result. */
+int desk_adapter_run(struct desk *d, const char *name, const cJSON *args, struct err *e);
+
+/* Waits for the screen to settle after an action, so the screenshot a tool
+ * result carries shows its effect. */
+int desk_adapter_settle(struct desk *d, struct err *e);
+
+/* A PNG screenshot of the agent display (of `region` [x1,y1,x2,y2] in
+ * agent space scaled to the display's size, when not NULL): *b64 is the
+ * malloc'd base64, *frame its frame number. */
+int desk_adapter_shot(struct desk *d, const int64_t *region, char **b64, uint64_t *frame,
+		      struct err *e);
+
+#endif

@@ -1,0 +1,297 @@
+"""The Anthropic and OpenAI computer-use adapters, one check per action of
+each format, fed the payloads verbatim as the formats define them, each
+with an effect observed inside the sandbox (xev's event log, a file, the
+pointer, a window's position) and the answer's exact shape.
+
+Anthropic, computer_20250124 (+ zoom of computer_20251124): the input
+schema of Anthropic's computer-use tool (actions key, hold_key, type,
+cursor_position, mouse_move, left_mouse_down, left_mouse_up, left_click,
+left_click_drag, right_click, middle_click, double_click, triple_click,
+scroll, wait, screenshot, zoom; parameters coordinate, start_coordinate,
+text, duration, scroll_direction, scroll_amount, region) and its reference
+implementation, anthropics/anthropic-quickstarts
+computer-use-demo/computer_use_demo/tools/computer.py (duration 0-100 s;
+`key` also holds modifiers on clicks).  The answer is a tool_result block:
+{"type":"tool_result","tool_use_id"?,"content":[...],"is_error"?}.
+
+OpenAI: openai/openai-python src/openai/types/responses/
+response_computer_tool_call.py (click with button left|right|wheel|back|
+forward, double_click, drag, keypress, move, screenshot, scroll, type, wait;
+`keys` held on pointer actions; `action` or batched `actions`) and
+response_input_item_param.py ComputerCallOutput: {"type":
+"computer_call_output","call_id","output":{"type":"computer_screenshot",
+"image_url"},"status"?}."""
+
+import base64
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+sys.path.insert(0, os.path.dirname(__file__))
+import dbx  # noqa: E402
+from test_actions import Desk, start_xev, wait_events, warm_up, xev_events  # noqa: E402
+
+SHIFT, CTRL, ALT = 0x1, 0x4, 0x8
+
+
+def presses(evs, button=None):
+    return [e for e in evs if e[0] == "ButtonPress" and (button is None or e[1] == button)]
+
+
+class Xev:
+    """An xev window logging button and key events; clear() between checks."""
+
+    def __init__(self, d, log, geom="400x300+700+150"):
+        self.d, self.log = d, log
+        self.win = start_xev(d, "Event Tester", geom, log)
+        self.x, self.y = self.win[0] + 150, self.win[1] + 120
+
+    def clear(self):
+        self.d.sh(": > %s" % self.log)
+
+    def wait(self, pred, timeout=5):
+        return wait_events(self.d, self.log, pred, timeout)
+
+
+def anthropic(t, d, xe):
+    def call(inp, name, is_error=False):
+        r = d.post("anthropic", inp)
+        j = r.json() if r.status == 200 else {}
+        keys = {"type", "content"} | ({"is_error"} if is_error else set()) | \
+            ({"tool_use_id"} if "id" in inp else set())
+        t.ok(r.status == 200 and j.get("type") == "tool_result" and set(j) == keys and
+             bool(j.get("is_error")) == is_error,
+             "anthropic %s answers a tool_result%s" % (name, " with is_error" if is_error else ""),
+             r.body[:300])
+        return j, r
+
+    # screenshot: one image block, nothing else
+    j, r = call({"action": "screenshot"}, "screenshot")
+    c = j.get("content", [{}])
+    png = base64.b64decode(c[0].get("source", {}).get("data", "")) if c else b""
+    t.ok(len(c) == 1 and c[0].get("type") == "image" and
+         c[0]["source"].get("media_type") == "image/png" and
+         dbx.png_info(png)[:2] == (1280, 800) and int(r.header("X-Frame") or 0) >= 1,
+         "screenshot: a PNG image block of the screen, its frame in X-Frame")
+    # clicks and their buttons, modifiers in `text` (schema) or `key` (reference)
+    for action, button, n in (("left_click", 1, 1), ("right_click", 3, 1),
+                              ("middle_click", 2, 1), ("double_click", 1, 2),
+                              ("triple_click", 1, 3)):
+        xe.clear()
+        call({"action": action, "coordinate": [xe.x, xe.y]}, action)
+        evs = xe.wait(lambda e: len(presses(e, button)) >= n)
+        t.eq(len(presses(evs, button)), n, "%s: %d press(es) of button %d" % (action, n, button))
+        time.sleep(0.4)  # pacing: outside the multi-click time of the next check
+    xe.clear()
+    call({"action": "left_click", "coordinate": [xe.x, xe.y], "text": "shift"}, "left_click+text")
+    evs = xe.wait(lambda e: len(presses(e, 1)) >= 1)
+    t.ok(presses(evs, 1) and presses(evs, 1)[0][2] & SHIFT, "left_click holds `text` shift", evs)
+    time.sleep(0.4)
+    xe.clear()
+    call({"action": "left_click", "coordinate": [xe.x, xe.y], "key": "ctrl"}, "left_click+key")
+    evs = xe.wait(lambda e: len(presses(e, 1)) >= 1)
+    t.ok(presses(evs, 1) and presses(evs, 1)[0][2] & CTRL, "left_click holds `key` ctrl", evs)
+    # scroll: wheel clicks with the modifier held
+    xe.clear()
+    # (alt+wheel is openbox's, which switches desktops: ctrl here)
+    call({"action": "scroll", "coordinate": [xe.x, xe.y], "scroll_direction": "down",
+          "scroll_amount": 3, "text": "ctrl"}, "scroll")
+    evs = xe.wait(lambda e: len(presses(e, 5)) >= 3)
+    t.ok(len(presses(evs, 5)) == 3 and all(p[2] & CTRL for p in presses(evs, 5)),
+         "scroll down 3 with ctrl: three button-5 presses with ctrl held", evs)
+    xe.clear()
+    call({"action": "scroll", "coordinate": [xe.x, xe.y], "scroll_direction": "up",
+          "scroll_amount": 2}, "scroll up")
+    t.eq(len(presses(xe.wait(lambda e: len(presses(e, 4)) >= 2), 4)), 2, "scroll up 2")
+    # keys
+    xe.clear()
+    call({"action": "key", "text": "ctrl+a"}, "key")
+    evs = xe.wait(lambda e: any(x[0] == "KeyPress" and x[1] == "a" for x in e))
+    t.ok([x[1] for x in evs if x[0] == "KeyPress"] == ["Control_L", "a"],
+         "key ctrl+a: Control_L then a", evs)
+    xe.clear()
+    t0 = time.time()
+    call({"action": "hold_key", "text": "shift", "duration": 0.6}, "hold_key")
+    evs = xe.wait(lambda e: any(x[0] == "KeyRelease" for x in e))
+    down = [x[3] for x in evs if x[0] == "KeyPress" and x[1] == "Shift_L"]
+    up = [x[3] for x in evs if x[0] == "KeyRelease" and x[1] == "Shift_L"]
+    t.ok(down and up and 550 <= up[0] - down[0] <= 2000 and time.time() - t0 >= 0.6,
+         "hold_key shift 0.6 s: held about 600 ms (X time)", evs)
+    # mouse_move, cursor_position, and the real pointer after a program moved it
+    call({"action": "mouse_move", "coordinate": [123, 456]}, "mouse_move")
+    t.eq(d.pointer((123, 456)), (123, 456), "mouse_move moved the X pointer")
+    d.sh("xdotool mousemove 321 210")
+    j, _ = call({"action": "cursor_position"}, "cursor_position")
+    t.eq(j.get("content"), [{"type": "text", "text": "X=321,Y=210"}],
+         "cursor_position: the pointer where a program put it, as text")
+    # left_mouse_down / mouse_move / left_mouse_up drag a window by its title bar
+    d.bg("exec xlogo -geometry 200x150+300+450")
+    win = d.window("xlogo")
+    d.settle(300)
+    sx, sy = win[0] + 60, win[1] - 8
+    call({"action": "mouse_move", "coordinate": [sx, sy]}, "mouse_move to the title bar")
+    call({"action": "left_mouse_down"}, "left_mouse_down")
+    for k in range(1, 6):
+        call({"action": "mouse_move", "coordinate": [sx + 20 * k, sy + 12 * k]}, "drag move")
+    call({"action": "left_mouse_up"}, "left_mouse_up")
+    after = d.window("xlogo")
+    t.ok(abs(after[0] - win[0] - 100) <= 3 and abs(after[1] - win[1] - 60) <= 3,
+         "down / move / up moved the window by (100, 60): %s -> %s" % (win[:2], after[:2]))
+    sx, sy = after[0] + 60, after[1] - 8
+    call({"action": "left_click_drag", "start_coordinate": [sx, sy],
+          "coordinate": [sx - 100, sy - 60]}, "left_click_drag")
+    back = d.window("xlogo")
+    t.ok(abs(back[0] - win[0]) <= 3 and abs(back[1] - win[1]) <= 3,
+         "left_click_drag moved it back: %s -> %s" % (after[:2], back[:2]))
+    d.sh("pkill -x xlogo; true")
+    # type: the text lands in a file
+    d.bg("exec xterm -u8 -fn 6x13 -T anterm -geometry 60x8+100+100 -e sh -c "
+         "'exec cat > /tmp/ant.txt'")
+    tw = d.window("anterm")
+    d.settle(300)
+    call({"action": "left_click", "coordinate": [tw[0] + 100, tw[1] + 40]}, "click the terminal")
+    call({"action": "type", "text": "hello from claude ✓ 你好"}, "type")
+    call({"action": "key", "text": "Return"}, "key Return")
+    call({"action": "key", "text": "ctrl+d"}, "key ctrl+d")
+    t.eq(d.read_when("/tmp/ant.txt", lambda s: s.endswith("\n")), "hello from claude ✓ 你好\n",
+         "type: the text landed in the file exactly")
+    # wait, zoom
+    t0 = time.time()
+    j, _ = call({"action": "wait", "duration": 0.4}, "wait")
+    t.ok(time.time() - t0 >= 0.4 and j["content"][0]["type"] == "image",
+         "wait 0.4 s, then a screenshot")
+    j, _ = call({"action": "zoom", "region": [0, 0, 640, 200]}, "zoom")
+    zpng = base64.b64decode(j["content"][0]["source"]["data"])
+    t.eq(dbx.png_info(zpng)[:2], (1280, 400), "zoom: the region fitted to the display, aspect kept")
+    # a whole tool_use block: the tool_use_id comes back
+    j, _ = call({"type": "tool_use", "id": "toolu_01", "name": "computer",
+                 "input": {"action": "screenshot"}}, "a tool_use block")
+    t.eq(j.get("tool_use_id"), "toolu_01", "tool_use_id is carried over")
+    # failures are tool results the model can read
+    for inp, what in (({"action": "fly"}, "invalid action"),
+                      ({"action": "left_click", "coordinate": [99999, 1]}, "'x'"),
+                      ({"action": "wait", "duration": 101}, "duration"),
+                      ({"action": "key"}, "text is required"),
+                      ({"action": "scroll", "scroll_direction": "sideways"}, "scroll_direction")):
+        j, r = call(inp, "error %s" % inp["action"], is_error=True)
+        text = (j.get("content") or [{}])[0].get("text", "")
+        t.ok(what in text and r.header("X-Action-Error"), "the error names %r: %s" % (what, text))
+    r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % d.sid, b"{not json")
+    t.eq(r.status, 400, "a body that is not JSON is still an HTTP 400")
+
+
+def openai(t, d, xe):
+    def call(inp, name, failed=False):
+        r = d.post("openai", inp)
+        j = r.json() if r.status == 200 else {}
+        keys = {"type", "output"} | ({"call_id"} if "call_id" in inp else set()) | \
+            ({"status"} if failed else set())
+        out = j.get("output", {})
+        t.ok(r.status == 200 and j.get("type") == "computer_call_output" and set(j) == keys and
+             set(out) == {"type", "image_url"} and out.get("type") == "computer_screenshot" and
+             out.get("image_url", "").startswith("data:image/png;base64,") and
+             (j.get("status") == "incomplete") == failed,
+             "openai %s answers a computer_call_output%s" % (name, " (incomplete)" if failed
+                                                             else ""), r.body[:300])
+        return j, r
+
+    for button, xb in (("left", 1), ("right", 3), ("wheel", 2), ("back", 8), ("forward", 9)):
+        xe.clear()
+        call({"type": "click", "button": button, "x": xe.x, "y": xe.y}, "click " + button)
+        evs = xe.wait(lambda e: len(presses(e, xb)) >= 1)
+        t.eq([p[1] for p in presses(evs)], [xb], "click %s: X button %d" % (button, xb))
+        time.sleep(0.4)
+    xe.clear()
+    call({"type": "click", "button": "left", "x": xe.x, "y": xe.y, "keys": ["SHIFT", "CTRL"]},
+         "click with keys")
+    evs = xe.wait(lambda e: len(presses(e, 1)) >= 1)
+    t.ok(presses(evs, 1) and presses(evs, 1)[0][2] & (SHIFT | CTRL) == SHIFT | CTRL,
+         "click with keys SHIFT, CTRL held", evs)
+    time.sleep(0.4)
+    xe.clear()
+    call({"type": "click", "button": "forward", "x": xe.x, "y": xe.y, "keys": ["ALT"]},
+         "click forward with keys")
+    evs = xe.wait(lambda e: len(presses(e, 9)) >= 1)
+    t.ok(presses(evs, 9) and presses(evs, 9)[0][2] & ALT, "forward with ALT held", evs)
+    time.sleep(0.4)
+    xe.clear()
+    call({"type": "double_click", "x": xe.x, "y": xe.y, "keys": ["CTRL"]}, "double_click")
+    evs = xe.wait(lambda e: len(presses(e, 1)) >= 2)
+    t.ok(len(presses(evs, 1)) == 2 and all(p[2] & CTRL for p in presses(evs, 1)),
+         "double_click with CTRL: two presses with control held", evs)
+    xe.clear()
+    call({"type": "scroll", "x": xe.x, "y": xe.y, "scroll_x": 0, "scroll_y": 300,
+          "keys": ["CTRL"]}, "scroll")
+    evs = xe.wait(lambda e: len(presses(e, 5)) >= 3)
+    t.ok(len(presses(evs, 5)) == 3 and all(p[2] & CTRL for p in presses(evs, 5)),
+         "scroll_y 300 with CTRL: three wheel-down clicks with ctrl held", evs)
+    xe.clear()
+    call({"type": "move", "x": xe.x + 5, "y": xe.y + 6, "keys": ["SHIFT"]}, "move")
+    evs = xe.wait(lambda e: any(x[0] == "KeyRelease" for x in e))
+    t.ok(d.pointer((xe.x + 5, xe.y + 6)) == (xe.x + 5, xe.y + 6) and
+         [x[1] for x in evs] == ["Shift_L", "Shift_L"], "move with SHIFT: moved, shift around it",
+         evs)
+    xe.clear()
+    call({"type": "keypress", "keys": ["CTRL", "A"]}, "keypress")
+    evs = xe.wait(lambda e: any(x[0] == "KeyPress" and x[1] == "a" for x in e))
+    t.ok([x[1] for x in evs if x[0] == "KeyPress"] == ["Control_L", "a"],
+         "keypress CTRL+A: Control_L then a", evs)
+    # drag a window by its title bar
+    d.bg("exec xlogo -geometry 200x150+300+450")
+    win = d.window("xlogo")
+    d.settle(300)
+    sx, sy = win[0] + 60, win[1] - 8
+    call({"type": "drag", "path": [{"x": sx, "y": sy}, {"x": sx + 50, "y": sy + 20},
+                                   {"x": sx + 90, "y": sy + 40}]}, "drag")
+    after = d.window("xlogo")
+    t.ok(abs(after[0] - win[0] - 90) <= 3 and abs(after[1] - win[1] - 40) <= 3,
+         "drag moved the window along the path: %s -> %s" % (win[:2], after[:2]))
+    d.sh("pkill -x xlogo; true")
+    # a batched computer_call: click into a terminal, type, press keys; one output
+    d.bg("exec xterm -u8 -fn 6x13 -T oaterm -geometry 60x8+100+100 -e sh -c "
+         "'exec cat > /tmp/oa.txt'")
+    tw = d.window("oaterm")
+    d.settle(300)
+    j, _ = call({"type": "computer_call", "id": "cu_1", "call_id": "call_42", "status":
+                 "completed", "pending_safety_checks": [], "actions": [
+                     {"type": "click", "button": "left", "x": tw[0] + 100, "y": tw[1] + 40},
+                     {"type": "type", "text": "hello from openai ✓"},
+                     {"type": "keypress", "keys": ["ENTER"]},
+                     {"type": "keypress", "keys": ["CTRL", "D"]}]}, "batched actions")
+    t.eq(j.get("call_id"), "call_42", "call_id is carried over")
+    t.eq(d.read_when("/tmp/oa.txt", lambda s: s.endswith("\n")), "hello from openai ✓\n",
+         "the batch typed into the terminal")
+    j, _ = call({"type": "computer_call", "call_id": "c2", "action": {"type": "wait"}}, "wait")
+    j, _ = call({"type": "screenshot"}, "screenshot")
+    # failures: the output item still comes, marked incomplete, the reason in a header
+    for inp, what in (({"type": "teleport"}, "teleport"),
+                      ({"type": "keypress", "keys": []}, "keys"),
+                      ({"type": "computer_call", "call_id": "c3", "actions": [
+                          {"type": "move", "x": 1, "y": 1}, {"type": "click", "x": -1}]},
+                       "actions[1]")):
+        j, r = call(inp, "error", failed=True)
+        t.ok(what in (r.header("X-Action-Error") or ""),
+             "X-Action-Error names %r: %s" % (what, r.header("X-Action-Error")))
+
+
+def main():
+    dbx.require_root_and_tools()
+    t = dbx.Tap()
+    srv = dbx.Server()
+    try:
+        sid = srv.create({})["id"]
+        d = Desk(srv, sid)
+        warm_up(d)
+        xe = Xev(d, "/tmp/xev-adapters.log")
+        anthropic(t, d, xe)
+        d.sh("pkill -x xev; true")
+        xe = Xev(d, "/tmp/xev-adapters-2.log")
+        openai(t, d, xe)
+    finally:
+        srv.cleanup()
+    t.done()
+
+
+main()
