@@ -34,6 +34,8 @@ struct options {
 	long long disk_quota_mb;
 	struct pool_size pool[POOL_MAX_SIZES];
 	size_t n_pool;
+	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
+	const char *tls_cert, *tls_key;
 };
 
 static void usage(FILE *f)
@@ -43,6 +45,9 @@ static void usage(FILE *f)
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
+	    "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
+	    "                [--max-connections-per-address N] [--header-timeout S]\n"
+	    "                [--max-pending-headers N]\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -57,7 +62,22 @@ static void usage(FILE *f)
 	    "  --disk-quota-mb    what each sandbox may hold on disk, for uploads\n"
 	    "                     (default 10240; 0: no quota)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
-	    "                     instant creates; repeat for more sizes\n",
+	    "                     instant creates; repeat for more sizes\n"
+	    "\n"
+	    "Serving the API (see docs/api.md, \"Connections\"):\n"
+	    "  --tls-cert, --tls-key  serve HTTPS with this PEM certificate (chain) and\n"
+	    "                     key; without them on a non-loopback address the token\n"
+	    "                     crosses the network in clear text (a warning says so)\n"
+	    "  --max-connections  open connections at most (default 512)\n"
+	    "  --max-connections-per-address  from one client IP address (default 64;\n"
+	    "                     0: no cap); raise it for one client driving many\n"
+	    "                     sandboxes with streams and viewers at once\n"
+	    "  --header-timeout   seconds a client has to send a whole request header,\n"
+	    "                     however steadily its bytes come (default 10; also the\n"
+	    "                     longest a kept-alive connection may idle)\n"
+	    "  --max-pending-headers  connections waiting for their header at most\n"
+	    "                     (default 128, below --max-connections): a new one\n"
+	    "                     closes the one waiting longest\n",
 	    f);
 }
 
@@ -70,6 +90,35 @@ static int parse_uint(const char *s, long long min, long long max, long long *ou
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* The value of a numeric connection option `c`, range checked. */
+static int parse_connection_option(int c, const char *arg, struct options *o)
+{
+	long long v;
+	switch (c) {
+	case 'C':
+		if (parse_uint(arg, 2, 100000, &v) < 0)
+			return -1;
+		o->max_connections = (unsigned)v;
+		return 0;
+	case 'P':
+		if (parse_uint(arg, 0, 100000, &v) < 0)
+			return -1;
+		o->max_per_address = (unsigned)v;
+		return 0;
+	case 'H':
+		if (parse_uint(arg, 1, 3600, &v) < 0)
+			return -1;
+		o->header_timeout_s = (unsigned)v;
+		return 0;
+	case 'N':
+		if (parse_uint(arg, 1, 100000, &v) < 0)
+			return -1;
+		o->max_pending = (unsigned)v;
+		return 0;
+	}
+	return -1;
 }
 
 /* The value of a numeric option `c`, range checked. */
@@ -103,7 +152,64 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 		o->disk_quota_mb = v;
 		return 0;
 	}
-	return -1;
+	return parse_connection_option(c, arg, o);
+}
+
+/* Sets string option `c`; 0 when `c` is not one. */
+static int set_string_option(int c, const char *arg, struct options *o)
+{
+	switch (c) {
+	case 'l':
+		o->listen = arg;
+		return 1;
+	case 's':
+		o->state_dir = arg;
+		return 1;
+	case 't':
+		o->token = arg;
+		return 1;
+	case 'r':
+		o->runtime = arg;
+		return 1;
+	case 'c':
+		o->tls_cert = arg;
+		return 1;
+	case 'k':
+		o->tls_key = arg;
+		return 1;
+	}
+	return 0;
+}
+
+static int add_pool_size(struct options *o, const char *arg)
+{
+	struct err pe = ERR_INIT;
+	if (o->n_pool >= POOL_MAX_SIZES || pool_size_parse(arg, &o->pool[o->n_pool], &pe) < 0) {
+		fprintf(stderr, "deskboxd: --warm-pool: %s\n",
+			pe.msg[0] ? pe.msg : "too many sizes");
+		return -1;
+	}
+	o->n_pool++;
+	return 0;
+}
+
+/* What the options mean together.  Prints what is wrong. */
+static int check_options(const struct options *o)
+{
+	if (!o->tls_cert != !o->tls_key) {
+		fprintf(stderr, "deskboxd: --tls-cert and --tls-key go together\n");
+		return -1;
+	}
+	/* Connections waiting for a header must leave slots for the ones being
+	 * served, or slow clients could still fill every slot. */
+	if (o->max_pending >= o->max_connections) {
+		fprintf(stderr,
+			"deskboxd: --max-pending-headers (%u) must be below --max-connections "
+			"(%u)\n",
+			o->max_pending, o->max_connections);
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -119,49 +225,34 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"exec-timeout-max", required_argument, NULL, 'M'},
 	    {"exec-max-output", required_argument, NULL, 'O'},
 	    {"disk-quota-mb", required_argument, NULL, 'Q'},
+	    {"max-connections", required_argument, NULL, 'C'},
+	    {"max-connections-per-address", required_argument, NULL, 'P'},
+	    {"header-timeout", required_argument, NULL, 'H'},
+	    {"max-pending-headers", required_argument, NULL, 'N'},
+	    {"tls-cert", required_argument, NULL, 'c'},
+	    {"tls-key", required_argument, NULL, 'k'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'l':
-			o->listen = optarg;
-			break;
-		case 's':
-			o->state_dir = optarg;
-			break;
-		case 't':
-			o->token = optarg;
-			break;
-		case 'r':
-			o->runtime = optarg;
-			break;
-		case 'm':
-		case 'T':
-		case 'M':
-		case 'O':
-		case 'Q':
-			if (parse_number_option(c, optarg, o) < 0)
-				goto bad;
-			break;
-		case 'W': {
-			struct err pe = ERR_INIT;
-			if (o->n_pool >= POOL_MAX_SIZES ||
-			    pool_size_parse(optarg, &o->pool[o->n_pool], &pe) < 0) {
-				fprintf(stderr, "deskboxd: --warm-pool: %s\n",
-					pe.msg[0] ? pe.msg : "too many sizes");
+		case 'W':
+			if (add_pool_size(o, optarg) < 0)
 				return -1;
-			}
-			o->n_pool++;
 			break;
-		}
 		case 'h':
 			usage(stdout);
 			exit(0);
-		default:
+		case '?':
 			usage(stderr);
 			return -1;
+		default:
+			if (set_string_option(c, optarg, o))
+				break;
+			if (parse_number_option(c, optarg, o) < 0)
+				goto bad;
+			break;
 		}
 	}
 	if (optind != argc) {
@@ -170,7 +261,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (o->exec_timeout_default_s > o->exec_timeout_max_s)
 		o->exec_timeout_default_s = o->exec_timeout_max_s;
-	return 0;
+	return check_options(o);
 bad:
 	fprintf(stderr, "deskboxd: bad option value '%s'\n", optarg);
 	return -1;
@@ -342,8 +433,13 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .n_routes = api_n_routes,
 	    .app = &s->api,
 	    .max_body = 2u << 20,
-	    .max_connections = 512,
+	    .max_connections = o->max_connections,
+	    .max_per_address = o->max_per_address,
 	    .idle_timeout_s = 120,
+	    .header_timeout_s = o->header_timeout_s,
+	    .max_waiting = o->max_pending,
+	    .tls_cert_file = o->tls_cert,
+	    .tls_key_file = o->tls_key,
 	};
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);
@@ -376,7 +472,15 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		vnc_free(s->api.vnc);
 		return -1;
 	}
-	printf("deskboxd: listening on http://%s:%u\n", host, http_port(s->http));
+	if (!http_loopback(s->http) && !http_tls(s->http))
+		fprintf(stderr,
+			"deskboxd: WARNING: listening on %s, which is not a loopback address, "
+			"without TLS: the API token and all data cross the network in clear "
+			"text; use --tls-cert and --tls-key, or listen on 127.0.0.1 behind a TLS "
+			"proxy\n",
+			host);
+	printf("deskboxd: listening on %s://%s:%u\n", http_tls(s->http) ? "https" : "http", host,
+	       http_port(s->http));
 	return 0;
 }
 
@@ -401,6 +505,10 @@ int main(int argc, char **argv)
 	    .exec_timeout_max_s = 3600,
 	    .exec_max_output = 1 << 20,
 	    .disk_quota_mb = 10240,
+	    .max_connections = 512,
+	    .max_per_address = 64,
+	    .header_timeout_s = 10,
+	    .max_pending = 128,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* DESKBOX_LOG=debug|info|warn|error: what the server's modules log. */

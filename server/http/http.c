@@ -1,32 +1,24 @@
-#include "http.h"
-
-#include <arpa/inet.h>
+/* Requests: routes, auth, bodies, answers, upgrades.  Starting and
+ * stopping the daemon is http_daemon.c's, the connection guard
+ * http_guard.c's. */
 #include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <time.h>
 
+#include "internal.h"
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "common/log.h"
 
 #define HTTP_PATH_MAX 4096
 
-struct http {
-	struct MHD_Daemon *daemon;
-	struct http_opts o;
-	char *token;
-	uint16_t port;
-};
-
 /* Per-request state, from the first call of the access handler to the
  * completion notification. */
 struct request_ctx {
+	struct http *h;
 	const struct http_route *route;
 	char pathbuf[HTTP_PATH_MAX];
 	const char *captures[HTTP_MAX_CAPTURES];
@@ -42,6 +34,7 @@ struct request_ctx {
 	http_upgrade_fn upgrade;
 	http_release upgrade_release;
 	void *upgrade_cls;
+	int upgraded; /* a 101 was queued: the connection is not HTTP any more */
 };
 
 int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
@@ -382,25 +375,92 @@ static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_resp
 	return ret;
 }
 
+/* An upgraded connection's session and what it needs after MHD's callback
+ * returned. */
+struct upgrade_session {
+	struct http *h;
+	http_upgrade_fn fn;
+	http_release release;
+	void *cls;
+	MHD_socket sock;
+	struct MHD_UpgradeResponseHandle *urh;
+	size_t extra_len;
+	char extra[]; /* MHD's buffer lives only as long as its callback */
+};
+
+static void upgrade_session_run(struct upgrade_session *s)
+{
+	if (s->fn)
+		s->fn(s->cls, s->sock, s->extra, s->extra_len);
+	if (s->release)
+		s->release(s->cls);
+	MHD_upgrade_action(s->urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+static void *upgrade_thread(void *arg)
+{
+	struct upgrade_session *s = arg;
+	struct http *h = s->h;
+	upgrade_session_run(s);
+	free(s);
+	pthread_mutex_lock(&h->mu);
+	h->n_sessions--;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* Runs the session on its own thread: with TLS, `sock` is one end of a
+ * socket pair and the connection's thread must go back to MHD, which
+ * moves the bytes between it and the TLS connection.  1 when started. */
+static int upgrade_spawn(struct upgrade_session *s)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&s->h->mu);
+	int r = pthread_create(&t, &attr, upgrade_thread, s);
+	if (r == 0)
+		s->h->n_sessions++;
+	pthread_mutex_unlock(&s->h->mu);
+	pthread_attr_destroy(&attr);
+	if (r != 0)
+		log_msg(LOG_LEVEL_ERROR, "http: cannot start an upgraded session: %s", strerror(r));
+	return r == 0;
+}
+
 /* MHD calls this on the connection's thread once the 101 went out (before
- * it reports the request completed, so `c` is still alive); the session
- * runs right here, blocking that thread, which thread-per-connection mode
- * allows. */
+ * it reports the request completed, so `c` is still alive).  Without TLS
+ * the session runs right here, blocking that thread, which
+ * thread-per-connection mode allows. */
 static void upgrade_run(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
 			size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	struct request_ctx *c = cls;
-	http_upgrade_fn fn = c->upgrade;
-	http_release release = c->upgrade_release;
-	void *ucls = c->upgrade_cls;
+	struct upgrade_session *s = malloc(sizeof(*s) + extra_len + 1);
+	if (!s) {
+		if (c->upgrade_release)
+			c->upgrade_release(c->upgrade_cls);
+		c->upgrade_release = NULL;
+		c->upgrade = NULL;
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		return;
+	}
+	*s = (struct upgrade_session){c->h, c->upgrade, c->upgrade_release, c->upgrade_cls,
+				      sock, urh,	extra_len};
+	if (extra_len)
+		memcpy(s->extra, extra, extra_len);
+	s->extra[extra_len] = '\0';
 	c->upgrade = NULL;
 	c->upgrade_release = NULL;
 	c->upgrade_cls = NULL;
-	if (fn)
-		fn(ucls, sock, extra, extra_len);
-	if (release)
-		release(ucls);
-	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+	if (c->h->tls && upgrade_spawn(s))
+		return;
+	if (c->h->tls) /* no thread: the session cannot run */
+		s->fn = NULL;
+	upgrade_session_run(s);
+	free(s);
 }
 
 /* Queues the 101 of an upgrade; the upgrade's callback moves into `c`. */
@@ -417,6 +477,7 @@ static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct request
 	c->upgrade = res->upgrade;
 	c->upgrade_release = res->upgrade_release;
 	c->upgrade_cls = res->upgrade_cls;
+	c->upgraded = 1;
 	res->upgrade = NULL;
 	res->upgrade_release = NULL;
 	res->upgrade_cls = NULL;
@@ -516,6 +577,14 @@ static int check_framing(struct MHD_Connection *conn, struct err *e)
 	return 0;
 }
 
+/* Whether the request announces a body. */
+static int has_body(struct MHD_Connection *conn)
+{
+	struct framing f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	return f.has_te || (f.n_length && strcmp(f.length, "0") != 0);
+}
+
 /* The first call for a request, with the headers in and no body byte read:
  * route, framing, auth, and the stream's begin() or the body size cap. */
 static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
@@ -542,6 +611,11 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 	}
 	if (e.kind != ERR_NONE)
 		return queue_error(conn, NULL, &e);
+	/* A request without a token (HTTP_NO_AUTH) stays under the header
+	 * deadline while it sends a body: strangers may not hold a
+	 * connection open with a slow one. */
+	if (!(c->route->flags & HTTP_NO_AUTH) || !has_body(conn))
+		http_guard_request_began(h->guard, conn);
 	return MHD_YES;
 }
 
@@ -574,6 +648,7 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
 		return queue_error(conn, NULL, &e);
 	}
+	http_guard_request_began(h->guard, conn);
 	struct http_request req;
 	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
@@ -597,9 +672,9 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	return queue_owned(conn, &res);
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload_data,
-				  size_t *upload_data_size, void **con_cls)
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				const char *method, const char *version, const char *upload_data,
+				size_t *upload_data_size, void **con_cls)
 {
 	struct http *h = cls;
 	struct request_ctx *c = *con_cls;
@@ -607,6 +682,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return MHD_NO;
+		c->h = h;
 		*con_cls = c;
 		return on_headers(h, c, conn, method, url);
 	}
@@ -618,11 +694,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return on_complete(h, c, conn, method, url);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-			 enum MHD_RequestTerminationCode toe)
+void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+		       enum MHD_RequestTerminationCode toe)
 {
+	struct http *h = cls;
 	struct request_ctx *c = *con_cls;
 	if (c) {
+		/* Kept alive: the connection waits for its next header, under
+		 * the guard's deadline again. */
+		if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->upgraded)
+			http_guard_request_ended(h->guard, conn);
 		if (c->sink_active)
 			c->sink.abort(c->sink.cls);
 		if (c->upgrade_release) /* the connection ended before the upgrade */
@@ -631,88 +712,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		free(c);
 		*con_cls = NULL;
 	}
-}
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[LOG_LINE_MAX];
-	vsnprintf(line, sizeof(line), fmt, ap);
-	log_msg(LOG_LEVEL_WARN, "http: %s", line);
-}
-
-static int parse_listen(const char *listen, struct sockaddr_in *sa, struct err *e)
-{
-	const char *colon = strrchr(listen, ':');
-	if (!colon)
-		return err_set(e, ERR_INVALID, 0, "listen address '%s' is not ADDR:PORT", listen);
-	char host[64];
-	size_t hl = (size_t)(colon - listen);
-	if (hl == 0 || hl >= sizeof(host))
-		return err_set(e, ERR_INVALID, 0, "bad listen address '%s'", listen);
-	memcpy(host, listen, hl);
-	host[hl] = '\0';
-	char *end;
-	errno = 0;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (errno || *end || end == colon + 1 || port > 65535)
-		return err_set(e, ERR_INVALID, 0, "bad port in '%s'", listen);
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	if (strcmp(host, "localhost") == 0)
-		strcpy(host, "127.0.0.1");
-	if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-		return err_set(e, ERR_INVALID, 0, "bad IPv4 address '%s'", host);
-	return 0;
-}
-
-int http_new(struct http **out, const struct http_opts *o, struct err *e)
-{
-	struct sockaddr_in sa;
-	int r = parse_listen(o->listen, &sa, e);
-	if (r < 0)
-		return r;
-	struct http *h = calloc(1, sizeof(*h));
-	if (!h)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	h->o = *o;
-	h->token = strdup(o->token);
-	if (!h->token) {
-		free(h);
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-			 MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
-	h->daemon = MHD_start_daemon(
-	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-	    h, MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-	    o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
-	if (!h->daemon) {
-		free(h->token);
-		free(h);
-		return err_set(e, ERR_INTERNAL, errno, "cannot listen on '%s'", o->listen);
-	}
-	const union MHD_DaemonInfo *info =
-	    MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	h->port = info ? info->port : ntohs(sa.sin_port);
-	*out = h;
-	return 0;
-}
-
-uint16_t http_port(const struct http *h)
-{
-	return h->port;
-}
-
-void http_free(struct http *h)
-{
-	if (!h)
-		return;
-	MHD_stop_daemon(h->daemon);
-	free(h->token);
-	free(h);
 }
 
 int http_query_int(const struct http_request *req, const char *name, int64_t min, int64_t max,

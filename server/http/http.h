@@ -8,9 +8,12 @@
  * {"error":{"code":"...","message":"..."}}.
  *
  * Threads: one per connection (handlers may block: creating a sandbox, a
- * foreground exec, waiting for the screen).  Connection count, idle timeout
- * and per-connection memory are capped explicitly; libmicrohttpd's defaults
- * are unlimited.
+ * foreground exec, waiting for the screen).  Connection count (in all and
+ * per client address), idle timeout and per-connection memory are capped
+ * explicitly; libmicrohttpd's defaults are unlimited.  A client must send
+ * its whole request header within a fixed time that bytes arriving do not
+ * extend, and connections still waiting for one are few: slow clients
+ * cannot take the slots others need (internal.h, "connection guard").
  */
 #ifndef DESKBOX_SERVER_HTTP_H
 #define DESKBOX_SERVER_HTTP_H
@@ -123,7 +126,19 @@ struct http_opts {
 	void *app;
 	size_t max_body; /* JSON bodies over this are refused with 413 */
 	unsigned max_connections;
-	unsigned idle_timeout_s;
+	unsigned max_per_address; /* connections from one IP address; 0: no cap */
+	unsigned idle_timeout_s;  /* no byte either way for this long: closed */
+	/* A connection that has not sent a whole request header this long
+	 * after it opened (or after its previous answer) is closed; 0: no
+	 * deadline. */
+	unsigned header_timeout_s;
+	/* At most this many connections wait for a header; a new one closes
+	 * the one waiting longest.  Keep it under max_connections so there is
+	 * always room for requests being served.  0: no cap. */
+	unsigned max_waiting;
+	/* HTTPS with this PEM certificate (chain) and key; both or neither. */
+	const char *tls_cert_file;
+	const char *tls_key_file;
 };
 
 struct http;
@@ -131,7 +146,11 @@ struct http;
 int http_new(struct http **out, const struct http_opts *o, struct err *e);
 /* The port actually bound. */
 uint16_t http_port(const struct http *h);
-/* Stops accepting, waits for the connection threads, frees. */
+/* Whether the listen address is a loopback one (127.0.0.0/8) / TLS is on. */
+int http_loopback(const struct http *h);
+int http_tls(const struct http *h);
+/* Stops accepting, waits for the connection threads and the upgraded
+ * sessions (tell those to stop first), frees. */
 void http_free(struct http *h);
 
 /* Response helpers.  They take ownership of `json` / `data`. */

@@ -125,13 +125,15 @@ class Response:
 class Server:
     """A deskboxd process on 127.0.0.1:<free port>."""
 
-    def __init__(self, state_dir=None, token=TOKEN, args=(), env=None):
+    def __init__(self, state_dir=None, token=TOKEN, args=(), env=None, wrap=()):
+        """`args` go after the defaults (a later --listen wins); `wrap` is
+        a command line deskboxd runs under (e.g. unshare)."""
         self.own_state = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="dbx-test-")
         self.token = token
         self.log_path = os.path.join(self.state_dir, "..", os.path.basename(self.state_dir) + ".log")
         self.log = open(self.log_path, "wb")
-        cmd = [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
+        cmd = list(wrap) + [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
                "--state-dir", self.state_dir] + list(args)
         if token is not None:
             cmd += ["--token", token]
@@ -145,7 +147,7 @@ class Server:
             if not line:
                 break
             lines.append(line)
-            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            m = re.search(r"listening on https?://[^:]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
                 break

@@ -1,0 +1,70 @@
+/* Shared by the http files (http.c: requests, http_daemon.c: the daemon,
+ * http_guard.c: the connection guard); not used elsewhere. */
+#ifndef DESKBOX_SERVER_HTTP_INTERNAL_H
+#define DESKBOX_SERVER_HTTP_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+
+#include "http.h"
+
+struct http_guard;
+
+struct http {
+	struct MHD_Daemon *daemon;
+	struct http_opts o;
+	char *token;
+	uint16_t port;
+	int loopback; /* the listen address is in 127.0.0.0/8 */
+	int tls;
+	struct http_guard *guard;
+	/* Upgraded sessions running on their own threads (TLS, see
+	 * upgrade_run): http_free waits for them before stopping MHD. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	unsigned n_sessions;
+};
+
+/* http.c: what MHD calls for each request. */
+enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				const char *method, const char *version, const char *upload_data,
+				size_t *upload_data_size, void **con_cls);
+void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+		       enum MHD_RequestTerminationCode toe);
+
+/* The connection guard: keeps clients that are slow to send a request
+ * header from holding connection slots.
+ *
+ * Every connection is "waiting" from its start, and again after each
+ * answered request (keep-alive), until the access handler has a request it
+ * will serve (http_guard_request_began).  A waiting connection is closed when
+ *  - it has waited `header_timeout_ms` in total: the deadline counts from
+ *    when the wait began and does not move when bytes arrive, unlike
+ *    MHD_OPTION_CONNECTION_TIMEOUT which a byte a second keeps alive;
+ *  - `max_waiting` others are waiting and a new connection comes: the one
+ *    waiting longest makes room.  Refusing the newcomer instead would let
+ *    `max_waiting` slow clients lock every new client out; this way a
+ *    client that sends its header at once always gets in, and a slow one
+ *    is the first to go.
+ * Closing is shutdown() of the socket from the guard's thread; the
+ * connection's own thread then sees the end and MHD closes it.  A
+ * connection serving a request is never touched: no body deadline (uploads
+ * may be slow), no limit on streamed answers or upgrades.
+ * 0 for either limit turns it off. */
+int http_guard_new(struct http_guard **out, long long header_timeout_ms, unsigned max_waiting,
+		   struct err *e);
+/* Stops the guard's thread; after MHD_stop_daemon (no more callbacks). */
+void http_guard_free(struct http_guard *g);
+/* MHD_OPTION_NOTIFY_CONNECTION's callback; cls is the guard. */
+void http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		       enum MHD_ConnectionNotificationCode code);
+/* The connection has a request to serve / finished one (keep-alive: it
+ * waits for the next header again). */
+void http_guard_request_began(struct http_guard *g, struct MHD_Connection *conn);
+void http_guard_request_ended(struct http_guard *g, struct MHD_Connection *conn);
+/* Whether a log line may go out now: under attack MHD logs one line per
+ * refused connection, so lines are let through at a bounded rate.
+ * *suppressed is set to how many were held back since the last one. */
+int http_guard_log_allowed(struct http_guard *g, unsigned long *suppressed);
+
+#endif
