@@ -59,8 +59,9 @@ static void usage(FILE *f)
 	    "  --exec-timeout     default process timeout in seconds (default 60)\n"
 	    "  --exec-timeout-max largest process timeout allowed (default 3600)\n"
 	    "  --exec-max-output  stdout/stderr cap per stream in bytes (default 1048576)\n"
-	    "  --disk-quota-mb    what each sandbox may hold on disk, for uploads\n"
-	    "                     (default 10240; 0: no quota)\n"
+	    "  --disk-quota-mb    each sandbox's own disk in MiB, everything it writes,\n"
+	    "                     when its spec has no disk_mb (default 10240, at least\n"
+	    "                     32; 0: no disk of its own, no limit)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
 	    "                     instant creates; repeat for more sizes\n"
 	    "\n"
@@ -147,7 +148,7 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 		o->exec_max_output = (size_t)v;
 		return 0;
 	case 'Q':
-		if (parse_uint(arg, 0, 1LL << 30, &v) < 0)
+		if (parse_uint(arg, 0, 1LL << 24, &v) < 0 || (v > 0 && v < SANDBOX_DISK_MIN_MB))
 			return -1;
 		o->disk_quota_mb = v;
 		return 0;
@@ -405,6 +406,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .cgroup_mode = h->cgroup_mode,
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
+	    .disk_mb = (uint64_t)o->disk_quota_mb,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0)
 		return err_code(e);
@@ -413,7 +415,6 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_timeout_default_s = o->exec_timeout_default_s,
 	    .exec_timeout_max_s = o->exec_timeout_max_s,
 	    .exec_max_output = o->exec_max_output,
-	    .disk_quota_bytes = (uint64_t)o->disk_quota_mb << 20,
 	    .png_level = 1,
 	};
 	if (vnc_new(&s->api.vnc, h->token, e) < 0) {

@@ -17,9 +17,7 @@ struct api {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	int png_level;
-	struct vnc *vnc; /* browser viewers: tokens and connected viewers */
-	/* Per sandbox (what its overlay's upper layer holds); 0: none. */
-	uint64_t disk_quota_bytes;
+	struct vnc *vnc;   /* browser viewers: tokens and connected viewers */
 	struct pool *pool; /* warm desktops (server/sandbox/sandbox.h); NULL: none */
 };
 

@@ -113,8 +113,10 @@ struct upload {
 	struct files_upload *fu;
 	struct sha256_ctx sha;
 	uint64_t size;
-	uint64_t allowed; /* bytes the quota leaves for this upload */
-	uint64_t quota, used;
+	/* Reserved on the sandbox's disk and not written yet: the declared
+	 * Content-Length up front, else chunk by chunk (sandbox.h). */
+	struct sandbox *sb;
+	uint64_t held;
 	char path[PATH_MAX];
 	/* multipart/form-data (POST) */
 	struct http_multipart *mp;
@@ -127,6 +129,10 @@ static void upload_free(struct upload *u)
 		return;
 	http_multipart_free(u->mp);
 	files_upload_free(u->fu);
+	if (u->sb) {
+		sandbox_disk_release(u->sb, u->held);
+		sandbox_put(u->sb);
+	}
 	free(u);
 }
 
@@ -135,20 +141,23 @@ static void upload_abort(void *cls)
 	upload_free(cls);
 }
 
-static int quota_error(const struct upload *u, struct err *e)
+static int upload_reserve(struct upload *u, uint64_t bytes, struct err *e)
 {
-	return err_set(e, ERR_NO_SPACE, EDQUOT,
-		       "upload of '%s' exceeds the sandbox's disk quota of %" PRIu64
-		       " MiB (%" PRIu64 " MiB in use); existing files are unchanged",
-		       u->path, u->quota >> 20, u->used >> 20);
+	if (sandbox_disk_reserve(u->sb, bytes, e) < 0)
+		return err_wrap(e, "upload of '%s' (existing files are unchanged)", u->path);
+	u->held += bytes;
+	return 0;
 }
 
 static int upload_data(struct upload *u, const char *data, size_t len, struct err *e)
 {
-	if (len > u->allowed - u->size)
-		return quota_error(u, e);
+	if (len > u->held && upload_reserve(u, len - u->held, e) < 0)
+		return err_code(e);
 	if (files_upload_write(u->fu, data, len, e) < 0)
 		return err_code(e);
+	/* Written: the sandbox's filesystem counts these bytes now. */
+	sandbox_disk_release(u->sb, len);
+	u->held -= len;
 	sha256_update(&u->sha, len, (const uint8_t *)data);
 	u->size += len;
 	return 0;
@@ -181,13 +190,11 @@ static int upload_write(void *cls, const char *data, size_t len, struct err *e)
 
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
-	struct api *api = req->app;
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int parents, mode, r;
 	_cleanup_fd_ int root = -1;
-	struct sandbox *sb = NULL;
 	if ((r = query_path(req, "path", NULL, u->path, e)) < 0 ||
 	    (r = query_flag(req, "parents", &parents, e)) < 0 ||
 	    (r = query_mode(req, &mode, e)) < 0)
@@ -200,35 +207,23 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 			goto fail;
 		}
 	}
-	if ((r = open_root(req, &root, &sb, e)) < 0)
+	if ((r = open_root(req, &root, &u->sb, e)) < 0)
 		goto fail;
-	u->allowed = UINT64_MAX;
-	if (api->disk_quota_bytes) {
-		char upper[PATH_MAX];
-		snprintf(upper, sizeof(upper), "%s/upper", sandbox_dir(sb));
-		if ((r = files_usage(upper, &u->used, e)) < 0)
-			goto fail;
-		u->quota = api->disk_quota_bytes;
-		u->allowed = u->used < u->quota ? u->quota - u->used : 0;
-		/* A declared size over the quota is refused before any byte
-		 * is read (and a client sending Expect: 100-continue never
-		 * sends the body). */
-		const char *cl = http_header(req, "Content-Length");
-		if (!u->mp && cl && strtoull(cl, NULL, 10) > u->allowed) {
-			r = quota_error(u, e);
-			goto fail;
-		}
-	}
+	/* The declared size is reserved before any byte is read: one that
+	 * does not fit is refused at once (and a client sending Expect:
+	 * 100-continue never sends the body).  A multipart body's length
+	 * bounds its file's. */
+	const char *cl = http_header(req, "Content-Length");
+	if (cl && (r = upload_reserve(u, strtoull(cl, NULL, 10), e)) < 0)
+		goto fail;
 	if ((r = files_upload_begin(root, u->path, parents, mode, &u->fu, e)) < 0)
 		goto fail;
-	sandbox_put(sb);
 	sha256_init(&u->sha);
 	sink->write = upload_write;
 	sink->abort = upload_abort;
 	sink->cls = u;
 	return 0;
 fail:
-	sandbox_put(sb);
 	upload_free(u);
 	return r;
 }

@@ -130,4 +130,26 @@ int image_mount_rootfs(const char *lower, const char *upper, const char *work, c
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
 int image_umount_rootfs(const char *target, struct err *e);
 
+/* ---- a sandbox's own disk (runtime_disk.c) ---- */
+
+/* disk: a fixed-size ext4 image (sparse, root-owned 0600) on a loop device,
+ * holding a sandbox's overlay upper and work dirs, so the kernel counts and
+ * caps everything it writes.  Fixed size: it never grows. */
+
+/* Creates `path` (O_EXCL) as a `bytes`-sized sparse file with an ext4
+ * filesystem in it (runs mkfs.ext4); removes it again on failure. */
+int disk_image_create(const char *path, uint64_t bytes, struct err *e);
+
+/* Attaches `image` to a free loop device and mounts it nosuid,nodev on
+ * `target` (created if missing).  The loop device is freed when the mount
+ * goes (autoclear). */
+int disk_image_mount(const char *image, const char *target, struct err *e);
+
+/* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
+int disk_image_umount(const char *target, struct err *e);
+
+/* Bytes in use on the filesystem at `mount` and bytes still free for
+ * writing (statvfs). */
+int disk_usage(const char *mount, uint64_t *used, uint64_t *avail, struct err *e);
+
 #endif

@@ -27,6 +27,14 @@ struct sandbox {
 	 * sandbox is stopped (the files API works on it) until delete or
 	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
 	int rootfs_mounted;
+	/* Its own disk (sandbox_disk.c) is mounted on <dir>/disk, and the
+	 * tmpfs for /run/deskbox on <dir>/run; both under mu. */
+	int disk_mounted, run_mounted;
+	/* Bytes reserved by uploads in flight and not written yet. */
+	_Atomic uint64_t disk_reserved;
+	/* Drains the container's stdout and stderr into init.log
+	 * (sandbox_log.c); NULL while no container runs. */
+	struct sandbox_log *log;
 
 	/* The runs (exec, code_run, contexts) in it; see process.h. */
 	struct process_table *procs;
@@ -66,6 +74,22 @@ int sandbox_start_container(struct sandbox *sb, struct err *e);
 /* A new mirror of the running desktop (a bridge that died is replaced). */
 int sandbox_capture_connect(struct sandbox *sb, int timeout_ms, struct capture **out,
 			    struct err *e);
+/* The sandbox's own disk and /run/deskbox (sandbox_disk.c).  disk_mount
+ * (with mu held) mounts the disk, creating it while the sandbox is being
+ * created, and names the overlay's upper and work dirs (in the plain state
+ * dir when the sandbox has no disk); disk_loaded drops the limit of a
+ * sandbox found without an image (made before disks existed). */
+int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size, struct err *e);
+void sandbox_disk_umount(struct sandbox *sb);
+void sandbox_disk_loaded(struct sandbox *sb);
+int sandbox_run_mount(struct sandbox *sb, struct err *e);
+void sandbox_run_umount(struct sandbox *sb);
+/* The container's output (sandbox_log.c): open starts draining a new pipe
+ * into init.log and hands out its write end (the caller closes it); flush
+ * drains what is waiting now; close stops, drains and frees. */
+int sandbox_log_open(struct sandbox *sb, int *wfd, struct err *e);
+void sandbox_log_flush(const struct sandbox *sb);
+void sandbox_log_close(struct sandbox *sb);
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
 

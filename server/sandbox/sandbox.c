@@ -86,6 +86,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 	cJSON_AddNumberToObject(j, "memory_mb", (double)sb->spec.memory_mb);
 	cJSON_AddNumberToObject(j, "pids_max", (double)sb->spec.pids_max);
 	cJSON_AddNumberToObject(j, "cpu_millis", sb->spec.cpu_millis);
+	cJSON_AddNumberToObject(j, "disk_mb", (double)sb->spec.disk_mb);
 	if (sb->spec.agent_width) {
 		cJSON *ad = cJSON_AddObjectToObject(j, "agent_display");
 		cJSON_AddNumberToObject(ad, "width", sb->spec.agent_width);
@@ -213,6 +214,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 	}
 	sb->spec = *spec;
 	memset(spec->env, 0, sizeof(spec->env));
+	if (sb->spec.disk_mb == SANDBOX_DISK_DEFAULT)
+		sb->spec.disk_mb = s->cfg.disk_mb;
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
 	sb->pooled = pooled;
@@ -303,9 +306,12 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 {
 	/* Everything fixed when the container started must be equal; the
 	 * agent's display is only a mapping and is taken from the request. */
+	uint64_t disk =
+	    req->disk_mb == SANDBOX_DISK_DEFAULT ? sb->owner->cfg.disk_mb : req->disk_mb;
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
-	       req->memory_mb == sb->spec.memory_mb && req->pids_max == sb->spec.pids_max &&
-	       req->cpu_millis == sb->spec.cpu_millis && !req->env[0] && !sb->spec.env[0];
+	       disk == sb->spec.disk_mb && req->memory_mb == sb->spec.memory_mb &&
+	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
+	       !req->env[0] && !sb->spec.env[0];
 }
 
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
@@ -456,6 +462,7 @@ static int load_one(struct sandboxes *s, const char *id)
 	    sandbox_spec_parse(j, &sb->spec, &e) == 0) {
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
+		sandbox_disk_loaded(sb);
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped. */
 		sandbox_teardown_ex(sb, 1);

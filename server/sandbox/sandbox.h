@@ -43,8 +43,15 @@ struct sandbox_spec {
 	/* The screen size the agent sees and points in (screenshots come at
 	 * that size, coordinates are mapped back); 0x0: the real size. */
 	uint32_t agent_width, agent_height;
+	/* The sandbox's own disk in MiB (everything it writes, see
+	 * sandbox_disk.c); 0: none, no limit; SANDBOX_DISK_DEFAULT: the
+	 * server's default (sandboxes_config.disk_mb), resolved at create. */
+	uint64_t disk_mb;
 	char *env[SANDBOX_MAX_ENV + 1]; /* "K=V", NULL-terminated, owned */
 };
+
+#define SANDBOX_DISK_DEFAULT UINT64_MAX
+#define SANDBOX_DISK_MIN_MB  32
 
 struct sandboxes_config {
 	const char *state_dir;
@@ -56,6 +63,7 @@ struct sandboxes_config {
 	enum runtime_cgroup_mode cgroup_mode;
 	unsigned max_sandboxes;
 	int ready_timeout_ms;
+	uint64_t disk_mb; /* a sandbox's disk when its spec names none; 0: none */
 };
 
 struct sandbox;
@@ -77,7 +85,7 @@ void sandboxes_kill_runs(struct sandboxes *s);
 
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
- * "cpu_millis", "agent_display":{"width","height"}, "env":{K:V}}); on
+ * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V}}); on
  * failure nothing is left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
@@ -127,6 +135,15 @@ int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, str
  * across stop and start (same overlay); ERR_CONFLICT while it is being
  * created. */
 int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e);
+
+/* Space for a write of `bytes` from outside the sandbox (an upload):
+ * reserved against the sandbox's disk, so that concurrent writers cannot
+ * together pass it.  ERR_NO_SPACE when what is free, less what others have
+ * reserved, is short.  A sandbox without a disk limit always has room.
+ * Each reservation is given back with sandbox_disk_release() (as bytes are
+ * written, since the filesystem counts them from then on, and at the end). */
+int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
+void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 
 /* JSON views: the spec and status (what sandbox.json holds). */
 cJSON *sandbox_json(struct sandbox *sb);

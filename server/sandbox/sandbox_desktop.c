@@ -33,6 +33,7 @@ static void log_tail(const struct sandbox *sb, char *out, size_t size)
 	char path[PATH_MAX];
 	sandbox_path(sb, path, sizeof(path), "init.log");
 	out[0] = '\0';
+	sandbox_log_flush(sb);
 	_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -172,6 +173,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
+	sandbox_log_close(sb);
 	char rootfs[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	if (unmount) {
@@ -180,12 +182,14 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 		pthread_mutex_lock(&sb->mu);
 		sb->rootfs_mounted = 0;
 		pthread_mutex_unlock(&sb->mu);
+		sandbox_disk_umount(sb);
 	}
 	char sock[PATH_MAX];
 	sandbox_path(sb, sock, sizeof(sock), "run/vnc.sock");
 	unlink(sock);
 	sandbox_path(sb, sock, sizeof(sock), "run/ready");
 	unlink(sock);
+	sandbox_run_umount(sb);
 	sb->init_pid = -1;
 }
 
@@ -194,12 +198,11 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 {
 	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
-	sandbox_path(sb, upper, sizeof(upper), "upper");
-	sandbox_path(sb, work, sizeof(work), "work");
 	pthread_mutex_lock(&sb->mu);
 	int r = 0;
 	if (!sb->rootfs_mounted) {
-		r = image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
+		r = sandbox_disk_mount(sb, upper, work, sizeof(upper), e);
+		r = r ?: image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
 		sb->rootfs_mounted = r == 0;
 	}
 	pthread_mutex_unlock(&sb->mu);
@@ -292,24 +295,23 @@ static int connect_desktop(struct sandbox *sb, struct err *e)
 int sandbox_start_container(struct sandbox *sb, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
-	char rootfs[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX], logp[PATH_MAX];
+	char rootfs[PATH_MAX], run[PATH_MAX], bundle[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	sandbox_path(sb, run, sizeof(run), "run");
 	sandbox_path(sb, bundle, sizeof(bundle), "bundle");
-	sandbox_path(sb, logp, sizeof(logp), "init.log");
 
-	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0)
+	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0 ||
+	    sandbox_run_mount(sb, e) < 0)
 		return err_code(e);
 	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
 	if (sandbox_rootfs_mount(sb, e) < 0 || write_bundle(sb, bundle, rootfs, run, e) < 0)
 		return err_code(e);
-	_cleanup_fd_ int logfd =
-	    open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (logfd < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
 	/* A container left over by a crash of a previous deskboxd. */
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
+	_cleanup_fd_ int logfd = -1;
+	if (sandbox_log_open(sb, &logfd, e) < 0)
+		return err_code(e);
 	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
 		return err_code(e);
 	return connect_desktop(sb, e);

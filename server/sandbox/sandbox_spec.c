@@ -28,6 +28,21 @@ static int env_name_ok(const char *k)
 	return 1;
 }
 
+static int parse_disk(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	int64_t v;
+	/* 16 TiB: far past any disk, well inside what a MiB count shifted to
+	 * bytes holds. */
+	if (args_int(req, "disk_mb", 0, (int64_t)1 << 24, -1, 0, &v, e) < 0)
+		return err_code(e);
+	if (v > 0 && v < SANDBOX_DISK_MIN_MB)
+		return err_set(e, ERR_INVALID, ERANGE,
+			       "field 'disk_mb' must be 0 (no limit) or at least %d",
+			       SANDBOX_DISK_MIN_MB);
+	spec->disk_mb = v < 0 ? SANDBOX_DISK_DEFAULT : (uint64_t)v;
+	return 0;
+}
+
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
 	memset(spec, 0, sizeof(*spec));
@@ -54,6 +69,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
 		return err_code(e);
 	spec->cpu_millis = (uint32_t)v;
+	if (parse_disk(req, spec, e) < 0)
+		return err_code(e);
 	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
 	if (ad && !cJSON_IsNull(ad)) {
 		if (!cJSON_IsObject(ad))

@@ -49,11 +49,22 @@ static int pid_alive(pid_t pid)
  * Only while no container runs: the walk is on host paths. */
 void sandbox_sweep_uploads(struct sandbox *sb)
 {
-	static const char *const dirs[] = {"upper", "run"};
+	char upper[PATH_MAX], work[PATH_MAX], run[PATH_MAX];
+	struct err e = ERR_INIT;
+	/* The upper dir may be on the sandbox's own disk: mounted from here
+	 * on, as it stays while the sandbox exists. */
+	pthread_mutex_lock(&sb->mu);
+	int r = sandbox_disk_mount(sb, upper, work, sizeof(upper), &e);
+	pthread_mutex_unlock(&sb->mu);
+	if (r < 0) {
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+		return;
+	}
+	sandbox_path(sb, run, sizeof(run), "run");
+	const char *const dirs[] = {upper, run};
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char p[PATH_MAX];
-		sandbox_path(sb, p, sizeof(p), dirs[i]);
-		struct err e = ERR_INIT;
+		const char *p = dirs[i];
+		err_clear(&e);
 		unsigned n = 0;
 		if (files_sweep_temp(p, &n, &e) < 0)
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);

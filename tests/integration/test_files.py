@@ -84,7 +84,7 @@ def temp_litter(srv, sid):
     """Temporary upload files in the sandbox's layer.  os.walk, not glob:
     glob's ** follows the sandbox's symlinks out onto the host."""
     found = []
-    top = os.path.join(srv.state_dir, "sandboxes", sid, "upper")
+    top = srv.upper_dir(sid)
     for d, _, names in os.walk(top):
         found += [os.path.join(d, n) for n in names if n.startswith(".deskbox-upload-")]
     return found

@@ -35,11 +35,11 @@ def download(srv, sid, path):
     return r.body if r.status == 200 else r.status
 
 
-def litter(state, sid):
-    """Temporary upload files in the sandbox's state (os.walk never follows
-    the sandbox's symlinks)."""
+def litter(srv, sid):
+    """Temporary upload files in the sandbox's upper layer, on its disk as
+    deskboxd sees it (os.walk never follows the sandbox's symlinks)."""
     found = []
-    for d, _, names in os.walk(os.path.join(state, "sandboxes", sid)):
+    for d, _, names in os.walk(srv.upper_dir(sid)):
         found += [os.path.join(d, n) for n in names if n.startswith(".deskbox-upload-")]
     return found
 
@@ -129,9 +129,9 @@ def main():
         for _ in range(16):
             s.sendall(b"n" * (1 << 20))
         deadline = time.time() + 10
-        while not litter(state, sid) and time.time() < deadline:
+        while not litter(srv, sid) and time.time() < deadline:
             time.sleep(0.05)
-        t.ok(litter(state, sid), "the upload's temporary file exists mid-upload")
+        t.ok(litter(srv, sid), "the upload's temporary file exists mid-upload")
         srv.kill()
         s.close()
         # A sandbox that was half created when deskboxd died.
@@ -149,7 +149,7 @@ def main():
              "and it really is not running")
         t.ok(not os.path.exists(os.path.join(state, "sandboxes", half)),
              "the half-created sandbox was rolled back")
-        t.eq(litter(state, sid), [], "no temporary upload files are left")
+        t.eq(litter(srv, sid), [], "no temporary upload files are left")
         t.eq(download(srv, sid, "/workspace/big.bin"), old, "the old content is intact")
         t.eq(download(srv, sid, "/workspace/data.bin"), v1, "other files are intact")
         r = srv.request("POST", base(sid) + "/start")

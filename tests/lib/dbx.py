@@ -170,6 +170,19 @@ class Server:
         except OSError:
             return ""
 
+    def ns_path(self, *parts):
+        """A path under the state dir as deskboxd sees it: through its root,
+        so inside its private mount namespace (the sandboxes' disks and
+        overlays are mounted only there)."""
+        return os.path.join("/proc/%d/root" % self.proc.pid,
+                            self.state_dir.lstrip("/"), *parts)
+
+    def upper_dir(self, sid):
+        """The sandbox's overlay upper layer: on its own disk, or (without
+        one) in its state dir."""
+        disk = self.ns_path("sandboxes", sid, "disk", "upper")
+        return disk if os.path.isdir(disk) else self.ns_path("sandboxes", sid, "upper")
+
     def request(self, method, path, body=None, token="default", headers=None, timeout=120):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         h = dict(headers or {})
