@@ -75,11 +75,15 @@ void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h)
 
 /* ---- persistence ---- */
 
-static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
+/* `reason`: why it failed, shown with that status only. */
+static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, const char *reason)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", sb->id);
 	cJSON_AddStringToObject(j, "status", sandbox_status_names[status]);
+	if (status == SANDBOX_FAILED && reason[0])
+		cJSON_AddStringToObject(j, "reason", reason);
+	cJSON_AddStringToObject(j, "restart", sb->spec.restart_on_failure ? "on-failure" : "no");
 	cJSON *d = cJSON_AddObjectToObject(j, "display");
 	cJSON_AddNumberToObject(d, "width", sb->spec.width);
 	cJSON_AddNumberToObject(d, "height", sb->spec.height);
@@ -97,7 +101,11 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 
 int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
 {
-	cJSON *j = spec_json(sb, status);
+	char reason[sizeof(sb->reason)];
+	pthread_mutex_lock(&sb->mu);
+	memcpy(reason, sb->reason, sizeof(reason));
+	pthread_mutex_unlock(&sb->mu);
+	cJSON *j = spec_json(sb, status, reason);
 	/* A pool member found at start-up was never handed out: removed. */
 	if (sb->pooled)
 		cJSON_AddTrueToObject(j, "pooled");
@@ -120,6 +128,8 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 }
 
 /* ---- lifecycle helpers ---- */
+
+static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e);
 
 /* The process table's way into the sandbox (struct process_host). */
 static int procs_enter(void *cls, struct err *e)
@@ -241,6 +251,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		r = sandbox_start_container(sb, e);
 	if (r == 0)
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
+	if (r == 0)
+		r = sandbox_set_running(sb, e);
 	if (r < 0) {
 		err_wrap(e, "creating sandbox");
 		sandbox_teardown_ex(sb, 1);
@@ -256,9 +268,6 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		sandbox_put(sb);
 		return r;
 	}
-	pthread_mutex_lock(&sb->mu);
-	sb->status = SANDBOX_RUNNING;
-	pthread_mutex_unlock(&sb->mu);
 	pthread_rwlock_unlock(&sb->op);
 	*out = sb;
 	return 0;
@@ -285,12 +294,22 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
 			       s->cfg.max_sandboxes);
 	}
-	s->count++;
 	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	if (st != SANDBOX_RUNNING) {
+		/* Its init died while it waited in the pool. */
+		pthread_rwlock_unlock(&sb->op);
+		pthread_mutex_unlock(&s->mu);
+		return not_running(sb, st, e);
+	}
+	s->count++;
 	sb->pooled = 0;
 	sb->created_at = (long long)time(NULL);
 	sb->spec.agent_width = req->agent_width;
 	sb->spec.agent_height = req->agent_height;
+	sb->spec.restart_on_failure = req->restart_on_failure;
 	pthread_mutex_unlock(&s->mu);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
@@ -302,7 +321,8 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb)
 {
 	/* Everything fixed when the container started must be equal; the
-	 * agent's display is only a mapping and is taken from the request. */
+	 * agent's display is only a mapping and is taken from the request,
+	 * as is the restart policy. */
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
 	       req->memory_mb == sb->spec.memory_mb && req->pids_max == sb->spec.pids_max &&
 	       req->cpu_millis == sb->spec.cpu_millis && !req->env[0] && !sb->spec.env[0];
@@ -364,6 +384,25 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	return r < 0 ? err_wrap(e, "deleting sandbox '%s'", id) : 0;
 }
 
+/* The error for an operation that needs `sb` running while it is `st`. */
+static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e)
+{
+	if (st == SANDBOX_DELETING)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	if (st == SANDBOX_CREATING)
+		return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", sb->id);
+	char reason[sizeof(sb->reason)];
+	pthread_mutex_lock(&sb->mu);
+	memcpy(reason, sb->reason, sizeof(reason));
+	pthread_mutex_unlock(&sb->mu);
+	if (st == SANDBOX_FAILED)
+		return err_set(e, ERR_NOT_RUNNING, ESRCH,
+			       "sandbox '%s' is not running: it failed (%s); start it again",
+			       sb->id, reason[0] ? reason : "no reason known");
+	return err_set(e, ERR_NOT_RUNNING, ESRCH, "sandbox '%s' is not running: it is %s", sb->id,
+		       sandbox_status_names[st]);
+}
+
 int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e)
 {
 	for (int attempt = 0;; attempt++) {
@@ -374,10 +413,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 		pthread_mutex_unlock(&sb->mu);
 		if (st != SANDBOX_RUNNING) {
 			pthread_rwlock_unlock(&sb->op);
-			if (st == SANDBOX_DELETING)
-				return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-			return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
-				       sandbox_status_names[st]);
+			return not_running(sb, st, e);
 		}
 		if (!need_capture)
 			return 0;
@@ -419,10 +455,12 @@ void sandbox_unuse(struct sandbox *sb)
 
 cJSON *sandbox_json(struct sandbox *sb)
 {
+	char reason[sizeof(sb->reason)];
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
+	memcpy(reason, sb->reason, sizeof(reason));
 	pthread_mutex_unlock(&sb->mu);
-	return spec_json(sb, st);
+	return spec_json(sb, st, reason);
 }
 
 cJSON *sandboxes_json(struct sandboxes *s)
@@ -457,11 +495,15 @@ static int load_one(struct sandboxes *s, const char *id)
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		/* Whatever ran before this deskboxd started is gone or stale:
-		 * make sure of it, keep the files, report it stopped. */
+		 * make sure of it, keep the files, report it stopped (or
+		 * failed, with its reason). */
 		sandbox_teardown_ex(sb, 1);
 		sandbox_sweep_uploads(sb);
-		sb->status = SANDBOX_STOPPED;
-		if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "reason");
+		sb->status = strcmp(st->valuestring, "failed") ? SANDBOX_STOPPED : SANDBOX_FAILED;
+		if (sb->status == SANDBOX_FAILED && cJSON_IsString(rs))
+			snprintf(sb->reason, sizeof(sb->reason), "%s", rs->valuestring);
+		if (sandbox_persist(sb, sb->status, &e) < 0)
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 		cJSON_Delete(j);
 		pthread_mutex_lock(&s->mu);
@@ -504,6 +546,12 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		free(s);
 		return err_code(e);
 	}
+	if (sandbox_monitor_new(s, e) < 0) {
+		sandbox_monitor_free(s);
+		runtime_free(s->rt);
+		free(s);
+		return err_code(e);
+	}
 	DIR *d = opendir(dir);
 	if (d) {
 		struct dirent *de;
@@ -531,6 +579,8 @@ void sandboxes_close(struct sandboxes *s)
 {
 	if (!s)
 		return;
+	/* No failure is reported, nor restart made, from here on. */
+	sandbox_monitor_stop(s);
 	pthread_mutex_lock(&s->mu);
 	struct sandbox *list = s->list;
 	s->list = NULL;
@@ -545,11 +595,14 @@ void sandboxes_close(struct sandboxes *s)
 			struct err e = ERR_INIT;
 			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
 				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+		} else if (sb->status == SANDBOX_FAILED) {
+			sandbox_teardown_ex(sb, 1); /* sandbox.json keeps "failed" */
 		}
 		sb->status = SANDBOX_STOPPED;
 		pthread_rwlock_unlock(&sb->op);
 		sandbox_put(sb);
 	}
+	sandbox_monitor_free(s);
 	runtime_free(s->rt);
 	free(s);
 }
