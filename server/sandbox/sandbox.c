@@ -26,6 +26,8 @@
 #include "server/process/process.h"
 
 #define RECONNECT_TIMEOUT_MS 3000
+/* A sandbox's directory while delete removes it (swept at start-up). */
+#define TRASH_PREFIX ".deleting-"
 
 const char *const sandbox_status_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
@@ -377,7 +379,16 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 
 	pthread_rwlock_wrlock(&sb->op);
 	sandbox_teardown_ex(sb, 1);
-	int r = fs_remove_tree(sb->dir, e);
+	/* Out of the registry's sight in one step: a crash while the tree is
+	 * being removed leaves a directory the next start sweeps, not a
+	 * sandbox with half its files. */
+	char trash[PATH_MAX];
+	snprintf(trash, sizeof(trash), "%s/sandboxes/%s%s", s->cfg.state_dir, TRASH_PREFIX, id);
+	int r = 0;
+	if (rename(sb->dir, trash) < 0)
+		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", sb->dir);
+	else
+		r = fs_remove_tree(trash, e);
 	pthread_rwlock_unlock(&sb->op);
 	sandbox_put(sb); /* the registry's */
 	sandbox_put(sb);
@@ -525,6 +536,21 @@ static int load_one(struct sandboxes *s, const char *id)
 	return 0;
 }
 
+/* Finishes a delete a crash cut short. */
+static void sweep_trash(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	struct err e = ERR_INIT;
+	/* Its overlay may still be mounted here if the crash came first. */
+	char rootfs[PATH_MAX];
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", path);
+	if (image_umount_rootfs(rootfs, &e) < 0 || fs_remove_tree(path, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
+	else
+		log_msg(LOG_LEVEL_INFO, "finished deleting '%s'", name + strlen(TRASH_PREFIX));
+}
+
 int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e)
 {
 	struct sandboxes *s = calloc(1, sizeof(*s));
@@ -556,6 +582,10 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	if (d) {
 		struct dirent *de;
 		while ((de = readdir(d))) {
+			if (strncmp(de->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)) == 0) {
+				sweep_trash(dir, de->d_name);
+				continue;
+			}
 			if (strlen(de->d_name) != SANDBOX_ID_LEN ||
 			    strspn(de->d_name, "0123456789abcdef") != SANDBOX_ID_LEN)
 				continue;
