@@ -48,6 +48,15 @@ def init_pid(sid):
     return None
 
 
+def zombie_child(pid, parent):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0] == "Z" and int(fields[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def kill_and_time(srv, sid):
     """kill -9 of the init; returns (seconds until GET says failed, the
     sandbox as GET shows it then)."""
@@ -205,6 +214,9 @@ def main():
         t.ok(log.count("sandbox %s failed" % sid) == 4,
              "only the four kills were reported as failures, not stop or delete",
              [ln for ln in log.splitlines() if sid in ln])
+
+        zombies = [p for p in os.listdir("/proc") if p.isdigit() and zombie_child(p, srv.proc.pid)]
+        t.eq(zombies, [], "every init that died was reaped (no zombie children of deskboxd)")
 
         latency = restart_policy(t, srv)
         if latency is not None:
