@@ -21,6 +21,7 @@ static const char *const kind_names[] = {
     [ERR_UNAVAILABLE] = "unavailable",
     [ERR_TIMEOUT] = "timeout",
     [ERR_NO_SPACE] = "insufficient_storage",
+    [ERR_NOT_RUNNING] = "sandbox_not_running",
 };
 
 int err_code(const struct err *e)

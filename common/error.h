@@ -34,6 +34,7 @@ enum err_kind {
 	ERR_UNAVAILABLE,  /* unavailable: retry later (e.g. VNC reconnecting) */
 	ERR_TIMEOUT,	  /* timeout */
 	ERR_NO_SPACE,	  /* insufficient_storage: quota */
+	ERR_NOT_RUNNING,  /* sandbox_not_running: stopped or failed; start it first */
 };
 
 #define ERR_MSG_MAX 512

@@ -211,6 +211,7 @@ static int status_of(enum err_kind kind)
 	case ERR_METHOD:
 		return 405;
 	case ERR_CONFLICT:
+	case ERR_NOT_RUNNING:
 		return 409;
 	case ERR_TOO_LARGE:
 		return 413;

@@ -121,6 +121,10 @@ int process_agent_start(struct process_table *t, struct process_run *r,
 			const struct process_opts *o, const int stdio[3], struct err *e)
 {
 	int fd = connect_agent(t);
+	/* The socket is there but nobody listens: the init that made it is
+	 * gone (a crun exec would only fail with "not running", exit 1). */
+	if (fd == -ECONNREFUSED)
+		return err_set(e, ERR_NOT_RUNNING, ESRCH, "the sandbox's init is not running");
 	if (fd < 0)
 		return PROCESS_NO_AGENT;
 	_cleanup_fd_ int conn = fd;
@@ -179,8 +183,11 @@ int process_agent_poll_exit(struct process_run *r)
 	ssize_t n = recv(r->agent_fd, &st, sizeof(st), MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
-	/* The init went away (the sandbox stopped): the program with it. */
+	/* The init went away (the sandbox stopped or failed): the program
+	 * with it, and the result says it was killed, not how it exited. */
 	r->status = n == sizeof(st) ? st : 9; /* as if SIGKILLed */
+	if (n != sizeof(st))
+		r->killed = 1;
 	r->client_done = 1;
 	return 1;
 }

@@ -10,6 +10,7 @@
 #include "runtime.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -290,6 +291,44 @@ static int read_pid_file(const char *path, pid_t *pid)
 	return 0;
 }
 
+/* Reaps the helpers `crun run -d` left as our children: with deskboxd a
+ * child subreaper, the process that forked the init is adopted when crun
+ * exits.  They are in the session crun made for the container without
+ * leading it, so no process another thread waits for (those are in
+ * deskboxd's session, or lead their own) is taken. */
+static void reap_adopted(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t self = getpid(), own_sid = getsid(0);
+	while (d && (de = readdir(d))) {
+		char path[64], buf[512];
+		pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		_cleanup_fd_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		const char *rp = strrchr(buf, ')');
+		int ppid, pgrp, sid;
+		char state;
+		if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 ||
+		    ppid != self || sid == own_sid || sid == pid)
+			continue;
+		/* It exits right after forking the init: wait a moment for it. */
+		_cleanup_fd_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		struct pollfd p = {pfd, POLLIN, 0};
+		if (pfd >= 0)
+			poll(&p, 1, 1000);
+		waitpid(pid, NULL, WNOHANG);
+	}
+	if (d)
+		closedir(d);
+}
+
 int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
 		  pid_t *init_pid, struct err *e)
 {
@@ -320,6 +359,7 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return err_sys(e, ERR_INTERNAL, errno, "waiting for crun run '%s'", id);
+	reap_adopted();
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char text[RUNTIME_ERR_MAX] = "";
 		_cleanup_fd_ int lfd = open(log_path, O_RDONLY | O_CLOEXEC);

@@ -18,11 +18,22 @@ struct sandbox {
 	struct sandboxes *owner;
 	atomic_int refs;
 
-	/* Guards status and cap. */
+	/* Guards status, cap, init_pid, init_gen and reason. */
 	pthread_mutex_t mu;
 	enum sandbox_status status;
 	struct capture *cap;
 	pid_t init_pid;
+	/* Which watch of the monitor (sandbox_monitor.c) is this init's: 0
+	 * once nobody expects it to run (a teardown began, or it exited).  An
+	 * exit whose watch still matches is a failure. */
+	uint64_t init_gen;
+	uint64_t fail_gen; /* the watch whose init's exit made it failed */
+	/* Why it is failed ("the init was killed by signal 9"); persisted. */
+	char reason[256];
+	/* Automatic restarts (spec.restart_on_failure): when the last
+	 * SANDBOX_RESTART_MAX happened (monotonic ms), a ring. */
+	long long restarts[8];
+	unsigned n_restarts;
 	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
 	 * sandbox is stopped (the files API works on it) until delete or
 	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
@@ -49,8 +60,11 @@ struct sandbox {
 	struct sandbox *next;
 };
 
+struct sandbox_monitor;
+
 struct sandboxes {
 	struct sandboxes_config cfg;
+	struct sandbox_monitor *mon;
 	char lower[PATH_MAX];
 	struct runtime *rt;
 	pthread_mutex_t mu;
@@ -92,5 +106,29 @@ void sandbox_log_flush(const struct sandbox *sb);
 void sandbox_log_close(struct sandbox *sb);
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
+/* Starts a stopped or failed sandbox under its exclusive lock
+ * (sandbox_state.c); the monitor's restarts use it too. */
+int sandbox_start_locked(struct sandbox *sb, struct err *e);
+
+/* ---- the monitor (sandbox_monitor.c) ---- */
+
+/* Starts the thread that watches every init; makes deskboxd a child
+ * subreaper (see sandboxes_open). */
+int sandbox_monitor_new(struct sandboxes *s, struct err *e);
+/* Stops the thread and waits for restarts in progress; the watches left
+ * are dropped by sandbox_monitor_free(), after the sandboxes' teardown. */
+void sandbox_monitor_stop(struct sandboxes *s);
+void sandbox_monitor_free(struct sandboxes *s);
+/* Watches sb->init_pid, just started: a pidfd, checked to be the
+ * container's init (its cgroup), so a pid reused by another process is
+ * never taken for it; sets sb->init_gen. */
+int sandbox_monitor_watch(struct sandbox *sb, struct err *e);
+/* The init about to be stopped on purpose: its exit is no failure. */
+void sandbox_init_disown(struct sandbox *sb);
+/* 1 once the init that was started exited (or was disowned). */
+int sandbox_init_gone(struct sandbox *sb);
+/* Makes a sandbox whose container just came up "running", unless its init
+ * died meanwhile (then the error says why).  Under the exclusive lock. */
+int sandbox_set_running(struct sandbox *sb, struct err *e);
 
 #endif

@@ -26,6 +26,8 @@
 #include "server/process/process.h"
 
 #define RECONNECT_TIMEOUT_MS 3000
+/* A sandbox's directory while delete removes it (swept at start-up). */
+#define TRASH_PREFIX ".deleting-"
 
 const char *const sandbox_status_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
@@ -75,11 +77,15 @@ void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h)
 
 /* ---- persistence ---- */
 
-static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
+/* `reason`: why it failed, shown with that status only. */
+static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, const char *reason)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", sb->id);
 	cJSON_AddStringToObject(j, "status", sandbox_status_names[status]);
+	if (status == SANDBOX_FAILED && reason[0])
+		cJSON_AddStringToObject(j, "reason", reason);
+	cJSON_AddStringToObject(j, "restart", sb->spec.restart_on_failure ? "on-failure" : "no");
 	cJSON *d = cJSON_AddObjectToObject(j, "display");
 	cJSON_AddNumberToObject(d, "width", sb->spec.width);
 	cJSON_AddNumberToObject(d, "height", sb->spec.height);
@@ -98,7 +104,11 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status)
 
 int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
 {
-	cJSON *j = spec_json(sb, status);
+	char reason[sizeof(sb->reason)];
+	pthread_mutex_lock(&sb->mu);
+	memcpy(reason, sb->reason, sizeof(reason));
+	pthread_mutex_unlock(&sb->mu);
+	cJSON *j = spec_json(sb, status, reason);
 	/* A pool member found at start-up was never handed out: removed. */
 	if (sb->pooled)
 		cJSON_AddTrueToObject(j, "pooled");
@@ -121,6 +131,8 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 }
 
 /* ---- lifecycle helpers ---- */
+
+static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e);
 
 /* The process table's way into the sandbox (struct process_host). */
 static int procs_enter(void *cls, struct err *e)
@@ -244,6 +256,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		r = sandbox_start_container(sb, e);
 	if (r == 0)
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
+	if (r == 0)
+		r = sandbox_set_running(sb, e);
 	if (r < 0) {
 		err_wrap(e, "creating sandbox");
 		sandbox_teardown_ex(sb, 1);
@@ -259,9 +273,6 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		sandbox_put(sb);
 		return r;
 	}
-	pthread_mutex_lock(&sb->mu);
-	sb->status = SANDBOX_RUNNING;
-	pthread_mutex_unlock(&sb->mu);
 	pthread_rwlock_unlock(&sb->op);
 	*out = sb;
 	return 0;
@@ -288,12 +299,22 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
 			       s->cfg.max_sandboxes);
 	}
-	s->count++;
 	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	if (st != SANDBOX_RUNNING) {
+		/* Its init died while it waited in the pool. */
+		pthread_rwlock_unlock(&sb->op);
+		pthread_mutex_unlock(&s->mu);
+		return not_running(sb, st, e);
+	}
+	s->count++;
 	sb->pooled = 0;
 	sb->created_at = (long long)time(NULL);
 	sb->spec.agent_width = req->agent_width;
 	sb->spec.agent_height = req->agent_height;
+	sb->spec.restart_on_failure = req->restart_on_failure;
 	pthread_mutex_unlock(&s->mu);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
@@ -305,7 +326,8 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb)
 {
 	/* Everything fixed when the container started must be equal; the
-	 * agent's display is only a mapping and is taken from the request. */
+	 * agent's display is only a mapping and is taken from the request,
+	 * as is the restart policy. */
 	uint64_t disk =
 	    req->disk_mb == SANDBOX_DISK_DEFAULT ? sb->owner->cfg.disk_mb : req->disk_mb;
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
@@ -363,11 +385,39 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 
 	pthread_rwlock_wrlock(&sb->op);
 	sandbox_teardown_ex(sb, 1);
-	int r = fs_remove_tree(sb->dir, e);
+	/* Out of the registry's sight in one step: a crash while the tree is
+	 * being removed leaves a directory the next start sweeps, not a
+	 * sandbox with half its files. */
+	char trash[PATH_MAX];
+	snprintf(trash, sizeof(trash), "%s/sandboxes/%s%s", s->cfg.state_dir, TRASH_PREFIX, id);
+	int r = 0;
+	if (rename(sb->dir, trash) < 0)
+		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", sb->dir);
+	else
+		r = fs_remove_tree(trash, e);
 	pthread_rwlock_unlock(&sb->op);
 	sandbox_put(sb); /* the registry's */
 	sandbox_put(sb);
 	return r < 0 ? err_wrap(e, "deleting sandbox '%s'", id) : 0;
+}
+
+/* The error for an operation that needs `sb` running while it is `st`. */
+static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e)
+{
+	if (st == SANDBOX_DELETING)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
+	if (st == SANDBOX_CREATING)
+		return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", sb->id);
+	char reason[sizeof(sb->reason)];
+	pthread_mutex_lock(&sb->mu);
+	memcpy(reason, sb->reason, sizeof(reason));
+	pthread_mutex_unlock(&sb->mu);
+	if (st == SANDBOX_FAILED)
+		return err_set(e, ERR_NOT_RUNNING, ESRCH,
+			       "sandbox '%s' is not running: it failed (%s); start it again",
+			       sb->id, reason[0] ? reason : "no reason known");
+	return err_set(e, ERR_NOT_RUNNING, ESRCH, "sandbox '%s' is not running: it is %s", sb->id,
+		       sandbox_status_names[st]);
 }
 
 int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e)
@@ -380,10 +430,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 		pthread_mutex_unlock(&sb->mu);
 		if (st != SANDBOX_RUNNING) {
 			pthread_rwlock_unlock(&sb->op);
-			if (st == SANDBOX_DELETING)
-				return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-			return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
-				       sandbox_status_names[st]);
+			return not_running(sb, st, e);
 		}
 		if (!need_capture)
 			return 0;
@@ -425,10 +472,12 @@ void sandbox_unuse(struct sandbox *sb)
 
 cJSON *sandbox_json(struct sandbox *sb)
 {
+	char reason[sizeof(sb->reason)];
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
+	memcpy(reason, sb->reason, sizeof(reason));
 	pthread_mutex_unlock(&sb->mu);
-	return spec_json(sb, st);
+	return spec_json(sb, st, reason);
 }
 
 cJSON *sandboxes_json(struct sandboxes *s)
@@ -464,11 +513,15 @@ static int load_one(struct sandboxes *s, const char *id)
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
 		/* Whatever ran before this deskboxd started is gone or stale:
-		 * make sure of it, keep the files, report it stopped. */
+		 * make sure of it, keep the files, report it stopped (or
+		 * failed, with its reason). */
 		sandbox_teardown_ex(sb, 1);
 		sandbox_sweep_uploads(sb);
-		sb->status = SANDBOX_STOPPED;
-		if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "reason");
+		sb->status = strcmp(st->valuestring, "failed") ? SANDBOX_STOPPED : SANDBOX_FAILED;
+		if (sb->status == SANDBOX_FAILED && cJSON_IsString(rs))
+			snprintf(sb->reason, sizeof(sb->reason), "%s", rs->valuestring);
+		if (sandbox_persist(sb, sb->status, &e) < 0)
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 		cJSON_Delete(j);
 		pthread_mutex_lock(&s->mu);
@@ -488,6 +541,21 @@ static int load_one(struct sandboxes *s, const char *id)
 		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 	sandbox_put(sb);
 	return 0;
+}
+
+/* Finishes a delete a crash cut short. */
+static void sweep_trash(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	struct err e = ERR_INIT;
+	/* Its overlay may still be mounted here if the crash came first. */
+	char rootfs[PATH_MAX];
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", path);
+	if (image_umount_rootfs(rootfs, &e) < 0 || fs_remove_tree(path, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
+	else
+		log_msg(LOG_LEVEL_INFO, "finished deleting '%s'", name + strlen(TRASH_PREFIX));
 }
 
 int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e)
@@ -511,10 +579,20 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		free(s);
 		return err_code(e);
 	}
+	if (sandbox_monitor_new(s, e) < 0) {
+		sandbox_monitor_free(s);
+		runtime_free(s->rt);
+		free(s);
+		return err_code(e);
+	}
 	DIR *d = opendir(dir);
 	if (d) {
 		struct dirent *de;
 		while ((de = readdir(d))) {
+			if (strncmp(de->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)) == 0) {
+				sweep_trash(dir, de->d_name);
+				continue;
+			}
 			if (strlen(de->d_name) != SANDBOX_ID_LEN ||
 			    strspn(de->d_name, "0123456789abcdef") != SANDBOX_ID_LEN)
 				continue;
@@ -538,6 +616,8 @@ void sandboxes_close(struct sandboxes *s)
 {
 	if (!s)
 		return;
+	/* No failure is reported, nor restart made, from here on. */
+	sandbox_monitor_stop(s);
 	pthread_mutex_lock(&s->mu);
 	struct sandbox *list = s->list;
 	s->list = NULL;
@@ -552,11 +632,14 @@ void sandboxes_close(struct sandboxes *s)
 			struct err e = ERR_INIT;
 			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
 				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+		} else if (sb->status == SANDBOX_FAILED) {
+			sandbox_teardown_ex(sb, 1); /* sandbox.json keeps "failed" */
 		}
 		sb->status = SANDBOX_STOPPED;
 		pthread_rwlock_unlock(&sb->op);
 		sandbox_put(sb);
 	}
+	sandbox_monitor_free(s);
 	runtime_free(s->rt);
 	free(s);
 }

@@ -48,6 +48,9 @@ struct sandbox_spec {
 	 * server's default (sandboxes_config.disk_mb), resolved at create. */
 	uint64_t disk_mb;
 	char *env[SANDBOX_MAX_ENV + 1]; /* "K=V", NULL-terminated, owned */
+	/* "restart":"on-failure": started again when its init dies
+	 * (sandbox_monitor.c: with a backoff, at most 5 times in 10 minutes). */
+	int restart_on_failure;
 };
 
 #define SANDBOX_DISK_DEFAULT UINT64_MAX
@@ -72,8 +75,12 @@ struct process_table;
 
 /* Opens the registry: prepares the default image and the runtime, reads the
  * sandboxes already in the state dir (stale containers of a previous run are
- * removed and those sandboxes listed as stopped; half-created ones are rolled
- * back). */
+ * removed and those sandboxes listed as stopped, failed ones stay failed;
+ * half-created and half-deleted ones are rolled back) and starts the monitor
+ * that notices a sandbox whose init exits (sandbox_monitor.c).  deskboxd
+ * becomes a child subreaper: the inits crun starts detached are its
+ * children, so their exit status can be read and their pids are not reused
+ * until it is. */
 int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e);
 
 /* Stops every running sandbox (their files stay) and frees the registry. */
@@ -85,7 +92,8 @@ void sandboxes_kill_runs(struct sandboxes *s);
 
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
- * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V}}); on
+ * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
+ * "restart":"no"|"on-failure"}); on
  * failure nothing is left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
@@ -123,9 +131,10 @@ int sandbox_delete(struct sandboxes *s, const char *id, struct err *e);
  * stopped sandbox is not an error.  The caller gets a reference. */
 int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 
-/* Starts a stopped sandbox again over the same files and returns once its
- * desktop is ready; on failure it stays stopped.  Starting a running one
- * is not an error.  The caller gets a reference. */
+/* Starts a stopped or failed sandbox again over the same files and returns
+ * once its desktop is ready; on failure it stays as it was.  Starting a
+ * running one is not an error.  The caller gets a reference.  Stopping a
+ * failed one makes it stopped (and ends automatic restarts). */
 int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 
 /* An O_PATH fd of the sandbox's "/" for the files API (server/files/files.h),
@@ -149,10 +158,12 @@ void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 cJSON *sandbox_json(struct sandbox *sb);
 cJSON *sandboxes_json(struct sandboxes *s);
 
-/* Enters an operation on a running sandbox: ERR_CONFLICT unless it is
- * running.  With `need_capture`, also makes sure the mirror is connected
- * (reconnecting a bridge that died; ERR_UNAVAILABLE if that fails) and
- * reports it in *cap, valid until sandbox_unuse(). */
+/* Enters an operation on a running sandbox: ERR_NOT_RUNNING when it is
+ * stopped or failed (the message says which, and why it failed),
+ * ERR_CONFLICT while it is being created.  With `need_capture`, also
+ * makes sure the mirror is connected (reconnecting a bridge that died;
+ * ERR_UNAVAILABLE if that fails) and reports it in *cap, valid until
+ * sandbox_unuse(). */
 int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e);
 void sandbox_unuse(struct sandbox *sb);
 

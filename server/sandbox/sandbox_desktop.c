@@ -144,7 +144,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 	for (int i = 0;; i++) {
 		if (access(path, F_OK) == 0)
 			return 0;
-		if (sb->init_pid > 0 && kill(sb->init_pid, 0) < 0 && errno == ESRCH) {
+		if (sandbox_init_gone(sb)) {
 			char tail[400];
 			log_tail(sb, tail, sizeof(tail));
 			return err_set(e, ERR_INTERNAL, ECHILD, "the sandbox's init exited: %s",
@@ -166,6 +166,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 {
 	struct err e = ERR_INIT;
+	sandbox_init_disown(sb);
 	capture_free(sb->cap);
 	sb->cap = NULL;
 	/* Every run's own cgroup, before crun removes the sandbox's. */
@@ -312,7 +313,8 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	_cleanup_fd_ int logfd = -1;
 	if (sandbox_log_open(sb, &logfd, e) < 0)
 		return err_code(e);
-	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
+	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0 ||
+	    sandbox_monitor_watch(sb, e) < 0)
 		return err_code(e);
 	return connect_desktop(sb, e);
 }

@@ -156,7 +156,15 @@ int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **
 	pthread_mutex_unlock(&p->mu);
 	if (!sb)
 		return 0;
-	if (sandbox_claim(p->s, sb, spec, e) < 0) {
+	int r = sandbox_claim(p->s, sb, spec, e);
+	if (r < 0 && e->kind == ERR_NOT_RUNNING) {
+		/* It failed while waiting: gone, and the request is served cold. */
+		err_clear(e);
+		sandbox_discard(p->s, sb);
+		sandbox_put(sb);
+		return 0;
+	}
+	if (r < 0) {
 		/* Over the limit: it goes back for the next request. */
 		pthread_mutex_lock(&p->mu);
 		if (from->n < POOL_MAX_PER_SIZE)

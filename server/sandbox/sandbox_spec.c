@@ -71,6 +71,11 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	spec->cpu_millis = (uint32_t)v;
 	if (parse_disk(req, spec, e) < 0)
 		return err_code(e);
+	static const char *const restarts[] = {"no", "on-failure", NULL};
+	int restart;
+	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
+		return err_code(e);
+	spec->restart_on_failure = restart == 1;
 	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
 	if (ad && !cJSON_IsNull(ad)) {
 		if (!cJSON_IsObject(ad))

@@ -84,10 +84,10 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
 	int r = 0;
 	if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED)
+	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED && st != SANDBOX_FAILED)
 		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
 			    sandbox_status_names[st]);
-	else if (st == SANDBOX_STOPPED)
+	else if (st != SANDBOX_RUNNING)
 		r = sandbox_rootfs_mount(sb, e);
 	if (r < 0) {
 		pthread_rwlock_unlock(&sb->op);
@@ -132,9 +132,12 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
 	return 0;
 }
 
-/* Stops a running sandbox (under its exclusive lock); files stay. */
+/* Stops a running or failed sandbox (under its exclusive lock); files
+ * stay. */
 static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 {
+	/* On purpose: the init's exit is no failure. */
+	sandbox_init_disown(sb);
 	/* SIGTERM first: the init stops the desktop (Xvfb removes its
 	 * lock, programs save) and gets STOP_GRACE before the kill. */
 	runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
@@ -144,30 +147,46 @@ static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	sandbox_teardown_ex(sb, 0);
 	pthread_mutex_lock(&sb->mu);
 	sb->status = SANDBOX_STOPPED;
+	sb->reason[0] = '\0';
 	pthread_mutex_unlock(&sb->mu);
 	return sandbox_persist(sb, SANDBOX_STOPPED, e);
 }
 
-/* Starts a stopped sandbox (under its exclusive lock). */
-static int start_stopped(struct sandboxes *s, struct sandbox *sb, struct err *e)
+int sandbox_start_locked(struct sandbox *sb, struct err *e)
 {
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status was = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	/* What a failed init left, if the monitor's worker did not get to it. */
+	if (was == SANDBOX_FAILED)
+		sandbox_teardown_ex(sb, 0);
 	int r = sandbox_start_container(sb, e);
 	if (r == 0)
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
+	if (r == 0)
+		r = sandbox_set_running(sb, e);
 	if (r < 0) {
-		/* The files stay; the sandbox stays stopped. */
+		/* The files stay; the sandbox stays stopped or failed. */
 		sandbox_teardown_ex(sb, 0);
-	} else {
 		pthread_mutex_lock(&sb->mu);
-		sb->status = SANDBOX_RUNNING;
+		sb->status = was;
 		pthread_mutex_unlock(&sb->mu);
+		struct err e2 = ERR_INIT;
+		if (sandbox_persist(sb, was, &e2) < 0)
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
 	}
 	return r;
 }
 
+static int start_stopped(struct sandboxes *s, struct sandbox *sb, struct err *e)
+{
+	(void)s;
+	return sandbox_start_locked(sb, e);
+}
+
 /* Looks `id` up and, holding it exclusively, runs `act` if it is in state
- * `from`; being in `to` already is success, any other state an error.  On
- * success the caller gets a reference in *out. */
+ * `from` or failed; being in `to` already is success, any other state an
+ * error.  On success the caller gets a reference in *out. */
 static int transition(struct sandboxes *s, const char *id, enum sandbox_status from,
 		      enum sandbox_status to,
 		      int (*act)(struct sandboxes *, struct sandbox *, struct err *),
@@ -181,7 +200,7 @@ static int transition(struct sandboxes *s, const char *id, enum sandbox_status f
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);
 	int r = 0;
-	if (st == from)
+	if (st == from || st == SANDBOX_FAILED)
 		r = act(s, sb, e);
 	else if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
