@@ -129,7 +129,11 @@ def inventory(srv, state, expect, known, old_bridges):
             mp = line.split()[4]
             if mp.startswith(state + "/"):
                 rel = os.path.relpath(mp, root).split("/")
-                if not (len(rel) == 2 and rel[0] in sbs and rel[1] == "rootfs"):
+                # A listed sandbox keeps its overlay and its own disk
+                # mounted; its /run/deskbox tmpfs only while it runs.
+                ok = len(rel) == 2 and rel[0] in sbs and (
+                    rel[1] in ("rootfs", "disk") or (rel[1] == "run" and rel[0] in running))
+                if not ok:
                     bad.append("mount left: %s" % mp)
     for d in (glob.glob("/sys/fs/cgroup/*/deskbox/dbx-*") +
               glob.glob("/sys/fs/cgroup/deskbox/dbx-*")):
