@@ -134,6 +134,17 @@ $(UNIT_BIN):
 	$(quiet) LINK $@
 	$(Q)$(TEST_LINK)
 
+# int80 enters the 32-bit system call table; tests/integration/test_seccomp.py
+# runs it in a sandbox.  Static and without libc: nothing 32-bit is needed.
+ifeq ($(shell uname -m),x86_64)
+all: $(BUILD)/tests/bin/int80
+$(BUILD)/tests/bin/int80: tests/bin/int80.c
+	@mkdir -p $(dir $@)
+	$(quiet) CC $@
+	$(Q)$(CC) -O2 -Wall -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie \
+		-o $@ $<
+endif
+
 # Fuzz targets (tests/fuzz/fuzz_*.c).  Normally each links replay.c and
 # replays its corpus in `make test`; `make fuzz` builds them with clang's
 # libFuzzer and runs each for FUZZ_SECONDS.

@@ -7,8 +7,9 @@
  *   4  the memfd (struct capture_hdr, then pixels)
  *   5  the control socket (SOCK_SEQPACKET, capture/internal.h)
  * It exits non-zero when the VNC connection drops or deskboxd goes away.
- * Everything the VNC server sends is hostile: the bridge drops privileges and
- * confines itself with seccomp before parsing anything beyond the handshake.
+ * Everything the VNC server sends is hostile, the handshake included: the
+ * bridge drops privileges and confines itself with seccomp before it reads
+ * the first byte from fd 3.
  */
 #include <errno.h>
 #include <grp.h>
@@ -16,6 +17,7 @@
 #include <poll.h>
 #include <rfb/rfbclient.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,6 +63,13 @@ static int client_tag; /* address used as the rfbClientGetClientData key */
 
 static void log_nothing(const char *fmt, ...)
 {
+}
+
+/* Refuses VNC authentication if a server asks for it regardless (RFB 3.3
+ * lets the server choose): the default would read a password from stdin. */
+static char *no_password(rfbClient *cl)
+{
+	return NULL;
 }
 
 static struct bridge *bridge_of(rfbClient *cl)
@@ -284,6 +293,37 @@ static int handle_control(struct bridge *b, rfbClient *cl)
 	return st < 0 ? EXIT_RFB : 0;
 }
 
+/* Reads the server's ProtocolVersion and accepts RFB 3.7 and later only:
+ * in 3.3 (and the 3.4-3.6 variants treated like it) the server imposes the
+ * security type, and libvncclient follows it into TLS, SASL or VeNCrypt
+ * whatever SetClientAuthSchemes() said.  The 12 bytes are left in the
+ * client's read buffer, where ReadFromRFBServer() takes them first.
+ * Returns 0, or -1 to refuse. */
+static int check_version(rfbClient *cl)
+{
+	char v[13];
+	size_t got = 0;
+	while (got < 12) {
+		ssize_t n = read(cl->sock, v + got, 12 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	v[12] = '\0';
+	unsigned major, minor;
+	if (memcmp(v, "RFB ", 4) != 0 || v[7] != '.' || v[11] != '\n' ||
+	    sscanf(v + 4, "%3u.%3u", &major, &minor) != 2)
+		return -1;
+	if (major < 3 || (major == 3 && minor < 7))
+		return -1;
+	memcpy(cl->buf, v, 12);
+	cl->bufoutptr = cl->buf;
+	cl->buffered = 12;
+	return 0;
+}
+
 static int map_shared(struct bridge *b)
 {
 	struct stat st;
@@ -319,18 +359,20 @@ static void fail(struct bridge *b, int status)
 	_exit(status);
 }
 
-int main(void)
+/* A libvncclient client for the connection on FD_VNC, set up for
+ * mirroring into `b`. */
+static rfbClient *new_client(struct bridge *b)
 {
-	struct bridge b = {0};
-	rfbClientLog = log_nothing;
-	rfbClientErr = log_nothing;
-	if (map_shared(&b) < 0)
-		fail(&b, EXIT_SETUP);
-
 	rfbClient *cl = rfbGetClient(8, 3, 4);
 	if (!cl)
-		fail(&b, EXIT_SETUP);
-	rfbClientSetClientData(cl, &client_tag, &b);
+		return NULL;
+	rfbClientSetClientData(cl, &client_tag, b);
+	/* The sandbox's VNC server has no password (deskboxd's token is the
+	 * authentication): accepting only None keeps a hostile server from
+	 * steering libvncclient into its TLS, SASL or DES code. */
+	static const uint32_t auth_none[] = {rfbNoAuth};
+	SetClientAuthSchemes(cl, auth_none, 1);
+	cl->GetPassword = no_password;
 	/* Xvfb's own layout, so x11vnc sends pixels without translating them:
 	 * 0x00RRGGBB little-endian, bytes B, G, R, X. */
 	cl->format.bitsPerPixel = 32;
@@ -360,7 +402,25 @@ int main(void)
 	cl->listenSpecified = TRUE;
 	/* Bounds how long a server that stops mid-message can stall us. */
 	cl->readTimeout = 30;
-	if (!rfbInitClient(cl, NULL, NULL)) /* frees cl on failure */
+	return cl;
+}
+
+int main(void)
+{
+	struct bridge b = {0};
+	rfbClientLog = log_nothing;
+	rfbClientErr = log_nothing;
+	if (map_shared(&b) < 0)
+		fail(&b, EXIT_SETUP);
+	/* Before any byte of the sandbox's: the handshake (version, security
+	 * types, ServerInit) is parsed by the same library as the rest. */
+	if (bridge_sandbox() < 0)
+		fail(&b, EXIT_SANDBOX);
+
+	rfbClient *cl = new_client(&b);
+	if (!cl)
+		fail(&b, EXIT_SETUP);
+	if (check_version(cl) < 0 || !rfbInitClient(cl, NULL, NULL)) /* frees cl on failure */
 		fail(&b, EXIT_RFB);
 
 	/* Non-blocking from here, so that readTimeout applies: libvncclient
@@ -368,8 +428,6 @@ int main(void)
 	 * message instead of blocking input forever. */
 	if (!SetNonBlocking(cl->sock))
 		fail(&b, EXIT_SETUP);
-	if (bridge_sandbox() < 0)
-		fail(&b, EXIT_SANDBOX);
 
 	for (;;) {
 		struct pollfd p[2] = {{.fd = cl->sock, .events = POLLIN},

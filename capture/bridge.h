@@ -2,9 +2,10 @@
 #ifndef DESKBOX_CAPTURE_BRIDGE_H
 #define DESKBOX_CAPTURE_BRIDGE_H
 
-/* Drops to nobody (65534) when running as root, sets no_new_privs and
- * installs the seccomp allowlist for the bridge's main loop.  Call after the
- * RFB handshake, before handling any framebuffer data.  Returns 0 or -1. */
+/* Drops to nobody/nogroup (65534, no supplementary groups) when any of its
+ * ids is root, makes the process non-dumpable, sets no_new_privs and
+ * installs the seccomp allowlist for the handshake and the main loop.  Call
+ * before the first read from the VNC socket.  Returns 0 or -1. */
 int bridge_sandbox(void);
 
 #endif

@@ -1,5 +1,7 @@
-/* The bridge's confinement: unprivileged, no_new_privs, seccomp allowlist. */
+/* The bridge's confinement: unprivileged, not dumpable, no_new_privs,
+ * seccomp allowlist; in place before the first byte from the VNC server. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <seccomp.h>
 #include <stddef.h>
@@ -8,11 +10,17 @@
 
 #include "bridge.h"
 
-/* What the main loop needs once connected: libvncclient reads and writes the
- * socket (read/write, select/poll while waiting), decoders allocate (brk,
- * mmap, munmap, mremap, madvise), the mirror wakes deskboxd (futex), time
- * stamps (clock_gettime, usually in the vDSO), and exiting.  Found with
- * strace -f on tests/unit/test_capture.c's typing, drawing and resizing. */
+/* nobody and nogroup on Debian. */
+#define BRIDGE_ID 65534
+
+/* What the handshake and the main loop need: libvncclient reads and writes
+ * the socket (read/write, select/poll while waiting), allocates (brk, mmap,
+ * munmap, mremap, madvise), the mirror wakes deskboxd (futex), time stamps
+ * (clock_gettime, usually in the vDSO), and exiting; fcntl (F_GETFL and
+ * F_SETFL only) makes the socket non-blocking after the handshake.  Found
+ * with strace -f on tests/unit/test_capture.c's typing, drawing and
+ * resizing; tests/unit/test_capture_confine.c runs handshakes, accepted
+ * and refused, under the filter, where any other call kills the bridge. */
 static const int allowed[] = {
     SCMP_SYS(read),
     SCMP_SYS(readv),
@@ -55,13 +63,24 @@ static const int allowed[] = {
 
 int bridge_sandbox(void)
 {
-	if (geteuid() == 0 || getegid() == 0) {
-		/* 65534 is nobody/nogroup on Debian; the bridge owns no files. */
-		if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-		    setresuid(65534, 65534, 65534) < 0)
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		return -1;
+	if (!ru || !eu || !su || !rg || !eg || !sg) {
+		/* The bridge owns no files, so nobody suits it.
+		 * Groups first: root's supplementary groups would survive the
+		 * uid change, and setgroups needs the privilege being dropped. */
+		if (setgroups(0, NULL) < 0 || setresgid(BRIDGE_ID, BRIDGE_ID, BRIDGE_ID) < 0 ||
+		    setresuid(BRIDGE_ID, BRIDGE_ID, BRIDGE_ID) < 0)
+			return -1;
+		/* SECURITY: a silent half-drop would leave a way back. */
+		if (setresuid(0, 0, 0) == 0 || getuid() != BRIDGE_ID || getgid() != BRIDGE_ID)
 			return -1;
 	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	/* Not dumpable: no other process of uid 65534 (another sandbox's
+	 * bridge) may ptrace this one or read its memory through /proc. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
 #ifdef DBX_SANITIZE
 	/* Sanitizer runtimes open /proc/self/maps, spawn a symbolizer and
@@ -78,6 +97,12 @@ int bridge_sandbox(void)
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < sizeof(allowed) / sizeof(allowed[0]); i++)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+				     SCMP_A1(SCMP_CMP_EQ, F_GETFL));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+				     SCMP_A1(SCMP_CMP_EQ, F_SETFL));
 	if (r == 0)
 		r = seccomp_load(ctx);
 	seccomp_release(ctx);
