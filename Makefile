@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg zlib libseccomp x11 nettle
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg zlib libseccomp x11 nettle libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -46,6 +46,8 @@ SERVER_MODULES := api desktop viewer sandbox process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := desktop-image/xtool.c
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
+# The command-line client: a client of the API, it links only common/.
+CLI_SRC := $(wildcard cli/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -60,16 +62,18 @@ BRIDGE := $(BUILD)/deskbox-bridge
 INIT := $(BUILD)/deskbox-init
 VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
+CLI := $(BUILD)/deskbox
 
 SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg zlib x11 nettle)
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)
+CLI_LIBS := $(call PKG_LIBS,libcurl libcjson nettle)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL)
+BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL) $(CLI)
 
 .PHONY: all run test check check-structure check-headers format clean install-deps unit integration bench \
 	compile_commands.json
@@ -111,6 +115,10 @@ $(XTOOL): $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
 $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(VNC_LIBS)
+
+$(CLI): $(call obj,$(CLI_SRC)) $(LIBCOMMON)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
 # A unit test links only the modules it tests: test_input* the input module,
 # test_capture* and test_png* capture and input, test_runtime* the runtime
@@ -180,7 +188,7 @@ fuzz:
 # Every header compiles on its own, with the project's flags: a header
 # that leans on what its includer happened to include before it fails here.
 # One stamp per header, redone when it or a header it includes changes.
-HEADERS := $(sort $(shell find common input capture server desktop-image -name '*.h'))
+HEADERS := $(sort $(shell find common input capture server desktop-image cli -name '*.h'))
 HEADER_STAMPS := $(patsubst %.h,$(BUILD)/check-headers/%.ok,$(HEADERS))
 check-headers: $(HEADER_STAMPS)
 $(BUILD)/check-headers/%.ok: %.h

@@ -36,6 +36,8 @@ LOWER_MODULES = {
     "input": {"input", "common"},
     "capture": {"capture", "input", "common"},
     "desktop-image": {"desktop-image", "common"},
+    # The CLI is a client of the API: it never includes server code.
+    "cli": {"cli", "common"},
 }
 
 # Files that may include server/http/http.h: those that speak HTTP.

@@ -1,0 +1,356 @@
+/* Verbs on sandboxes: create, ls, get, rm, stop, start, vnc. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+
+extern char **environ;
+
+/* "1280x800" into *w, *h; -1 when malformed. */
+static int parse_size(const char *s, int *w, int *h)
+{
+	char *end;
+	long a = strtol(s, &end, 10);
+	if (end == s || (*end != 'x' && *end != 'X'))
+		return -1;
+	const char *b = end + 1;
+	long bb = strtol(b, &end, 10);
+	if (end == b || *end || a <= 0 || bb <= 0 || a > 1 << 20 || bb > 1 << 20)
+		return -1;
+	*w = (int)a;
+	*h = (int)bb;
+	return 0;
+}
+
+static cJSON *size_object(int w, int h)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "width", w);
+	cJSON_AddNumberToObject(o, "height", h);
+	return o;
+}
+
+int cli_env_add(cJSON *env, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv)
+		return -1;
+	char *k = strndup(kv, (size_t)(eq - kv));
+	cJSON_DeleteItemFromObjectCaseSensitive(env, k);
+	cJSON_AddStringToObject(env, k, eq + 1);
+	free(k);
+	return 0;
+}
+
+enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV };
+
+static int create_opt(void *ctx, int opt, const char *arg)
+{
+	cJSON *body = ctx;
+	int w, h;
+	char *end;
+	switch (opt) {
+	case OPT_DISPLAY:
+	case OPT_AGENT:
+		if (parse_size(arg, &w, &h) < 0)
+			return -1;
+		cJSON_AddItemToObject(body, opt == OPT_DISPLAY ? "display" : "agent_display",
+				      size_object(w, h));
+		return 0;
+	case OPT_MEMORY: {
+		long mb = strtol(arg, &end, 10);
+		if (end == arg || *end || mb <= 0)
+			return -1;
+		cJSON_AddNumberToObject(body, "memory_mb", (double)mb);
+		return 0;
+	}
+	case OPT_ENV: {
+		cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
+		if (!env)
+			env = cJSON_AddObjectToObject(body, "env");
+		return cli_env_add(env, arg);
+	}
+	}
+	return -1;
+}
+
+int cli_cmd_create(struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {{"display", required_argument, NULL, OPT_DISPLAY},
+					     {"agent-display", required_argument, NULL, OPT_AGENT},
+					     {"memory", required_argument, NULL, OPT_MEMORY},
+					     {"env", required_argument, NULL, OPT_ENV},
+					     {0}};
+	cJSON *body = cJSON_CreateObject();
+	int first, rc = cli_parse(c, argc, argv, opts, create_opt, body, &first);
+	if (rc == 0 && first < argc)
+		rc = cli_usage_error(argv[0], "unexpected argument '%s'", argv[first]);
+	if (rc) {
+		cJSON_Delete(body);
+		return rc == 1 ? CLI_OK : rc;
+	}
+	_cleanup_free_ char *json = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	struct cli_reply r;
+	struct err e = ERR_INIT;
+	if (cli_request(c, "POST", "/v1/sandboxes", json, &r, &e) < 0) {
+		cli_reply_free(&r);
+		return cli_fail(c, &e);
+	}
+	if (c->json) {
+		cli_print_body(&r);
+	} else {
+		cJSON *j = cJSON_ParseWithLength(r.body, r.len);
+		const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "id"));
+		printf("%s\n", id ? id : "?");
+		cJSON_Delete(j);
+	}
+	cli_reply_free(&r);
+	return CLI_OK;
+}
+
+static int no_opts(void *ctx, int opt, const char *arg)
+{
+	return -1;
+}
+
+/* Parses a verb that takes only global options and exactly `want`
+ * positional arguments (at least `want` when `more`).  Returns -1 to go
+ * on, else the exit code. */
+static int simple_args(struct cli *c, int argc, char **argv, int want, int more, int *first)
+{
+	int rc = cli_parse(c, argc, argv, NULL, no_opts, NULL, first);
+	if (rc)
+		return rc == 1 ? CLI_OK : rc;
+	int n = argc - *first;
+	if (n < want || (!more && n > want))
+		return cli_usage_error(argv[0],
+				       n < want ? "missing arguments" : "too many arguments");
+	return -1;
+}
+
+static const char *num_str(const cJSON *o, const char *key, char *buf, size_t cap)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (cJSON_IsNumber(v))
+		snprintf(buf, cap, "%.0f", v->valuedouble);
+	else
+		snprintf(buf, cap, "-");
+	return buf;
+}
+
+static void print_sandbox_row(const cJSON *s)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(s, "display");
+	char w[16], h[16], mem[16], when[32] = "-", disp[40];
+	snprintf(disp, sizeof(disp), "%sx%s", num_str(d, "width", w, sizeof(w)),
+		 num_str(d, "height", h, sizeof(h)));
+	const cJSON *at = cJSON_GetObjectItemCaseSensitive(s, "created_at");
+	if (cJSON_IsNumber(at)) {
+		time_t t = (time_t)at->valuedouble;
+		struct tm tm;
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
+	}
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "id"));
+	const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "status"));
+	printf("%-32s  %-8s  %-9s  %7s  %s\n", id ? id : "?", st ? st : "?", disp,
+	       num_str(s, "memory_mb", mem, sizeof(mem)), when);
+}
+
+int cli_cmd_ls(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 0, 0, &first);
+	if (rc >= 0)
+		return rc;
+	struct cli_reply r;
+	struct err e = ERR_INIT;
+	if (cli_request(c, "GET", "/v1/sandboxes", NULL, &r, &e) < 0) {
+		cli_reply_free(&r);
+		return cli_fail(c, &e);
+	}
+	if (c->json) {
+		cli_print_body(&r);
+	} else {
+		cJSON *j = cJSON_ParseWithLength(r.body, r.len);
+		const cJSON *s;
+		printf("%-32s  %-8s  %-9s  %7s  %s\n", "ID", "STATUS", "DISPLAY", "MEM(MB)",
+		       "CREATED");
+		cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(j, "sandboxes"))
+		    print_sandbox_row(s);
+		cJSON_Delete(j);
+	}
+	cli_reply_free(&r);
+	return CLI_OK;
+}
+
+/* One request on a sandbox; prints the answer as JSON with --json, else
+ * calls `human` on it (NULL: print nothing). */
+static int on_sandbox(struct cli *c, const char *method, const char *id, const char *suffix,
+		      const char *body, void (*human)(const cJSON *))
+{
+	_cleanup_free_ char *path = cli_sandbox_path(id, suffix);
+	struct cli_reply r;
+	struct err e = ERR_INIT;
+	if (cli_request(c, method, path, body, &r, &e) < 0) {
+		cli_reply_free(&r);
+		return cli_fail(c, &e);
+	}
+	if (c->json && r.len) {
+		cli_print_body(&r);
+	} else if (human) {
+		cJSON *j = cJSON_ParseWithLength(r.body, r.len);
+		human(j);
+		cJSON_Delete(j);
+	}
+	cli_reply_free(&r);
+	return CLI_OK;
+}
+
+static void print_details(const cJSON *s)
+{
+	const cJSON *f;
+	cJSON_ArrayForEach(f, s)
+	{
+		if (cJSON_IsString(f)) {
+			printf("%-14s %s\n", f->string, f->valuestring);
+		} else if (cJSON_IsNumber(f)) {
+			printf("%-14s %.0f\n", f->string, f->valuedouble);
+		} else {
+			char *v = cJSON_PrintUnformatted(f);
+			printf("%-14s %s\n", f->string, v ? v : "?");
+			free(v);
+		}
+	}
+}
+
+static void print_status(const cJSON *s)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "id"));
+	const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "status"));
+	printf("%s %s\n", id ? id : "?", st ? st : "?");
+}
+
+int cli_cmd_get(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 0, &first);
+	return rc >= 0 ? rc : on_sandbox(c, "GET", argv[first], "", NULL, print_details);
+}
+
+int cli_cmd_stop(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 0, &first);
+	return rc >= 0 ? rc : on_sandbox(c, "POST", argv[first], "/stop", NULL, print_status);
+}
+
+int cli_cmd_start(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 0, &first);
+	return rc >= 0 ? rc : on_sandbox(c, "POST", argv[first], "/start", NULL, print_status);
+}
+
+int cli_cmd_rm(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 1, &first);
+	if (rc >= 0)
+		return rc;
+	/* Every id is tried; the exit code is the first failure's. */
+	int worst = CLI_OK;
+	for (int i = first; i < argc; i++) {
+		rc = on_sandbox(c, "DELETE", argv[i], "", NULL, NULL);
+		if (rc && !worst)
+			worst = rc;
+	}
+	return worst;
+}
+
+struct vnc_opts {
+	int view_only;
+	int open;
+	long ttl;
+};
+
+enum { OPT_VIEW_ONLY = 0x200, OPT_OPEN, OPT_TTL };
+
+static int vnc_opt(void *ctx, int opt, const char *arg)
+{
+	struct vnc_opts *o = ctx;
+	char *end;
+	if (opt == OPT_VIEW_ONLY)
+		o->view_only = 1;
+	else if (opt == OPT_OPEN)
+		o->open = 1;
+	else if (opt == OPT_TTL && (o->ttl = strtol(arg, &end, 10)) > 0 && !*end)
+		return 0;
+	else
+		return -1;
+	return 0;
+}
+
+/* Runs the first of xdg-open and sensible-browser on the PATH with `url`. */
+static void open_browser(const char *url)
+{
+	static const char *const openers[] = {"xdg-open", "sensible-browser"};
+	for (size_t i = 0; i < 2; i++) {
+		char *argv[] = {(char *)openers[i], (char *)url, NULL};
+		pid_t pid;
+		if (posix_spawnp(&pid, openers[i], NULL, NULL, argv, environ) != 0)
+			continue;
+		int st;
+		waitpid(pid, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			return;
+	}
+	fprintf(stderr, "deskbox: found no xdg-open or sensible-browser that opened the URL\n");
+}
+
+int cli_cmd_vnc(struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {{"view-only", no_argument, NULL, OPT_VIEW_ONLY},
+					     {"open", no_argument, NULL, OPT_OPEN},
+					     {"ttl", required_argument, NULL, OPT_TTL},
+					     {0}};
+	struct vnc_opts o = {.ttl = 3600};
+	int first, rc = cli_parse(c, argc, argv, opts, vnc_opt, &o, &first);
+	if (rc)
+		return rc == 1 ? CLI_OK : rc;
+	if (argc - first != 1)
+		return cli_usage_error(argv[0], "needs exactly one sandbox id");
+	char body[96];
+	snprintf(body, sizeof(body), "{\"view_only\":%s,\"ttl_s\":%ld}",
+		 o.view_only ? "true" : "false", o.ttl);
+	_cleanup_free_ char *path = cli_sandbox_path(argv[first], "/vnc/tokens");
+	struct cli_reply r;
+	struct err e = ERR_INIT;
+	if (cli_request(c, "POST", path, body, &r, &e) < 0) {
+		cli_reply_free(&r);
+		return cli_fail(c, &e);
+	}
+	cJSON *j = cJSON_ParseWithLength(r.body, r.len);
+	const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "url"));
+	size_t ulen = strlen(c->url);
+	while (ulen && c->url[ulen - 1] == '/')
+		ulen--;
+	char *url = NULL;
+	if (asprintf(&url, "%.*s%s", (int)ulen, c->url, rel ? rel : "") < 0)
+		url = NULL;
+	if (c->json)
+		cli_print_body(&r);
+	else
+		printf("%s\n", url ? url : "?");
+	fflush(stdout);
+	if (o.open && url)
+		open_browser(url);
+	free(url);
+	cJSON_Delete(j);
+	cli_reply_free(&r);
+	return CLI_OK;
+}

@@ -1,0 +1,126 @@
+"""HTTP to deskboxd with http.client: JSON requests, streamed bodies both
+ways, and server-sent events.  One connection per request, so a Sandbox
+may be used from several threads."""
+
+import http.client
+import json
+import os
+import urllib.parse
+from typing import IO, Any, Dict, Iterator, Mapping, Optional, Tuple, Union
+
+from .errors import DeskboxError, error_for
+
+Body = Union[None, bytes, Mapping[str, Any], IO[bytes]]
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT = 300.0
+
+
+class Transport:
+    def __init__(self, url: Optional[str], token: Optional[str],
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.url = (url or os.environ.get("DESKBOX_URL") or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else os.environ.get("DESKBOX_TOKEN")
+        self.timeout = timeout
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("deskbox url must be http(s)://host[:port], not %r" % self.url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+
+    def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        return cls(self._host, self._port, timeout=timeout or self.timeout)
+
+    def open(self, method: str, path: str, query: Optional[Mapping[str, Any]] = None,
+             body: Body = None, headers: Optional[Dict[str, str]] = None,
+             timeout: Optional[float] = None
+             ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Sends a request and returns the connection and the response,
+        whose body the caller reads (and then closes the connection).
+        Error answers are raised as DeskboxError."""
+        h = dict(headers or {})
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        if query:
+            q = {k: (("1" if v else "0") if isinstance(v, bool) else str(v))
+                 for k, v in query.items() if v is not None}
+            path += "?" + urllib.parse.urlencode(q)
+        data: Any = body
+        if isinstance(body, Mapping):
+            data = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        elif body is None and method in ("POST", "PUT"):
+            data = b""
+        conn = self._connect(timeout)
+        try:
+            chunked = hasattr(data, "read") and "Content-Length" not in h
+            conn.request(method, self._prefix + path, body=data, headers=h,
+                         encode_chunked=chunked)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise error_for(0, "unavailable", "cannot reach %s: %s" % (self.url, e)) from None
+        if resp.status >= 300:
+            raw = resp.read(65536)
+            conn.close()
+            raise _answer_error(resp.status, raw)
+        return conn, resp
+
+    def request(self, method: str, path: str, query: Optional[Mapping[str, Any]] = None,
+                body: Body = None, timeout: Optional[float] = None) -> bytes:
+        conn, resp = self.open(method, path, query, body, timeout=timeout)
+        try:
+            return resp.read()
+        finally:
+            conn.close()
+
+    def json(self, method: str, path: str, query: Optional[Mapping[str, Any]] = None,
+             body: Body = None, timeout: Optional[float] = None) -> Any:
+        data = self.request(method, path, query, body, timeout)
+        return json.loads(data.decode("utf-8")) if data else None
+
+    def events(self, path: str, body: Mapping[str, Any],
+               timeout: Optional[float] = None) -> Iterator[Tuple[str, Dict[str, Any]]]:
+        """POSTs `body` and yields (event, data) of a text/event-stream as
+        each event arrives.  Closing the generator closes the connection,
+        which ends the run on the server."""
+        conn, resp = self.open("POST", path, body=body,
+                               headers={"Accept": "text/event-stream"}, timeout=timeout)
+        try:
+            event, data = "", []
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                text = line.decode("utf-8").rstrip("\r\n")
+                if not text:
+                    if data or event:
+                        yield event or "message", json.loads("\n".join(data) or "null")
+                    event, data = "", []
+                elif text.startswith(":"):
+                    continue
+                else:
+                    key, _, value = text.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if key == "event":
+                        event = value
+                    elif key == "data":
+                        data.append(value)
+        finally:
+            conn.close()
+
+
+def _answer_error(status: int, raw: bytes) -> DeskboxError:
+    try:
+        err = json.loads(raw.decode("utf-8"))["error"]
+        return error_for(status, str(err["code"]), str(err["message"]))
+    except (ValueError, KeyError, TypeError):
+        return error_for(status, "http_%d" % status, raw[:200].decode("utf-8", "replace"))
+
+
+def quote(segment: str) -> str:
+    """One path segment (a sandbox id) escaped for a URL."""
+    return urllib.parse.quote(segment, safe="")

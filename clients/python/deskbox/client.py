@@ -1,0 +1,103 @@
+"""Deskbox (the server) and Sandbox (one desktop sandbox)."""
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ._http import Transport, quote
+from .desktop import Desktop
+from .errors import NotFound
+from .files import Files
+from .process import Process
+
+# Creating waits for the desktop to come up (seconds, usually well under one).
+_CREATE_TIMEOUT_S = 180.0
+
+
+class Sandbox:
+    """One sandbox.  `with deskbox.create() as sbx:` deletes it on exit."""
+
+    def __init__(self, transport: Transport, info: Dict[str, Any]) -> None:
+        self._t = transport
+        self.info = info
+        self.id: str = info["id"]
+        base = "/v1/sandboxes/" + quote(self.id)
+        self._base = base
+        self.desktop = Desktop(transport, base)
+        self.process = Process(transport, base)
+        self.files = Files(transport, base)
+
+    def __repr__(self) -> str:
+        return "Sandbox(id=%r, status=%r)" % (self.id, self.info.get("status"))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete(missing_ok=True)
+
+    @property
+    def status(self) -> str:
+        return str(self.info.get("status"))
+
+    def refresh(self) -> "Sandbox":
+        self.info = self._t.json("GET", self._base)
+        return self
+
+    def stop(self) -> "Sandbox":
+        """Every process ends; every file stays."""
+        self.info = self._t.json("POST", self._base + "/stop", timeout=_CREATE_TIMEOUT_S)
+        return self
+
+    def start(self) -> "Sandbox":
+        self.info = self._t.json("POST", self._base + "/start", timeout=_CREATE_TIMEOUT_S)
+        return self
+
+    def delete(self, missing_ok: bool = False) -> None:
+        """Deletes the sandbox: every process, mount and file of it."""
+        try:
+            self._t.request("DELETE", self._base, timeout=_CREATE_TIMEOUT_S)
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    def vnc_url(self, view_only: bool = True, ttl_s: int = 3600) -> str:
+        """A browser URL (noVNC) that shows this desktop, with a fresh
+        viewer token; view_only=False lets the viewer take over."""
+        j = self._t.json("POST", self._base + "/vnc/tokens",
+                         body={"view_only": view_only, "ttl_s": ttl_s})
+        return self._t.url + j["url"]
+
+
+def _size(v: Optional[Tuple[int, int]]) -> Optional[Dict[str, int]]:
+    return None if v is None else {"width": int(v[0]), "height": int(v[1])}
+
+
+class Deskbox:
+    """A deskboxd server.  url and token default to $DESKBOX_URL
+    (else http://127.0.0.1:8080) and $DESKBOX_TOKEN."""
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
+                 timeout: float = 300.0) -> None:
+        self._t = Transport(url, token, timeout)
+
+    @property
+    def url(self) -> str:
+        return self._t.url
+
+    def create(self, display: Optional[Tuple[int, int]] = None,
+               memory_mb: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+               agent_display: Optional[Tuple[int, int]] = None,
+               pids_max: Optional[int] = None, cpu_millis: Optional[int] = None) -> Sandbox:
+        """Creates a sandbox; returns once its desktop is up."""
+        body = {"display": _size(display), "agent_display": _size(agent_display),
+                "memory_mb": memory_mb, "env": dict(env) if env else None,
+                "pids_max": pids_max, "cpu_millis": cpu_millis}
+        info = self._t.json("POST", "/v1/sandboxes",
+                            body={k: v for k, v in body.items() if v is not None},
+                            timeout=_CREATE_TIMEOUT_S)
+        return Sandbox(self._t, info)
+
+    def list(self) -> List[Sandbox]:
+        return [Sandbox(self._t, s) for s in self._t.json("GET", "/v1/sandboxes")["sandboxes"]]
+
+    def get(self, sandbox_id: str) -> Sandbox:
+        return Sandbox(self._t, self._t.json("GET", "/v1/sandboxes/" + quote(sandbox_id)))
