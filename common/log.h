@@ -29,6 +29,24 @@ typedef void log_sink_fn(void *cls, enum log_level level, const char *line);
  * stderr, "deskboxd: " + the message. */
 void log_configure(enum log_level threshold, log_sink_fn *sink, void *cls);
 
+/* How the default sink writes a line: "deskboxd: message" (text), or one
+ * JSON object {"ts","level","msg","request_id"} per line (json), which a
+ * log collector can read without parsing prose. */
+enum log_format {
+	LOG_FORMAT_TEXT,
+	LOG_FORMAT_JSON,
+};
+void log_set_format(enum log_format format);
+/* "text" or "json" into *out; -1 for anything else. */
+int log_format_parse(const char *name, enum log_format *out);
+
+/* The request the calling thread works for (the http layer sets it around
+ * each handler, NULL after): the default sink adds it to every line, so a
+ * client's X-Request-Id finds the server's lines about it.  The string
+ * must outlive the setting. */
+void log_set_request_id(const char *id);
+const char *log_request_id(void);
+
 /* The level called `name` ("debug", "info", "warn", "error"), or `fallback`
  * when `name` is NULL or none of those. */
 enum log_level log_level_parse(const char *name, enum log_level fallback);

@@ -47,7 +47,8 @@ static void usage(FILE *f)
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
 	    "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
 	    "                [--max-connections-per-address N] [--header-timeout S]\n"
-	    "                [--max-pending-headers N]\n"
+	    "                [--max-pending-headers N] [--config FILE]\n"
+	    "                [--log-format text|json] [--log-level LEVEL]\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -78,7 +79,16 @@ static void usage(FILE *f)
 	    "                     longest a kept-alive connection may idle)\n"
 	    "  --max-pending-headers  connections waiting for their header at most\n"
 	    "                     (default 128, below --max-connections): a new one\n"
-	    "                     closes the one waiting longest\n",
+	    "                     closes the one waiting longest\n"
+	    "\n"
+	    "Operating it:\n"
+	    "  --config FILE      read options from FILE first, one per line as\n"
+	    "                     \"name value\" or \"name = value\" (names without the\n"
+	    "                     dashes, # starts a comment); the command line wins\n"
+	    "  --log-format       text (default) or json: one JSON object per line with\n"
+	    "                     ts, level, msg and the request's X-Request-Id\n"
+	    "  --log-level        debug, info (default), warn or error; debug adds a line\n"
+	    "                     per request (also DESKBOX_LOG)\n",
 	    f);
 }
 
@@ -213,6 +223,85 @@ static int check_options(const struct options *o)
 	return 0;
 }
 
+/* The options in a --config file: each line "name value" or "name =
+ * value" becomes "--name=value", appended to *args (*n of them). */
+static int read_config(const char *path, char ***args, int *n)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "deskboxd: --config '%s': %s\n", path, strerror(errno));
+		return -1;
+	}
+	char line[4096];
+	int r = 0;
+	for (unsigned no = 1; r == 0 && fgets(line, sizeof(line), f); no++) {
+		line[strcspn(line, "#\r\n")] = '\0';
+		char *name = line + strspn(line, " \t");
+		if (!*name)
+			continue;
+		char *end = name + strcspn(name, " \t=");
+		char *val = end + strspn(end, " \t");
+		if (*val == '=')
+			val += 1 + strspn(val + 1, " \t");
+		*end = '\0';
+		size_t vl = strlen(val);
+		while (vl && (val[vl - 1] == ' ' || val[vl - 1] == '\t'))
+			val[--vl] = '\0';
+		char **grown = realloc(*args, sizeof(char *) * (size_t)(*n + 2));
+		char *arg = NULL;
+		if (!grown || asprintf(&arg, vl ? "--%s=%s" : "--%s", name, val) < 0) {
+			if (grown)
+				*args = grown;
+			fprintf(stderr, "deskboxd: out of memory reading '%s'\n", path);
+			r = -1;
+			break;
+		}
+		*args = grown;
+		(*args)[(*n)++] = arg;
+		(*args)[*n] = NULL;
+		if (strcmp(name, "config") == 0) {
+			fprintf(stderr, "deskboxd: %s:%u: a config file cannot name another\n",
+				path, no);
+			r = -1;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* argv with the --config file's options put before the command line's, so
+ * those win.  The new vector and its strings live until exit. */
+static int expand_config(int *argc, char ***argv)
+{
+	const char *path = NULL;
+	for (int i = 1; i < *argc; i++) {
+		if (strcmp((*argv)[i], "--config") == 0 && i + 1 < *argc)
+			path = (*argv)[i + 1];
+		else if (strncmp((*argv)[i], "--config=", 9) == 0)
+			path = (*argv)[i] + 9;
+	}
+	if (!path)
+		return 0;
+	char **args = calloc(2, sizeof(char *));
+	int n = 1;
+	if (!args)
+		return -1;
+	args[0] = (*argv)[0];
+	if (read_config(path, &args, &n) < 0)
+		return -1;
+	for (int i = 1; i < *argc; i++) {
+		char **grown = realloc(args, sizeof(char *) * (size_t)(n + 2));
+		if (!grown)
+			return -1;
+		args = grown;
+		args[n++] = (*argv)[i];
+		args[n] = NULL;
+	}
+	*argc = n;
+	*argv = args;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -232,6 +321,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"max-pending-headers", required_argument, NULL, 'N'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
+	    {"config", required_argument, NULL, 'F'},
+	    {"log-format", required_argument, NULL, 'f'},
+	    {"log-level", required_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -241,6 +333,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'W':
 			if (add_pool_size(o, optarg) < 0)
 				return -1;
+			break;
+		case 'F': /* read before the command line: expand_config() */
+			break;
+		case 'f': {
+			enum log_format f;
+			if (log_format_parse(optarg, &f) < 0)
+				goto bad;
+			log_set_format(f);
+			break;
+		}
+		case 'v':
+			if (log_level_parse(optarg, (enum log_level) - 1) == (enum log_level) - 1)
+				goto bad;
+			log_configure(log_level_parse(optarg, LOG_LEVEL_INFO), NULL, NULL);
 			break;
 		case 'h':
 			usage(stdout);
@@ -524,7 +630,7 @@ int main(int argc, char **argv)
 	/* Few arenas, so what is kept for reuse stays bounded (a thread per
 	 * connection would otherwise spread it over 8 per core). */
 	mallopt(M_ARENA_MAX, 4);
-	if (parse_options(argc, argv, &o) < 0)
+	if (expand_config(&argc, &argv) < 0 || parse_options(argc, argv, &o) < 0)
 		return 2;
 	struct host h;
 	if (find_host_paths(&o, &h) < 0)

@@ -31,6 +31,7 @@ int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, s
 void api_release(struct sandbox *sb);
 
 int api_health(struct http_request *req, struct http_response *res, struct err *e);
+int api_metrics(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);

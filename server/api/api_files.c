@@ -16,6 +16,7 @@
 #include "api.h"
 #include "common/args.h"
 #include "server/files/files.h"
+#include "common/metrics.h"
 
 /* ---- arguments ---- */
 
@@ -160,6 +161,7 @@ static int upload_data(struct upload *u, const char *data, size_t len, struct er
 	u->held -= len;
 	sha256_update(&u->sha, len, (const uint8_t *)data);
 	u->size += len;
+	metrics_count("deskbox_upload_bytes_total", "", (double)len);
 	return 0;
 }
 
@@ -271,6 +273,8 @@ static long download_read(void *cls, uint64_t pos, char *buf, size_t max)
 			continue;
 		/* 0: the file shrank under us; cut the connection rather than
 		 * send fewer bytes than Content-Length promised. */
+		if (n > 0)
+			metrics_count("deskbox_download_bytes_total", "", (double)n);
 		return n > 0 ? (long)n : HTTP_STREAM_ERROR;
 	}
 }

@@ -16,6 +16,7 @@
 
 const struct http_route api_routes[] = {
     ROUTE("GET", "/healthz", api_health, HTTP_NO_AUTH),
+    ROUTE("GET", "/metrics", api_metrics, 0),
     ROUTE("POST", "/v1/sandboxes", api_sandbox_create, 0),
     ROUTE("GET", "/v1/sandboxes", api_sandbox_list, 0),
     ROUTE("GET", SB, api_sandbox_get, 0),

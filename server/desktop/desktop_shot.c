@@ -7,6 +7,8 @@
 #include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
+#include "common/clock.h"
+#include "common/metrics.h"
 
 #define JPEG_DEFAULT_QUALITY 80
 
@@ -111,6 +113,7 @@ void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t f
 
 int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot *s, struct err *e)
 {
+	long long t0 = clock_mono_ns();
 	memset(s, 0, sizeof(*s));
 	/* SECURITY: the region lies inside the display deskboxd chose (<= 4096
 	 * per side) and the output is <= CAPTURE_MAX_DIM per side, so these
@@ -157,6 +160,9 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 	s->h = so->oh;
 	s->mime = so->jpeg ? "image/jpeg" : "image/png";
 	desk_shot_etag(d, so, s->frame, s->etag, sizeof(s->etag));
+	metrics_observe("deskbox_screenshot_encode_seconds",
+			so->jpeg ? "format=\"jpeg\"" : "format=\"png\"",
+			(double)(clock_mono_ns() - t0) / 1e9);
 	return 0;
 }
 

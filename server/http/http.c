@@ -12,6 +12,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 #define HTTP_PATH_MAX 4096
 
@@ -35,6 +36,10 @@ struct request_ctx {
 	http_release upgrade_release;
 	void *upgrade_cls;
 	int upgraded; /* a 101 was queued: the connection is not HTTP any more */
+	/* X-Request-Id: the client's when it sent a sane one, else ours; in
+	 * every answer and every log line about the request. */
+	char rid[HTTP_REQUEST_ID_MAX + 1];
+	long long t0_ns;
 };
 
 int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
@@ -334,7 +339,8 @@ static void stream_free(void *cls)
 	free(a);
 }
 
-static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_response *res)
+static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct request_ctx *c,
+				   struct http_response *res)
 {
 	struct MHD_Response *r;
 	if (res->reader) {
@@ -370,6 +376,10 @@ static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct http_resp
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->content_type);
 	for (size_t i = 0; i < res->n_headers; i++)
 		MHD_add_response_header(r, res->headers[i].name, res->headers[i].value);
+	if (c) {
+		MHD_add_response_header(r, "X-Request-Id", c->rid);
+		http_trace_answer(c->route, c->t0_ns, (unsigned)res->status);
+	}
 	response_release(res);
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned)res->status, r);
 	MHD_destroy_response(r);
@@ -489,8 +499,8 @@ static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct request
 }
 
 /* Answers `e`; `res` (may be NULL) holds the headers to keep. */
-static enum MHD_Result queue_error(struct MHD_Connection *conn, struct http_response *res,
-				   const struct err *e)
+static enum MHD_Result queue_error(struct MHD_Connection *conn, struct request_ctx *c,
+				   struct http_response *res, const struct err *e)
 {
 	struct http_response none = {0};
 	if (!res)
@@ -498,7 +508,7 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct http_resp
 	reply_error(res, e);
 	if (e->kind == ERR_UNAUTHORIZED)
 		http_add_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
-	return queue_owned(conn, res);
+	return queue_owned(conn, c, res);
 }
 
 static int body_append(struct http *h, struct request_ctx *c, const char *data, size_t len)
@@ -611,7 +621,7 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 			err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
 	}
 	if (e.kind != ERR_NONE)
-		return queue_error(conn, NULL, &e);
+		return queue_error(conn, c, NULL, &e);
 	/* A request without a token (HTTP_NO_AUTH) stays under the header
 	 * deadline while it sends a body: strangers may not hold a
 	 * connection open with a slow one. */
@@ -644,10 +654,10 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 {
 	struct err e = ERR_INIT;
 	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
-		return queue_error(conn, NULL, &c->stream_err);
+		return queue_error(conn, c, NULL, &c->stream_err);
 	if (c->too_large) {
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
-		return queue_error(conn, NULL, &e);
+		return queue_error(conn, c, NULL, &e);
 	}
 	http_guard_request_began(h->guard, conn);
 	struct http_request req;
@@ -666,11 +676,11 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
 		if (status_of(e.kind) >= 500)
 			log_msg(LOG_LEVEL_ERROR, "%s %s: %s", method, url, e.msg);
-		return queue_error(conn, &res, &e);
+		return queue_error(conn, c, &res, &e);
 	}
 	if (res.upgrade)
 		return queue_upgrade(conn, c, &res);
-	return queue_owned(conn, &res);
+	return queue_owned(conn, c, &res);
 }
 
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -685,14 +695,23 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
 			return MHD_NO;
 		c->h = h;
 		*con_cls = c;
-		return on_headers(h, c, conn, method, url);
+		c->t0_ns = clock_mono_ns();
+		http_trace_request_id(
+		    c->rid, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
+		log_set_request_id(c->rid);
+		enum MHD_Result r = on_headers(h, c, conn, method, url);
+		log_set_request_id(NULL);
+		return r;
 	}
 	if (*upload_data_size) {
 		enum MHD_Result r = on_body(h, c, upload_data, *upload_data_size);
 		*upload_data_size = 0;
 		return r;
 	}
-	return on_complete(h, c, conn, method, url);
+	log_set_request_id(c->rid);
+	enum MHD_Result r = on_complete(h, c, conn, method, url);
+	log_set_request_id(NULL);
+	return r;
 }
 
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

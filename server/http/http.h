@@ -28,6 +28,8 @@
 
 #define HTTP_MAX_CAPTURES 4
 #define HTTP_MAX_HEADERS  8
+/* The longest X-Request-Id taken from a client. */
+#define HTTP_REQUEST_ID_MAX 64
 
 struct http_request {
 	void *conn; /* the http layer's own: handlers use the http_* calls */

@@ -67,4 +67,10 @@ void http_guard_request_ended(struct http_guard *g, struct MHD_Connection *conn)
  * *suppressed is set to how many were held back since the last one. */
 int http_guard_log_allowed(struct http_guard *g, unsigned long *suppressed);
 
+/* http_trace.c: the request id (the client's X-Request-Id when it is 1-64
+ * characters of [A-Za-z0-9._-], else 16 random hex digits) and, once an
+ * answer is queued, its metrics and debug access log line. */
+void http_trace_request_id(char rid[HTTP_REQUEST_ID_MAX + 1], const char *client);
+void http_trace_answer(const struct http_route *route, long long t0_ns, unsigned status);
+
 #endif

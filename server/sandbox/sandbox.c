@@ -24,6 +24,7 @@
 #include "server/files/files.h"
 #include "server/runtime/runtime.h"
 #include "server/process/process.h"
+#include "common/metrics.h"
 
 #define RECONNECT_TIMEOUT_MS 3000
 /* A sandbox's directory while delete removes it (swept at start-up). */
@@ -456,6 +457,8 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 			if (sandbox_capture_connect(sb, RECONNECT_TIMEOUT_MS, &fresh, &e2) < 0)
 				log_msg(LOG_LEVEL_WARN, "sandbox %s: reconnect: %s", sb->id,
 					e2.msg);
+			else
+				metrics_count("deskbox_bridge_reconnects_total", "", 1);
 			pthread_mutex_lock(&sb->mu);
 			capture_free(sb->cap);
 			sb->cap = fresh;
@@ -478,6 +481,20 @@ cJSON *sandbox_json(struct sandbox *sb)
 	memcpy(reason, sb->reason, sizeof(reason));
 	pthread_mutex_unlock(&sb->mu);
 	return spec_json(sb, st, reason);
+}
+
+void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1])
+{
+	memset(counts, 0, sizeof(unsigned) * (SANDBOX_DELETING + 1));
+	pthread_mutex_lock(&s->mu);
+	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
+		if (sb->pooled)
+			continue;
+		pthread_mutex_lock(&sb->mu);
+		counts[sb->status]++;
+		pthread_mutex_unlock(&sb->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 cJSON *sandboxes_json(struct sandboxes *s)

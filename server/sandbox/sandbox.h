@@ -154,6 +154,9 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e);
 int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 
+/* How many listed sandboxes are in each status (GET /metrics). */
+void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1]);
+
 /* JSON views: the spec and status (what sandbox.json holds). */
 cJSON *sandbox_json(struct sandbox *sb);
 cJSON *sandboxes_json(struct sandboxes *s);
@@ -219,5 +222,8 @@ int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **
 
 /* Stops the refill thread and deletes the sandboxes still waiting. */
 void pool_free(struct pool *p);
+
+/* Sandboxes ready to be claimed now (0 for a NULL pool). */
+unsigned pool_ready(struct pool *p);
 
 #endif

@@ -197,3 +197,15 @@ void pool_free(struct pool *p)
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
+
+unsigned pool_ready(struct pool *p)
+{
+	if (!p)
+		return 0;
+	unsigned n = 0;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->n_slots; i++)
+		n += p->slots[i].n;
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
