@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 imagemagick procps iproute2 util-linux curl
+fonts-wqy-microhei python3 imagemagick procps iproute2 util-linux curl shared-mime-info less
 chromium"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs
