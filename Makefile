@@ -44,7 +44,7 @@ BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # before what it uses: a static link then fails on an arrow pointing up.
 SERVER_MODULES := api desktop viewer sandbox process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
-XTOOL_SRC := desktop-image/xtool.c
+XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
 # The command-line client: a client of the API, it links only common/.
 CLI_SRC := $(wildcard cli/*.c)
@@ -110,7 +110,7 @@ $(INIT): $(call obj,$(INIT_SRC)) $(LIBCOMMON)
 
 $(XTOOL): $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(call PKG_LIBS,x11 xtst)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lxdo $(call PKG_LIBS,x11 xtst)
 
 $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@

@@ -8,6 +8,7 @@ libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev z
 libseccomp-dev libcap-dev nettle-dev libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
 fonts-wqy-microhei python3 python3-venv imagemagick procps iproute2 util-linux e2fsprogs curl openssl
+shared-mime-info less
 chromium"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs

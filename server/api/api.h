@@ -55,6 +55,8 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 int api_desktop_cursor(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_windows(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_clipboard(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_apps(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_windows_wait(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_action(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_window_op(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);

@@ -200,19 +200,24 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 	return http_reply_json(res, 200, j, e);
 }
 
-/* GET routes that are actions without arguments: cursor, windows,
- * clipboard. */
+/* GET routes that are actions: cursor, windows, clipboard, apps; `a` (the
+ * action's arguments, from the query; NULL for none) is freed here. */
 static int get_action(struct http_request *req, struct http_response *res, const char *name,
-		      struct err *e)
+		      cJSON *a, struct err *e)
 {
 	struct desk d;
 	struct sandbox *sb;
-	if (enter_query(req, &d, &sb, e) < 0)
+	if (!a)
+		a = cJSON_CreateObject();
+	if (!a)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	if (enter_query(req, &d, &sb, e) < 0) {
+		cJSON_Delete(a);
 		return err_code(e);
+	}
 	cJSON *j = cJSON_CreateObject();
-	cJSON *none = cJSON_CreateObject();
-	int r = desk_action(&d, name, none, j, e);
-	cJSON_Delete(none);
+	int r = desk_action(&d, name, a, j, e);
+	cJSON_Delete(a);
 	api_release(sb);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -223,31 +228,47 @@ static int get_action(struct http_request *req, struct http_response *res, const
 
 int api_desktop_cursor(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return get_action(req, res, "cursor", e);
+	return get_action(req, res, "cursor", NULL, e);
 }
 
+/* GET windows?title=RE&class=RE&pid=N: a search when any is given. */
 int api_desktop_windows(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return get_action(req, res, "windows", e);
+	int64_t pid;
+	if (http_query_int(req, "pid", 1, INT32_MAX, 0, 0, &pid, e) < 0)
+		return err_code(e);
+	cJSON *a = cJSON_CreateObject();
+	const char *title = http_query(req, "title"), *cls = http_query(req, "class");
+	if (a && title)
+		cJSON_AddStringToObject(a, "title", title);
+	if (a && cls)
+		cJSON_AddStringToObject(a, "class", cls);
+	if (a && pid)
+		cJSON_AddNumberToObject(a, "pid", (double)pid);
+	return get_action(req, res, "windows", a, e);
 }
 
 int api_desktop_clipboard(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return get_action(req, res, "get_clipboard", e);
+	return get_action(req, res, "get_clipboard", NULL, e);
 }
 
-/* POST …/desktop/{action}. */
-int api_desktop_action(struct http_request *req, struct http_response *res, struct err *e)
+int api_desktop_apps(struct http_request *req, struct http_response *res, struct err *e)
 {
-	const char *name = req->captures[1];
+	return get_action(req, res, "apps", NULL, e);
+}
+
+/* POST routes whose body is the action's arguments. */
+static int post_action(struct http_request *req, struct http_response *res, const char *name,
+		       struct err *e)
+{
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
 	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	int r =
-	    desk_action(&d, strcmp(name, "clipboard") == 0 ? "set_clipboard" : name, body, j, e);
+	int r = desk_action(&d, name, body, j, e);
 	api_release(sb);
 	cJSON_Delete(body);
 	if (r < 0) {
@@ -255,6 +276,19 @@ int api_desktop_action(struct http_request *req, struct http_response *res, stru
 		return r;
 	}
 	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/desktop/{action}. */
+int api_desktop_action(struct http_request *req, struct http_response *res, struct err *e)
+{
+	const char *name = req->captures[1];
+	return post_action(req, res, strcmp(name, "clipboard") == 0 ? "set_clipboard" : name, e);
+}
+
+/* POST …/desktop/windows/wait. */
+int api_desktop_windows_wait(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return post_action(req, res, "wait_window", e);
 }
 
 /* POST …/desktop/windows/{wid}/{op}. */

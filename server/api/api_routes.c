@@ -39,9 +39,11 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
     ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),
     ROUTE("GET", SB "/desktop/clipboard", api_desktop_clipboard, 0),
+    ROUTE("GET", SB "/desktop/apps", api_desktop_apps, 0),
     ROUTE("POST", SB "/desktop/actions", api_desktop_actions, 0),
     ROUTE("POST", SB "/desktop/anthropic", api_desktop_anthropic, 0),
     ROUTE("POST", SB "/desktop/openai", api_desktop_openai, 0),
+    ROUTE("POST", SB "/desktop/windows/wait", api_desktop_windows_wait, 0),
     ROUTE("POST", SB "/desktop/windows/{wid}/{op}", api_desktop_window_op, 0),
     /* click, move, drag, scroll, key, type_text, wait, launch, ...: see
      * docs/actions.md; unknown names are 404. */

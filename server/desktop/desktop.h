@@ -3,7 +3,8 @@
  * and wait; desktop_batch.c: several actions in one call;
  * desktop_shot.c: screenshots; desktop_anthropic.c and desktop_openai.c:
  * the tool formats, desktop_adapter.c what they share; desktop_x.c:
- * windows, clipboard, launch, the real pointer, clicks RFB cannot carry).
+ * windows, clipboard, the real pointer, clicks RFB cannot carry;
+ * desktop_apps.c: launch, open and the applications list).
  *
  * Coordinates: an agent may declare the screen size it works in
  * ("agent_display", per sandbox or per request).  Everything it sends is
@@ -90,8 +91,9 @@ cJSON *desk_shot_json(const struct shot *s);
  * {"until":"change","since_frame","timeout_ms"} or {"ms"}. */
 int desk_wait(struct desk *d, const cJSON *args, cJSON *out, struct err *e);
 
-/* Window, clipboard and launch actions, run by deskbox-xtool inside the
- * sandbox (desktop_x.c).  ERR_NOT_FOUND when `name` is not one of them. */
+/* Window, clipboard and program actions, run by deskbox-xtool inside the
+ * sandbox (desktop_x.c, desktop_apps.c); `wid` is the {id} of
+ * "window_<op>" actions.  ERR_NOT_FOUND when `name` is not one of them. */
 int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
 		  struct err *e);
 

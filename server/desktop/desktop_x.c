@@ -1,5 +1,5 @@
-/* Windows, clipboard and launch.  The X server belongs to the (hostile)
- * sandbox, so deskboxd does not speak X11 to it: these run deskbox-xtool
+/* Windows and clipboard (launch, open and apps: desktop_apps.c).  The X server belongs to the
+ * (hostile) sandbox, so deskboxd does not speak X11 to it: these run deskbox-xtool
  * (desktop-image/xtool.c) inside the sandbox and read back its one line of
  * JSON, bounded by the process layer's output cap and timeout. */
 #include <errno.h>
@@ -13,20 +13,30 @@
 #include "internal.h"
 #include "server/process/process.h"
 
-#define XTOOL		    "/.deskbox/xtool"
-#define XTOOL_TIMEOUT_MS    10000
-#define XTOOL_MAX_OUTPUT    (4u << 20)
-#define CLIP_MAX	    (1u << 20)
-#define CLIP_SET_WAIT_MS    3000
-#define LAUNCH_DEFAULT_MS   10000
-#define LAUNCH_MAX_ARGS	    256
+#define XTOOL_MAX_OUTPUT (4u << 20)
+#define CLIP_MAX	 (1u << 20)
+#define CLIP_SET_WAIT_MS 3000
+#define WAIT_DEFAULT_MS	 10000
+/* A search's regular expressions: longer ones are no real search. */
+#define SEARCH_MAX	    1024
 #define WINDOW_ID_MAX_CHARS 20
 
-/* Runs xtool with `args`; *out is its parsed JSON object (caller frees). */
-static int xtool(struct desk *d, const char *const *args, const char *const *env, int timeout_ms,
-		 cJSON **out, struct err *e)
+/* deskbox-xtool's errors name what was missing ("no window 5", "no such
+ * file", "no application") or what was wrong with the request ("bad
+ * regular expression"); anything else means the desktop could not do it. */
+static enum err_kind xtool_error_kind(const char *msg)
 {
-	const char *argv[8] = {XTOOL};
+	if (strncmp(msg, "no window", 9) == 0 || strncmp(msg, "no such", 7) == 0 ||
+	    strncmp(msg, "no application", 14) == 0)
+		return ERR_NOT_FOUND;
+	return strncmp(msg, "bad ", 4) == 0 ? ERR_INVALID : ERR_UNAVAILABLE;
+}
+
+/* internal.h */
+int desk_xtool(struct desk *d, const char *const *args, const char *const *env, int timeout_ms,
+	       cJSON **out, struct err *e)
+{
+	const char *argv[8] = {DESK_XTOOL};
 	size_t n = 1;
 	for (; args[n - 1] && n < 7; n++)
 		argv[n] = args[n - 1];
@@ -47,10 +57,7 @@ static int xtool(struct desk *d, const char *const *args, const char *const *env
 		r = err_set(e, ERR_TIMEOUT, ETIMEDOUT, "deskbox-xtool %s took over %d ms", args[0],
 			    timeout_ms);
 	else if (cJSON_IsString(msg))
-		r = err_set(e,
-			    strncmp(msg->valuestring, "no window", 9) == 0 ? ERR_NOT_FOUND
-									   : ERR_UNAVAILABLE,
-			    EIO, "%.300s", msg->valuestring);
+		r = err_set(e, xtool_error_kind(msg->valuestring), EIO, "%.300s", msg->valuestring);
 	else if (!cJSON_IsObject(j))
 		r = err_set(e, ERR_INTERNAL, EPROTO, "deskbox-xtool %s failed (exit %d): %.200s",
 			    args[0], pr.exit_code, pr.err);
@@ -67,7 +74,7 @@ int desk_x_pointer(struct desk *d, int32_t *x, int32_t *y, struct err *e)
 {
 	const char *args[] = {"pointer", NULL};
 	cJSON *j;
-	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+	if (desk_xtool(d, args, NULL, DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
 		return err_code(e);
 	const cJSON *jx = cJSON_GetObjectItemCaseSensitive(j, "x");
 	const cJSON *jy = cJSON_GetObjectItemCaseSensitive(j, "y");
@@ -92,14 +99,13 @@ int desk_x_click(struct desk *d, int32_t x, int32_t y, int button, int count, co
 		n += (size_t)snprintf(sm + n, sizeof(sm) - n, "%s0x%x", i ? "," : "", mods[i]);
 	const char *args[] = {"click", sx, sy, sb, sc, sm[0] ? sm : NULL, NULL};
 	cJSON *j;
-	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+	if (desk_xtool(d, args, NULL, DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
 		return err_code(e);
 	cJSON_Delete(j);
 	return 0;
 }
 
-/* A window's geometry in the agent's coordinates. */
-static void window_to_agent(struct desk *d, cJSON *w)
+void desk_window_to_agent(struct desk *d, cJSON *w)
 {
 	if (d->aw == d->w && d->ah == d->h)
 		return;
@@ -114,11 +120,37 @@ static void window_to_agent(struct desk *d, cJSON *w)
 	}
 }
 
-static int windows(struct desk *d, cJSON *out, struct err *e)
+/* A window search's criteria from `a` ("title", "class": regular
+ * expressions; "pid") as deskbox-xtool's TITLE CLASS PID arguments, "" for
+ * none; *any says whether one was given. */
+static int search_args(const cJSON *a, const char **title, const char **cls, char *pid,
+		       size_t pid_size, int *any, struct err *e)
 {
-	const char *args[] = {"windows", NULL};
+	int64_t p;
+	if (args_string(a, "title", SEARCH_MAX, 0, title, e) < 0 ||
+	    args_string(a, "class", SEARCH_MAX, 0, cls, e) < 0 ||
+	    args_int(a, "pid", 1, INT32_MAX, 0, 0, &p, e) < 0)
+		return err_code(e);
+	*title = *title ? *title : "";
+	*cls = *cls ? *cls : "";
+	if (p)
+		snprintf(pid, pid_size, "%lld", (long long)p);
+	else
+		pid[0] = '\0';
+	*any = **title || **cls || p;
+	return 0;
+}
+
+static int windows(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
+{
+	const char *title, *cls;
+	char pid[16];
+	int any;
+	if (search_args(a, &title, &cls, pid, sizeof(pid), &any, e) < 0)
+		return err_code(e);
+	const char *args[] = {"windows", title, cls, pid, NULL};
 	cJSON *j;
-	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+	if (desk_xtool(d, args, NULL, DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
 		return err_code(e);
 	cJSON *list = cJSON_DetachItemFromObjectCaseSensitive(j, "windows");
 	cJSON_Delete(j);
@@ -127,21 +159,81 @@ static int windows(struct desk *d, cJSON *out, struct err *e)
 		return err_set(e, ERR_INTERNAL, EPROTO, "deskbox-xtool gave no window list");
 	}
 	cJSON *w;
-	cJSON_ArrayForEach(w, list) window_to_agent(d, w);
+	cJSON_ArrayForEach(w, list) desk_window_to_agent(d, w);
 	cJSON_AddItemToObject(out, "windows", list);
 	return 0;
 }
 
-static int window_op(struct desk *d, const char *op, const char *wid, cJSON *out, struct err *e)
+/* POST windows/wait: the first visible window that matches, waiting up to
+ * timeout_ms. */
+static int wait_window(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 {
+	const char *title, *cls;
+	char pid[16], ms[16];
+	int any;
+	int64_t timeout;
+	if (search_args(a, &title, &cls, pid, sizeof(pid), &any, e) < 0 ||
+	    args_int(a, "timeout_ms", 0, DESK_MAX_WAIT_MS, WAIT_DEFAULT_MS, 0, &timeout, e) < 0)
+		return err_code(e);
+	if (!any)
+		return err_set(e, ERR_INVALID, EINVAL, "give 'title', 'class' or 'pid'");
+	snprintf(ms, sizeof(ms), "%lld", (long long)timeout);
+	const char *args[] = {"wait-window", ms, title, cls, pid, NULL};
+	cJSON *j;
+	if (desk_xtool(d, args, NULL, (int)timeout + DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
+		return err_code(e);
+	cJSON *win = cJSON_DetachItemFromObjectCaseSensitive(j, "window");
+	cJSON_Delete(j);
+	if (cJSON_IsObject(win))
+		desk_window_to_agent(d, win);
+	cJSON_AddBoolToObject(out, "timed_out", !cJSON_IsObject(win));
+	cJSON_AddItemToObject(out, "window", win ? win : cJSON_CreateNull());
+	return 0;
+}
+
+/* move {"x","y"} and resize {"width","height"}, from the agent's space into
+ * deskbox-xtool's two numbers. */
+static int op_numbers(struct desk *d, const char *op, const cJSON *a, char *s1, char *s2,
+		      size_t size, struct err *e)
+{
+	int move = strcmp(op, "move") == 0;
+	int64_t v1, v2;
+	if (args_int(a, move ? "x" : "width", move ? 0 : 1, move ? d->aw - 1 : 16384, 0,
+		     ARGS_REQUIRED, &v1, e) < 0 ||
+	    args_int(a, move ? "y" : "height", move ? 0 : 1, move ? d->ah - 1 : 16384, 0,
+		     ARGS_REQUIRED, &v2, e) < 0)
+		return err_code(e);
+	/* A window's corner, like its size, scales with the screen (as
+	 * desk_window_to_agent maps it back), not as a pointer's pixel. */
+	int32_t r1 = (int32_t)((v1 * d->w + d->aw / 2) / d->aw);
+	int32_t r2 = (int32_t)((v2 * d->h + d->ah / 2) / d->ah);
+	snprintf(s1, size, "%d", r1 > 0 || move ? r1 : 1);
+	snprintf(s2, size, "%d", r2 > 0 || move ? r2 : 1);
+	return 0;
+}
+
+static int window_op(struct desk *d, const char *op, const char *wid, const cJSON *a, cJSON *out,
+		     struct err *e)
+{
+	static const char *const ops[] = {"activate", "close",	  "move",
+					  "resize",   "minimize", "maximize"};
+	size_t k = 0;
+	while (k < 6 && strcmp(op, ops[k]) != 0)
+		k++;
+	if (k == 6)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no window operation '%.32s'", op);
 	/* Decimal or 0x hex window ids only: they end up in argv. */
 	size_t n = wid ? strlen(wid) : 0;
 	if (n == 0 || n > WINDOW_ID_MAX_CHARS || strspn(wid, "0123456789abcdefxABCDEFX") != n)
 		return err_set(e, ERR_INVALID, EINVAL, "bad window id '%.32s'", wid ? wid : "");
-	const char *args[] = {op, wid, NULL};
-	cJSON *j;
-	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+	char s1[16] = "", s2[16] = "";
+	if ((k == 2 || k == 3) && op_numbers(d, op, a, s1, s2, sizeof(s1), e) < 0)
 		return err_code(e);
+	const char *args[] = {op, wid, s1[0] ? s1 : NULL, s2, NULL};
+	cJSON *j;
+	if (desk_xtool(d, args, NULL, DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
+		return err_code(e);
+	desk_window_to_agent(d, j);
 	while (j->child) {
 		cJSON *it = cJSON_DetachItemViaPointer(j, j->child);
 		cJSON_AddItemToObject(out, it->string, it);
@@ -154,7 +246,7 @@ static int get_clipboard(struct desk *d, cJSON *out, struct err *e)
 {
 	const char *args[] = {"clipboard-get", NULL};
 	cJSON *j;
-	if (xtool(d, args, NULL, XTOOL_TIMEOUT_MS, &j, e) < 0)
+	if (desk_xtool(d, args, NULL, DESK_XTOOL_TIMEOUT_MS, &j, e) < 0)
 		return err_code(e);
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "text");
 	cJSON_AddStringToObject(out, "text", cJSON_IsString(t) ? t->valuestring : "");
@@ -169,7 +261,7 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 		return err_code(e);
 	/* A background run keeps owning the selection (X selections live as
 	 * long as their owner) until another client takes it over. */
-	const char *argv[] = {XTOOL, "clipboard-own", NULL};
+	const char *argv[] = {DESK_XTOOL, "clipboard-own", NULL};
 	struct process_opts o = {
 	    .argv = argv,
 	    .stdin_data = text,
@@ -199,116 +291,18 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 	return 0;
 }
 
-/* The ids of the windows open now, comma separated, into *known_out (freed by
- * the caller). */
-static int known_windows(struct desk *d, char **known_out, struct err *e)
-{
-	cJSON *before = cJSON_CreateObject();
-	if (windows(d, before, e) < 0) {
-		cJSON_Delete(before);
-		return err_wrap(e, "listing windows");
-	}
-	size_t cap = 64, len = 0;
-	char *known = calloc(1, cap);
-	const cJSON *w;
-	cJSON_ArrayForEach(w, cJSON_GetObjectItem(before, "windows"))
-	{
-		const cJSON *id = cJSON_GetObjectItem(w, "id");
-		if (!known || !cJSON_IsNumber(id))
-			continue;
-		char buf[32];
-		int k = snprintf(buf, sizeof(buf), "%s%.0f", len ? "," : "", id->valuedouble);
-		if (len + (size_t)k + 1 > cap) {
-			char *p = realloc(known, cap * 2 + (size_t)k);
-			if (!p)
-				continue;
-			known = p;
-			cap = cap * 2 + (size_t)k;
-		}
-		memcpy(known + len, buf, (size_t)k + 1);
-		len += (size_t)k;
-	}
-	cJSON_Delete(before);
-	if (!known)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	*known_out = known;
-	return 0;
-}
-
-/* Starts argv in the background and waits for a new top-level window. */
-static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
-{
-	const cJSON *jargv = cJSON_GetObjectItemCaseSensitive(a, "argv");
-	int n = cJSON_IsArray(jargv) ? cJSON_GetArraySize(jargv) : 0;
-	int64_t timeout;
-	if (n < 1 || n > LAUNCH_MAX_ARGS)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "field 'argv' must be an array of 1-%d strings", LAUNCH_MAX_ARGS);
-	if (args_int(a, "timeout_ms", 0, DESK_MAX_WAIT_MS, LAUNCH_DEFAULT_MS, 0, &timeout, e) < 0)
-		return err_code(e);
-	const char *argv[LAUNCH_MAX_ARGS + 1];
-	int i = 0;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, jargv)
-	{
-		if (!cJSON_IsString(it) || (i == 0 && !it->valuestring[0]))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "argv[%d] must be a non-empty string", i);
-		argv[i++] = it->valuestring;
-	}
-	argv[i] = NULL;
-
-	/* The windows there before, so the new one can be told apart. */
-	char *known = NULL;
-	if (known_windows(d, &known, e) < 0)
-		return err_code(e);
-
-	struct process_opts o = {.argv = argv, .max_output = 64 * 1024};
-	pid_t pid;
-	if (process_spawn(d->procs, &o, &pid, e) < 0) {
-		free(known);
-		return err_wrap(e, "launching '%.200s'", argv[0]);
-	}
-	char *env_known = NULL;
-	if (asprintf(&env_known, "DESKBOX_XTOOL_KNOWN=%s", known) < 0)
-		env_known = NULL;
-	free(known);
-	if (!env_known)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	char ms[16];
-	snprintf(ms, sizeof(ms), "%lld", (long long)timeout);
-	const char *args[] = {"wait-new-window", ms, NULL};
-	/* An env list replaces the sandbox's defaults for the run. */
-	const char *env[] = {env_known, "DISPLAY=:0", NULL};
-	cJSON *j;
-	int r = xtool(d, args, env, (int)timeout + XTOOL_TIMEOUT_MS, &j, e);
-	free(env_known);
-	if (r < 0)
-		return r;
-	cJSON *win = cJSON_DetachItemFromObjectCaseSensitive(j, "window");
-	cJSON_Delete(j);
-	cJSON_AddNumberToObject(out, "pid", pid);
-	if (cJSON_IsObject(win))
-		window_to_agent(d, win);
-	cJSON_AddItemToObject(out, "window", win ? win : cJSON_CreateNull());
-	cJSON_AddBoolToObject(out, "timed_out", !cJSON_IsObject(win));
-	return 0;
-}
-
 int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
 		  struct err *e)
 {
 	if (strcmp(name, "windows") == 0)
-		return windows(d, out, e);
-	if (strcmp(name, "window_activate") == 0)
-		return window_op(d, "activate", wid, out, e);
-	if (strcmp(name, "window_close") == 0)
-		return window_op(d, "close", wid, out, e);
+		return windows(d, args, out, e);
+	if (strcmp(name, "wait_window") == 0)
+		return wait_window(d, args, out, e);
+	if (strncmp(name, "window_", 7) == 0 && wid)
+		return window_op(d, name + 7, wid, args, out, e);
 	if (strcmp(name, "get_clipboard") == 0)
 		return get_clipboard(d, out, e);
 	if (strcmp(name, "set_clipboard") == 0)
 		return set_clipboard(d, args, out, e);
-	if (strcmp(name, "launch") == 0)
-		return launch(d, args, out, e);
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no desktop action '%.64s'", name);
+	return desk_apps_action(d, name, args, out, e);
 }

@@ -24,6 +24,27 @@ int desk_x_pointer(struct desk *d, int32_t *x, int32_t *y, struct err *e);
 int desk_x_click(struct desk *d, int32_t x, int32_t y, int button, int count, const uint32_t *mods,
 		 size_t nmods, struct err *e);
 
+/* ---- deskbox-xtool (desktop_x.c, desktop_apps.c) ---- */
+
+/* Where the default image mounts deskbox-xtool, and how long one of its
+ * runs may take beyond any wait it was asked for. */
+#define DESK_XTOOL	      "/.deskbox/xtool"
+#define DESK_XTOOL_TIMEOUT_MS 10000
+
+/* Runs deskbox-xtool with `args` (at most 6, NULL-terminated) and `env`
+ * (NULL: the sandbox's defaults); *out is its parsed JSON object (caller
+ * frees).  Its {"error"} becomes ERR_NOT_FOUND, ERR_INVALID or
+ * ERR_UNAVAILABLE. */
+int desk_xtool(struct desk *d, const char *const *args, const char *const *env, int timeout_ms,
+	       cJSON **out, struct err *e);
+
+/* A window object's geometry from real pixels into the agent's space. */
+void desk_window_to_agent(struct desk *d, cJSON *w);
+
+/* launch, open and apps (desktop_apps.c); ERR_NOT_FOUND for other names. */
+int desk_apps_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
+		     struct err *e);
+
 /* ---- the tool-format adapters (desktop_anthropic.c, desktop_openai.c) ---- */
 
 /* Runs deskbox action `name` with `args`, dropping its result. */
