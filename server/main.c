@@ -32,6 +32,8 @@ struct options {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	long long disk_quota_mb;
+	long long userns_base;
+	int allow_shared_uid;
 	struct pool_size pool[POOL_MAX_SIZES];
 	size_t n_pool;
 };
@@ -43,6 +45,7 @@ static void usage(FILE *f)
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
+	    "                [--userns-base ID] [--allow-shared-uid]\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -57,7 +60,14 @@ static void usage(FILE *f)
 	    "  --disk-quota-mb    what each sandbox may hold on disk, for uploads\n"
 	    "                     (default 10240; 0: no quota)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
-	    "                     instant creates; repeat for more sizes\n",
+	    "                     instant creates; repeat for more sizes\n"
+	    "  --userns-base      first host uid/gid of the sandboxes' user namespaces\n"
+	    "                     (default 1048576 = 2^20): sandbox k gets host ids\n"
+	    "                     ID + k*65536 .. + 65535, its root ID + k*65536 and its\n"
+	    "                     user (uid 1000 inside) that + 1000; nothing else on the\n"
+	    "                     host may use these ids\n"
+	    "  --allow-shared-uid run sandboxes without user namespaces when the kernel\n"
+	    "                     refuses them: all as host uid 1000, init included\n",
 	    f);
 }
 
@@ -102,6 +112,13 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 			return -1;
 		o->disk_quota_mb = v;
 		return 0;
+	case 'U':
+		/* Above the ids of real users, room for one range at least. */
+		if (parse_uint(arg, RUNTIME_USERNS_SIZE,
+			       UINT32_MAX - 2 * (long long)RUNTIME_USERNS_SIZE, &v) < 0)
+			return -1;
+		o->userns_base = v;
+		return 0;
 	}
 	return -1;
 }
@@ -119,6 +136,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"exec-timeout-max", required_argument, NULL, 'M'},
 	    {"exec-max-output", required_argument, NULL, 'O'},
 	    {"disk-quota-mb", required_argument, NULL, 'Q'},
+	    {"userns-base", required_argument, NULL, 'U'},
+	    {"allow-shared-uid", no_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -142,8 +161,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'M':
 		case 'O':
 		case 'Q':
+		case 'U':
 			if (parse_number_option(c, optarg, o) < 0)
 				goto bad;
+			break;
+		case 'S':
+			o->allow_shared_uid = 1;
 			break;
 		case 'W': {
 			struct err pe = ERR_INIT;
@@ -236,6 +259,7 @@ struct host {
 	char bridge[PATH_MAX], init[PATH_MAX], vnc[PATH_MAX], xtool[PATH_MAX];
 	char state[PATH_MAX]; /* the state directory's real path */
 	enum runtime_cgroup_mode cgroup_mode;
+	uint32_t userns_base; /* 0: no user namespaces */
 	char token[256];
 	int print_token;
 };
@@ -294,6 +318,27 @@ static int setup_host(const struct options *o, struct host *h)
 		fprintf(stderr, "deskboxd: host setup: %s\n", e.msg);
 		return -1;
 	}
+	h->userns_base = (uint32_t)o->userns_base;
+	if (runtime_userns_probe(&e) < 0) {
+		if (!o->allow_shared_uid) {
+			fprintf(stderr,
+				"deskboxd: %s: sandboxes need a user namespace each; "
+				"--allow-shared-uid runs them all as host uid %u instead\n",
+				e.msg, IMAGE_USER_UID);
+			return -1;
+		}
+		fprintf(stderr,
+			"deskboxd: %s: --allow-shared-uid: every sandbox runs as host uid %u\n",
+			e.msg, IMAGE_USER_UID);
+		h->userns_base = 0;
+		err_clear(&e);
+	}
+	/* With user namespaces the containers' roots pass through it to their
+	 * own directories (sandboxes/<id> is theirs alone). */
+	if (chmod(h->state, h->userns_base ? 0711 : 0700) < 0) {
+		fprintf(stderr, "deskboxd: chmod '%s': %s\n", h->state, strerror(errno));
+		return -1;
+	}
 	if (load_token(o, h->token, sizeof(h->token), &h->print_token, &e) < 0) {
 		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
 		return -1;
@@ -314,6 +359,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .cgroup_mode = h->cgroup_mode,
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
+	    .userns_base = h->userns_base,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0)
 		return err_code(e);
@@ -366,6 +412,11 @@ static int server_start(const struct options *o, struct host *h, struct server *
 	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o->listen, ":"), o->listen);
 	printf("deskboxd: cgroup v%d, state dir %s\n", h->cgroup_mode == RUNTIME_CGROUP_V2 ? 2 : 1,
 	       h->state);
+	if (h->userns_base)
+		printf("deskboxd: user namespaces, uid ranges from %u\n", h->userns_base);
+	else
+		printf("deskboxd: no user namespaces, sandboxes share host uid %u\n",
+		       IMAGE_USER_UID);
 	if (h->print_token)
 		printf("deskboxd: token %s\n", h->token);
 	if (o->n_pool && pool_new(&s->api.pool, s->sbx, o->pool, o->n_pool, &e) < 0) {
@@ -401,6 +452,7 @@ int main(int argc, char **argv)
 	    .exec_timeout_max_s = 3600,
 	    .exec_max_output = 1 << 20,
 	    .disk_quota_mb = 10240,
+	    .userns_base = 1 << 20,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* DESKBOX_LOG=debug|info|warn|error: what the server's modules log. */

@@ -64,9 +64,10 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 	 * (or while it restarts): retry refusals for a short while. */
 	long long deadline = clock_mono_ms() + VNC_CONNECT_RETRY_MS;
 	for (;;) {
-		/* SECURITY: the sandbox's user owns run/ and could put a
-		 * symlink to a host socket there; deskboxd (root) must only
-		 * ever connect to a socket inode that is really in run/. */
+		/* SECURITY: the sandbox owns run/ (its root, or its user
+		 * without a user namespace) and could put a symlink to a host
+		 * socket there; deskboxd (root) must only ever connect to a
+		 * socket inode that is really in run/. */
 		_cleanup_fd_ int sfd = openat(dfd, "vnc.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		int saved = 0;
@@ -201,6 +202,8 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 	if (!sb->rootfs_mounted) {
 		r = image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
 		sb->rootfs_mounted = r == 0;
+		if (r == 0)
+			r = image_own_dirs(rootfs, sb->host_base, e);
 	}
 	pthread_mutex_unlock(&sb->mu);
 	return r;
@@ -255,6 +258,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .hostname = "deskbox",
 	    .uid = IMAGE_USER_UID,
 	    .gid = IMAGE_USER_GID,
+	    .userns_host_base = sb->host_base,
 	    .argv = argv,
 	    .env = env,
 	    .cwd = "/workspace",
@@ -298,10 +302,14 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	sandbox_path(sb, bundle, sizeof(bundle), "bundle");
 	sandbox_path(sb, logp, sizeof(logp), "init.log");
 
-	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0)
+	if (sb->host_base && !s->cfg.userns_base)
+		return err_set(e, ERR_UNAVAILABLE, EPERM,
+			       "sandbox '%s' has its own uid range, but deskboxd runs without user "
+			       "namespaces",
+			       sb->id);
+	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0 ||
+	    sandbox_userns_dirs(sb, e) < 0)
 		return err_code(e);
-	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
 	if (sandbox_rootfs_mount(sb, e) < 0 || write_bundle(sb, bundle, rootfs, run, e) < 0)
 		return err_code(e);
 	_cleanup_fd_ int logfd =
