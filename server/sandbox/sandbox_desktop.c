@@ -251,14 +251,20 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
 	    {run, "/run/deskbox", 0},
 	};
+	/* With a user namespace the init runs as the container's root: apart
+	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
+	 * and setgid), and able to stop them (kill).  Without one, everything
+	 * is IMAGE_USER_UID. */
+	static const char *const init_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
 	struct runtime_spec spec = {
 	    .id = sb->container_id,
 	    .bundle_dir = bundle,
 	    .rootfs = rootfs,
 	    .hostname = "deskbox",
-	    .uid = IMAGE_USER_UID,
-	    .gid = IMAGE_USER_GID,
+	    .uid = sb->host_base ? 0 : IMAGE_USER_UID,
+	    .gid = sb->host_base ? 0 : IMAGE_USER_GID,
 	    .userns_host_base = sb->host_base,
+	    .caps = sb->host_base ? init_caps : NULL,
 	    .argv = argv,
 	    .env = env,
 	    .cwd = "/workspace",

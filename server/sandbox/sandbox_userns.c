@@ -143,7 +143,9 @@ int sandbox_userns_dirs(struct sandbox *sb, struct err *e)
 	 * search for its gid, nothing for anyone else. */
 	if (chown(sb->dir, 0, gid_root) < 0 || chmod(sb->dir, 0710) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "giving '%s' to the sandbox", sb->dir);
-	if (chown(run, root + IMAGE_USER_UID, gid_root + IMAGE_USER_GID) < 0)
+	/* SECURITY: run/ holds the exec agent's and the VNC server's sockets:
+	 * the container's root (the init) only, never its user. */
+	if (chown(run, root, gid_root) < 0 || chmod(run, 0700) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "giving '%s' to the sandbox", run);
 	return 0;
 }
