@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -89,8 +90,12 @@ int runtime_userns_probe(struct err *e)
 	pid_t pid = fork();
 	if (pid < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "fork");
+	/* As deskboxd makes them: by an unprivileged host id (nobody's). */
 	if (pid == 0)
-		_exit(unshare(CLONE_NEWUSER) == 0 ? 0 : (errno & 0xff));
+		_exit(setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+			      setresuid(65534, 65534, 65534) == 0 && unshare(CLONE_NEWUSER) == 0
+			  ? 0
+			  : (errno & 0xff));
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

@@ -37,6 +37,15 @@ int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e);
  * and maps an id in it).  ERR_UNAVAILABLE saying why when not. */
 int runtime_userns_probe(struct err *e);
 
+/* Makes a user namespace owned by host id `host_base` (so the kernel's
+ * per-uid counts of the sandbox land on that id, never on host root's)
+ * mapping 0..RUNTIME_USERNS_SIZE-1 to host_base.., and keeps it on a bind
+ * mount at `path` for runtime_spec.userns_path (runtime_userns.c).
+ * runtime_userns_drop() unmounts and removes it once the container runs
+ * (its processes keep the namespace). */
+int runtime_userns_make(const char *path, uint32_t host_base, struct err *e);
+void runtime_userns_drop(const char *path);
+
 struct runtime_mount {
 	const char *source;	 /* host path */
 	const char *destination; /* path in the container */
@@ -54,6 +63,7 @@ struct runtime_spec {
 	 * namespace mapping container ids 0..RUNTIME_USERNS_SIZE-1 to host ids
 	 * from here. */
 	uint32_t userns_host_base;
+	const char *userns_path; /* with it: join this user namespace */
 	/* The init's capabilities ("CAP_KILL", ...: bounding, permitted and
 	 * effective), NULL-terminated; NULL: none. */
 	const char *const *caps;

@@ -217,7 +217,8 @@ static int build_userns(cJSON *lx, cJSON *ns, const struct runtime_spec *s)
 	if (!n)
 		return -1;
 	cJSON_AddItemToArray(ns, n);
-	if (!cJSON_AddStringToObject(n, "type", "user"))
+	if (!cJSON_AddStringToObject(n, "type", "user") ||
+	    (s->userns_path && !cJSON_AddStringToObject(n, "path", s->userns_path)))
 		return -1;
 	return add_mapping(lx, "uidMappings", s->userns_host_base) ||
 	       add_mapping(lx, "gidMappings", s->userns_host_base);

@@ -237,7 +237,7 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 
 /* Writes <dir>/bundle/config.json for the sandbox's container. */
 static int write_bundle(struct sandbox *sb, const char *bundle, const char *rootfs, const char *run,
-			struct err *e)
+			const char *userns, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
 	char display[64], vnc_env[32];
@@ -264,6 +264,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .uid = sb->host_base ? 0 : IMAGE_USER_UID,
 	    .gid = sb->host_base ? 0 : IMAGE_USER_GID,
 	    .userns_host_base = sb->host_base,
+	    .userns_path = userns,
 	    .caps = sb->host_base ? init_caps : NULL,
 	    .argv = argv,
 	    .env = env,
@@ -316,15 +317,21 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0 ||
 	    sandbox_userns_dirs(sb, e) < 0)
 		return err_code(e);
-	if (sandbox_rootfs_mount(sb, e) < 0 || write_bundle(sb, bundle, rootfs, run, e) < 0)
-		return err_code(e);
+	char userns[PATH_MAX];
+	snprintf(userns, sizeof(userns), "%s/userns", bundle);
+	if (sandbox_rootfs_mount(sb, e) < 0 ||
+	    (sb->host_base && runtime_userns_make(userns, sb->host_base, e) < 0) ||
+	    write_bundle(sb, bundle, rootfs, run, sb->host_base ? userns : NULL, e) < 0)
+		return runtime_userns_drop(userns), err_code(e);
 	_cleanup_fd_ int logfd =
 	    open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (logfd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", logp);
 	/* A container left over by a crash of a previous deskboxd. */
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
-	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0)
+	int r = runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e);
+	runtime_userns_drop(userns); /* the container's processes keep it */
+	if (r < 0)
 		return err_code(e);
 	return connect_desktop(sb, e);
 }
