@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "server/files/files.h"
 #include "server/runtime/runtime.h"
@@ -121,6 +122,18 @@ int sandbox_userns_migrate(struct sandbox *sb, struct err *e)
 		sandbox_userns_release(s, base);
 		return err_wrap(e, "moving the files of sandbox %s into its uid range", sb->id);
 	}
+	/* The old desktop's X socket directory and lock were its user's; the
+	 * init (root now) cannot replace them in the sticky /tmp, and Xvfb
+	 * refuses a socket directory root does not own.  They only ever held
+	 * a run's sockets: the init makes them anew. */
+	char x11[PATH_MAX];
+	sandbox_path(sb, x11, sizeof(x11), "upper/tmp/.X11-unix");
+	if (fs_remove_tree(x11, e) < 0) {
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e->msg);
+		err_clear(e);
+	}
+	sandbox_path(sb, x11, sizeof(x11), "upper/tmp/.X0-lock");
+	unlink(x11);
 	sb->host_base = base;
 	log_msg(LOG_LEVEL_INFO, "sandbox %s: uid range %u..%u, %u file owner(s) moved into it",
 		sb->id, base, base + RUNTIME_USERNS_SIZE - 1, n);

@@ -279,12 +279,41 @@ def main():
         r = srv.exec(a, ["sh", "-c", "echo more >> /workspace/made-inside && echo ok"])
         t.eq(r["stdout"].strip(), "ok", "and writable by it")
 
+        # ---- a sandbox made before user namespaces is moved into a range ----
+        # B as the old deskboxd left it: no range in sandbox.json, its user's
+        # files (the X socket directory too) host uid 1000.
+        srv.stop()
+        bdir = os.path.join(srv.state_dir, "sandboxes", b)
+        j = sandbox_json(srv, b)
+        del j["userns_base"]
+        with open(os.path.join(bdir, "sandbox.json"), "w") as f:
+            json.dump(j, f)
+        for top, dirs, files in os.walk(os.path.join(bdir, "upper")):
+            for name in dirs + files:
+                p = os.path.join(top, name)
+                st = os.lstat(p)
+                if base_b < st.st_uid < base_b + RANGE:
+                    os.lchown(p, st.st_uid - base_b, st.st_gid - base_b)
+        os.lchown(os.path.join(bdir, "upper", "tmp", ".X11-unix"), USER, USER)
+        srv2 = dbx.Server(state_dir=srv.state_dir)
+        srv2.own_state, srv.own_state = True, False
+        srv = srv2
+        base_m = sandbox_json(srv, b).get("userns_base")
+        t.ok(base_m is not None and base_m != base_a, "the old sandbox gets a range (%s)" % base_m)
+        r = srv.request("POST", "/v1/sandboxes/%s/start" % b)
+        t.eq(r.status, 200, "and starts, its desktop up")
+        r = srv.exec(b, ["sh", "-c", "stat -c %u /workspace /home/user; echo x >> /workspace/x"
+                                     " && echo ok"])
+        t.eq(r["stdout"].split(), ["1000", "1000", "ok"], "its files are its user's, writable")
+        st = os.lstat(os.path.join(bdir, "upper", "workspace"))
+        t.eq(st.st_uid, base_m + USER, "owned by host base+1000 in its upper layer")
+
         # ---- a deleted sandbox's range is reused, never shared ----
         r = srv.request("DELETE", "/v1/sandboxes/%s" % a)
         t.ok(r.status in (200, 204), "delete A")
         c = srv.create()["id"]
         base_c = sandbox_json(srv, c).get("userns_base")
-        t.ok(base_c is not None and base_c != base_b, "a new sandbox gets a free range (%s)"
+        t.ok(base_c is not None and base_c != base_m, "a new sandbox gets a free range (%s)"
              % base_c)
     finally:
         srv.cleanup()
