@@ -82,6 +82,21 @@ open("/tmp/inotify-held", "w").write(str(len(fds)))
 time.sleep(120)
 """
 
+PIDS_FILL = r"""
+import os, time
+n = 0
+try:
+    while n < 80:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+open("/tmp/pids-filled", "w").write(str(n))
+time.sleep(60)
+"""
+
 PTRACE = r"""
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -178,13 +193,14 @@ def main():
                  r)
 
         # ---- pids limits are per sandbox ----
-        srv.exec(a, ["sh", "-c", "for i in $(seq 80); do sleep 60 & done; wait"],
-                 background=True)
-        seen = []
-        cur = dbx.wait_until(lambda: (lambda v: seen.append(v) or (v if v and int(v) >= 56
-                                                                    else None))(
-            dbx.cgroup_file("dbx-" + a, "pids", "pids.current")), timeout=30)
-        t.ok(cur, "A fills its pids limit of 64 (%s)" % (cur or seen[-1:]))
+        # Children until a fork is refused, then they all stay (a shell
+        # would exit at the refusal, and the run's cgroup with it).
+        srv.exec(a, ["python3", "-c", PIDS_FILL], background=True)
+        filled = os.path.join(srv.state_dir, "sandboxes", a, "upper", "tmp", "pids-filled")
+        n = dbx.wait_until(lambda: os.path.exists(filled) and open(filled).read(), timeout=20)
+        cur = dbx.cgroup_file("dbx-" + a, "pids", "pids.current")
+        t.ok(n and cur and int(cur) >= 60, "A is at its pids limit of 64 (%s children, "
+             "pids.current %s)" % (n, cur))
         r = srv.exec(b, ["sh", "-c", "for i in 1 2 3 4 5; do sleep 0.2 & done; wait; echo ok"],
                      timeout_s=20)
         t.ok(r["stdout"].strip() == "ok", "B forks while A is at its pids limit", r)
