@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -190,9 +191,23 @@ static void exec_program(const int fds[3], const char *cwd, char **argv, char **
 	_exit(err == ENOENT ? 127 : 126);
 }
 
+/* As the container's root (the init apart from the user), becomes the
+ * user before anything of the request is read: the program runs as
+ * EXEC_AGENT_UID with no capabilities (they go with the uid change). */
+static int become_user(void)
+{
+	if (getuid() != 0)
+		return 0;
+	if (setgroups(0, NULL) < 0 || setgid(EXEC_AGENT_GID) < 0 || setuid(EXEC_AGENT_UID) < 0)
+		return -1;
+	return 0;
+}
+
 /* Runs in the forked child: never returns. */
 static void child(void)
 {
+	if (become_user() < 0)
+		_exit(125);
 	int fds[3] = {-1, -1, -1};
 	uint32_t len;
 	char *req = NULL;
@@ -208,12 +223,34 @@ static void child(void)
 	exec_program(fds, cwd, argv, envp);
 }
 
+/* SECURITY: only deskboxd may ask; it connects from outside the sandbox's
+ * pid namespace, where the kernel reports its pid as 0.  Every process of
+ * the sandbox has a pid here.  (The socket's directory keeps the user out
+ * as well; this holds even for the container's root.) */
+static int from_outside(int conn)
+{
+	struct ucred peer;
+	socklen_t len = sizeof(peer);
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) < 0 || len != sizeof(peer))
+		return 0;
+	if (peer.pid != 0) {
+		fprintf(stderr, "deskbox-init: exec agent: refused a request from pid %d uid %u\n",
+			(int)peer.pid, (unsigned)peer.uid);
+		return 0;
+	}
+	return 1;
+}
+
 void exec_agent_accept(struct exec_agent *a)
 {
 	for (;;) {
 		int conn = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (conn < 0)
 			return;
+		if (!from_outside(conn)) {
+			close(conn);
+			continue;
+		}
 		if (a->n_kids >= MAX_CHILDREN) {
 			close(conn);
 			continue;

@@ -17,14 +17,21 @@
  * status (i32) to the connection and closes it.  deskboxd closing the
  * connection early changes nothing: runs are killed through their cgroup.
  *
- * The socket is inside the sandbox, so the sandbox's own processes can use
- * it too: that gives them nothing they could not do themselves. */
+ * Who may ask: only deskboxd.  The socket is 0600 in /run/deskbox, which
+ * deskboxd makes the container root's alone (0700) when the sandbox has a
+ * user namespace, and the agent refuses any peer whose pid it can see
+ * (SO_PEERCRED): every process of the sandbox, root included; deskboxd is
+ * outside the pid namespace (pid 0).  When the init runs as the container's
+ * root, each child becomes EXEC_AGENT_UID:EXEC_AGENT_GID (the image's
+ * "user", IMAGE_USER_UID in deskboxd) before it reads the request. */
 #ifndef DESKBOX_IMAGE_EXEC_AGENT_H
 #define DESKBOX_IMAGE_EXEC_AGENT_H
 
 #include <sys/types.h>
 
 #define EXEC_AGENT_SOCK "/run/deskbox/exec.sock"
+#define EXEC_AGENT_UID	1000
+#define EXEC_AGENT_GID	1000
 
 struct exec_agent;
 

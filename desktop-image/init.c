@@ -11,13 +11,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #define READY_FILE   RUN_DIR "/ready"
 #define VNC_BIN	     "/.deskbox/deskbox-vnc"
 #define HOME_DIR     "/home/user"
+#define ROOT_HOME    "/root"
 
 #define DEFAULT_WIDTH  1280
 #define DEFAULT_HEIGHT 800
@@ -93,36 +96,56 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
 	(void)w;
 }
 
-/* Starts argv with the init's environment, a clean signal state and only
- * fds 0-2 (plus `pass_fd` as fd 3 when >= 0). */
+/* Whether the init runs as the container's root, apart from the user
+ * (deskboxd gave the container a user namespace); otherwise everything in
+ * the sandbox is the user, the init included. */
+static int apart;
+
+/* In a child about to exec a part of the desktop: no capability survives
+ * the exec (no_new_privs keeps root's exec from granting new ones), and as
+ * root its home is /root, never the user's, whose files (openbox's rc.xml,
+ * autostart) would otherwise configure a process of root. */
+static int desktop_creds(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capset, &h, d) < 0)
+		return -1;
+	if (apart && (setenv("HOME", ROOT_HOME, 1) < 0 || chdir(ROOT_HOME) < 0))
+		return -1;
+	return 0;
+}
+
+/* Starts argv with the init's environment (HOME aside), a clean signal
+ * state, its own process group, no capabilities and only fds 0-2 (plus
+ * `pass_fd` as fd 3 when >= 0). */
 static pid_t start(const char *const argv[], int pass_fd)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	/* Own process group: a signal to the init's group does not hit them. */
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-					    POSIX_SPAWN_SETPGROUP);
-	if (pass_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
-	posix_spawn_file_actions_addclosefrom_np(&fa, pass_fd >= 0 ? 4 : 3);
-	pid_t pid = 0;
-	extern char **environ;
-	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (rc != 0) {
-		say("cannot start %s: %s", argv[0], strerror(rc));
+	/* fork, not posix_spawn: the capabilities go between fork and exec.
+	 * The init has one thread. */
+	pid_t pid = fork();
+	if (pid < 0) {
+		say("cannot start %s: %s", argv[0], strerror(errno));
 		return 0;
 	}
-	return pid;
+	if (pid > 0)
+		return pid;
+	sigset_t none;
+	sigemptyset(&none);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Own process group: a signal to the init's group does not hit them. */
+	setpgid(0, 0);
+	if ((pass_fd >= 0 && dup2(pass_fd, 3) < 0) || desktop_creds() < 0) {
+		say("cannot set up %s: %s", argv[0], strerror(errno));
+		_exit(126);
+	}
+	syscall(SYS_close_range, pass_fd >= 0 ? 4 : 3, ~0u, 0);
+	execvp(argv[0], (char *const *)argv);
+	say("cannot start %s: %s", argv[0], strerror(errno));
+	_exit(127);
 }
 
 /* Schedules a restart of openbox or x11vnc after a backoff that doubles
@@ -165,7 +188,11 @@ static int start_xvfb(struct init *in)
 			      /* no reset when the last client leaves (our probe) */
 			      "-noreset",
 			      /* GLX loads LLVM: twice the start time, +45 MB */
-			      "-extension", "GLX", "-displayfd", "3", NULL};
+			      "-extension", "GLX", "-displayfd", "3",
+			      /* Nothing else can own :0 in here, and a lock the
+			       * user left in the sticky /tmp would stop root's
+			       * Xvfb.  Only root may pass it. */
+			      apart ? "-nolock" : NULL, NULL};
 	in->c[XVFB].pid = w >= 0 ? start(argv, w) : 0;
 	if (w >= 0)
 		close(w);
@@ -530,6 +557,10 @@ int main(void)
 {
 	struct init in = {.displayfd = -1, .exit_code = 0};
 	in.t0 = clock_mono_ms();
+	apart = getuid() == 0;
+	/* SECURITY: the user may not ptrace the init (or read its memory
+	 * through /proc) even were it the same uid; it is not, when apart. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (configure(&in) < 0)
 		return 2;
 	if (watch_signals(&in) < 0)

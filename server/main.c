@@ -32,6 +32,8 @@ struct options {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	long long disk_quota_mb;
+	long long userns_base;
+	int allow_shared_uid;
 	struct pool_size pool[POOL_MAX_SIZES];
 	size_t n_pool;
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
@@ -49,6 +51,7 @@ static void usage(FILE *f)
 	    "                [--max-connections-per-address N] [--header-timeout S]\n"
 	    "                [--max-pending-headers N] [--config FILE]\n"
 	    "                [--log-format text|json] [--log-level LEVEL]\n"
+	    "                [--userns-base ID] [--allow-shared-uid]\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -88,7 +91,16 @@ static void usage(FILE *f)
 	    "  --log-format       text (default) or json: one JSON object per line with\n"
 	    "                     ts, level, msg and the request's X-Request-Id\n"
 	    "  --log-level        debug, info (default), warn or error; debug adds a line\n"
-	    "                     per request (also DESKBOX_LOG)\n",
+	    "                     per request (also DESKBOX_LOG)\n"
+	    "\n"
+	    "Isolation:\n"
+	    "  --userns-base      first host uid/gid of the sandboxes' user namespaces\n"
+	    "                     (default 1048576 = 2^20): sandbox k gets host ids\n"
+	    "                     ID + k*65536 .. + 65535, its root ID + k*65536 and its\n"
+	    "                     user (uid 1000 inside) that + 1000; nothing else on the\n"
+	    "                     host may use these ids\n"
+	    "  --allow-shared-uid run sandboxes without user namespaces when the kernel\n"
+	    "                     refuses them: all as host uid 1000, init included\n",
 	    f);
 }
 
@@ -161,6 +173,13 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 		if (parse_uint(arg, 0, 1LL << 24, &v) < 0 || (v > 0 && v < SANDBOX_DISK_MIN_MB))
 			return -1;
 		o->disk_quota_mb = v;
+		return 0;
+	case 'U':
+		/* Above the ids of real users, room for one range at least. */
+		if (parse_uint(arg, RUNTIME_USERNS_SIZE,
+			       UINT32_MAX - 2 * (long long)RUNTIME_USERNS_SIZE, &v) < 0)
+			return -1;
+		o->userns_base = v;
 		return 0;
 	}
 	return parse_connection_option(c, arg, o);
@@ -324,12 +343,17 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"config", required_argument, NULL, 'F'},
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'v'},
+	    {"userns-base", required_argument, NULL, 'U'},
+	    {"allow-shared-uid", no_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'S':
+			o->allow_shared_uid = 1;
+			break;
 		case 'W':
 			if (add_pool_size(o, optarg) < 0)
 				return -1;
@@ -434,6 +458,7 @@ struct host {
 	char bridge[PATH_MAX], init[PATH_MAX], vnc[PATH_MAX], xtool[PATH_MAX];
 	char state[PATH_MAX]; /* the state directory's real path */
 	enum runtime_cgroup_mode cgroup_mode;
+	uint32_t userns_base; /* 0: no user namespaces */
 	char token[256];
 	int print_token;
 };
@@ -492,6 +517,27 @@ static int setup_host(const struct options *o, struct host *h)
 		fprintf(stderr, "deskboxd: host setup: %s\n", e.msg);
 		return -1;
 	}
+	h->userns_base = (uint32_t)o->userns_base;
+	if (runtime_userns_probe(&e) < 0) {
+		if (!o->allow_shared_uid) {
+			fprintf(stderr,
+				"deskboxd: %s: sandboxes need a user namespace each; "
+				"--allow-shared-uid runs them all as host uid %u instead\n",
+				e.msg, IMAGE_USER_UID);
+			return -1;
+		}
+		fprintf(stderr,
+			"deskboxd: %s: --allow-shared-uid: every sandbox runs as host uid %u\n",
+			e.msg, IMAGE_USER_UID);
+		h->userns_base = 0;
+		err_clear(&e);
+	}
+	/* With user namespaces the containers' roots pass through it to their
+	 * own directories (sandboxes/<id> is theirs alone). */
+	if (chmod(h->state, h->userns_base ? 0711 : 0700) < 0) {
+		fprintf(stderr, "deskboxd: chmod '%s': %s\n", h->state, strerror(errno));
+		return -1;
+	}
 	if (load_token(o, h->token, sizeof(h->token), &h->print_token, &e) < 0) {
 		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
 		return -1;
@@ -513,6 +559,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
 	    .disk_mb = (uint64_t)o->disk_quota_mb,
+	    .userns_base = h->userns_base,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0)
 		return err_code(e);
@@ -569,6 +616,11 @@ static int server_start(const struct options *o, struct host *h, struct server *
 	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o->listen, ":"), o->listen);
 	printf("deskboxd: cgroup v%d, state dir %s\n", h->cgroup_mode == RUNTIME_CGROUP_V2 ? 2 : 1,
 	       h->state);
+	if (h->userns_base)
+		printf("deskboxd: user namespaces, uid ranges from %u\n", h->userns_base);
+	else
+		printf("deskboxd: no user namespaces, sandboxes share host uid %u\n",
+		       IMAGE_USER_UID);
 	if (h->print_token)
 		printf("deskboxd: token %s\n", h->token);
 	if (o->n_pool && pool_new(&s->api.pool, s->sbx, o->pool, o->n_pool, &e) < 0) {
@@ -616,6 +668,7 @@ int main(int argc, char **argv)
 	    .max_per_address = 64,
 	    .header_timeout_s = 10,
 	    .max_pending = 128,
+	    .userns_base = 1 << 20,
 	};
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* DESKBOX_LOG=debug|info|warn|error: what the server's modules log. */

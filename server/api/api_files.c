@@ -78,15 +78,23 @@ static int body_path(const cJSON *body, const char *name, int required, char *ou
 	return 0;
 }
 
+static void root_close(struct files_root *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+}
+#define _cleanup_root_ __attribute__((cleanup(root_close)))
+
 /* The request's sandbox and an fd of its "/"; the reference is dropped
  * here (the fd outlives it safely: see sandbox_open_root). */
-static int open_root(struct http_request *req, int *rootfd, struct sandbox **keep, struct err *e)
+static int open_root(struct http_request *req, struct files_root *root, struct sandbox **keep,
+		     struct err *e)
 {
 	struct api *api = req->app;
 	struct sandbox *sb;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
-	int r = sandbox_open_root(sb, rootfd, e);
+	int r = sandbox_open_root(sb, root, e);
 	if (r < 0 || !keep)
 		sandbox_put(sb);
 	else
@@ -94,8 +102,8 @@ static int open_root(struct http_request *req, int *rootfd, struct sandbox **kee
 	return r;
 }
 
-static int reply_stat(struct http_response *res, int status, int root, const char *path,
-		      struct err *e)
+static int reply_stat(struct http_response *res, int status, const struct files_root *root,
+		      const char *path, struct err *e)
 {
 	struct stat st;
 	if (files_stat(root, path, &st, e) < 0)
@@ -196,7 +204,7 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int parents, mode, r;
-	_cleanup_fd_ int root = -1;
+	_cleanup_root_ struct files_root root = {.fd = -1};
 	if ((r = query_path(req, "path", NULL, u->path, e)) < 0 ||
 	    (r = query_flag(req, "parents", &parents, e)) < 0 ||
 	    (r = query_mode(req, &mode, e)) < 0)
@@ -218,7 +226,7 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 	const char *cl = http_header(req, "Content-Length");
 	if (cl && (r = upload_reserve(u, strtoull(cl, NULL, 10), e)) < 0)
 		goto fail;
-	if ((r = files_upload_begin(root, u->path, parents, mode, &u->fu, e)) < 0)
+	if ((r = files_upload_begin(&root, u->path, parents, mode, &u->fu, e)) < 0)
 		goto fail;
 	sha256_init(&u->sha);
 	sink->write = upload_write;
@@ -337,12 +345,12 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 	char path[PATH_MAX];
 	if (query_path(req, "path", NULL, path, e) < 0)
 		return err_code(e);
-	_cleanup_fd_ int root = -1;
+	_cleanup_root_ struct files_root root = {.fd = -1};
 	if (open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
 	struct stat st;
 	_cleanup_fd_ int fd = -1;
-	if (files_open_read(root, path, &fd, &st, e) < 0)
+	if (files_open_read(&root, path, &fd, &st, e) < 0)
 		return err_code(e);
 	uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
 	const char *rh = http_header(req, "Range");
@@ -383,12 +391,12 @@ int api_files_list(struct http_request *req, struct http_response *res, struct e
 	char path[PATH_MAX];
 	if (query_path(req, "path", FILES_HOME, path, e) < 0)
 		return err_code(e);
-	_cleanup_fd_ int root = -1;
+	_cleanup_root_ struct files_root root = {.fd = -1};
 	if (open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
 	cJSON *entries;
 	int truncated;
-	if (files_list(root, path, &entries, &truncated, e) < 0)
+	if (files_list(&root, path, &entries, &truncated, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "path", path);
@@ -403,10 +411,10 @@ int api_files_stat(struct http_request *req, struct http_response *res, struct e
 	char path[PATH_MAX];
 	if (query_path(req, "path", NULL, path, e) < 0)
 		return err_code(e);
-	_cleanup_fd_ int root = -1;
+	_cleanup_root_ struct files_root root = {.fd = -1};
 	if (open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
-	return reply_stat(res, 200, root, path, e);
+	return reply_stat(res, 200, &root, path, e);
 }
 
 /* cJSON turns "\u0000" into a string that ends early: refuse it rather
@@ -431,10 +439,11 @@ int api_files_mkdir(struct http_request *req, struct http_response *res, struct 
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
-	_cleanup_fd_ int root = -1;
-	if (open_root(req, &root, NULL, e) < 0 || files_mkdir(root, path, parents, &created, e) < 0)
+	_cleanup_root_ struct files_root root = {.fd = -1};
+	if (open_root(req, &root, NULL, e) < 0 ||
+	    files_mkdir(&root, path, parents, &created, e) < 0)
 		return err_code(e);
-	return reply_stat(res, created ? 201 : 200, root, path, e);
+	return reply_stat(res, created ? 201 : 200, &root, path, e);
 }
 
 int api_files_move(struct http_request *req, struct http_response *res, struct err *e)
@@ -449,10 +458,10 @@ int api_files_move(struct http_request *req, struct http_response *res, struct e
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
-	_cleanup_fd_ int root = -1;
-	if (open_root(req, &root, NULL, e) < 0 || files_move(root, from, to, e) < 0)
+	_cleanup_root_ struct files_root root = {.fd = -1};
+	if (open_root(req, &root, NULL, e) < 0 || files_move(&root, from, to, e) < 0)
 		return err_code(e);
-	return reply_stat(res, 200, root, to, e);
+	return reply_stat(res, 200, &root, to, e);
 }
 
 int api_files_delete(struct http_request *req, struct http_response *res, struct err *e)
@@ -462,8 +471,8 @@ int api_files_delete(struct http_request *req, struct http_response *res, struct
 	if (query_path(req, "path", NULL, path, e) < 0 ||
 	    query_flag(req, "recursive", &recursive, e) < 0)
 		return err_code(e);
-	_cleanup_fd_ int root = -1;
-	if (open_root(req, &root, NULL, e) < 0 || files_remove(root, path, recursive, e) < 0)
+	_cleanup_root_ struct files_root root = {.fd = -1};
+	if (open_root(req, &root, NULL, e) < 0 || files_remove(&root, path, recursive, e) < 0)
 		return err_code(e);
 	http_reply_empty(res, 204);
 	return 0;

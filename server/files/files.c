@@ -40,11 +40,11 @@ struct cred {
 	int uid, gid;
 };
 
-static struct cred as_user(void)
+static struct cred as_user(uint32_t uid, uint32_t gid)
 {
 	struct cred c;
-	c.gid = setfsgid(IMAGE_USER_GID);
-	c.uid = setfsuid(IMAGE_USER_UID);
+	c.gid = setfsgid(gid);
+	c.uid = setfsuid(uid);
 	return c;
 }
 
@@ -55,7 +55,7 @@ static void as_self(const struct cred *c)
 }
 
 #define _cleanup_cred_ __attribute__((cleanup(as_self)))
-#define AS_USER	       _cleanup_cred_ struct cred cred_ = as_user()
+#define AS_USER(fr)    _cleanup_cred_ struct cred cred_ = as_user((fr)->uid, (fr)->gid)
 
 /* ---- paths ---- */
 
@@ -225,9 +225,10 @@ cJSON *files_stat_json(const char *path, const char *name, const struct stat *st
 	return j;
 }
 
-int files_stat(int root, const char *canon, struct stat *st, struct err *e)
+int files_stat(const struct files_root *fr, const char *canon, struct stat *st, struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	_cleanup_fd_ int fd = resolve(root, canon, O_PATH | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return fail(e, -fd, "stat", canon);
@@ -248,9 +249,11 @@ static void free_names(char **names, size_t n)
 	free(names);
 }
 
-int files_list(int root, const char *canon, cJSON **out, int *truncated, struct err *e)
+int files_list(const struct files_root *fr, const char *canon, cJSON **out, int *truncated,
+	       struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	*out = NULL;
 	*truncated = 0;
 	int fd = resolve(root, canon, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
@@ -335,9 +338,11 @@ static int mkdir_parents(int root, const char *canon, struct err *e)
 	return 0;
 }
 
-int files_mkdir(int root, const char *canon, int parents, int *created, struct err *e)
+int files_mkdir(const struct files_root *fr, const char *canon, int parents, int *created,
+		struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	*created = 0;
 	if (parents) {
 		char parent[PATH_MAX];
@@ -363,9 +368,10 @@ int files_mkdir(int root, const char *canon, int parents, int *created, struct e
 	return fail(e, saved, "creating directory", canon);
 }
 
-int files_move(int root, const char *from, const char *to, struct err *e)
+int files_move(const struct files_root *fr, const char *from, const char *to, struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	const char *fname, *tname;
 	_cleanup_fd_ int ffd = resolve_parent(root, from, &fname, e);
 	if (ffd < 0)
@@ -413,9 +419,10 @@ static int remove_at(int dfd, const char *name, int depth)
 	return r;
 }
 
-int files_remove(int root, const char *canon, int recursive, struct err *e)
+int files_remove(const struct files_root *fr, const char *canon, int recursive, struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	const char *name;
 	_cleanup_fd_ int pfd = resolve_parent(root, canon, &name, e);
 	if (pfd < 0)
@@ -438,9 +445,11 @@ int files_remove(int root, const char *canon, int recursive, struct err *e)
 
 /* ---- reading ---- */
 
-int files_open_read(int root, const char *canon, int *out, struct stat *st, struct err *e)
+int files_open_read(const struct files_root *fr, const char *canon, int *out, struct stat *st,
+		    struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	/* O_PATH opens nothing: a FIFO does not block, a device's open
 	 * handler never runs.  Only a regular file is then opened for real,
 	 * through our own /proc/self/fd link to the very same inode. */
@@ -474,16 +483,19 @@ struct files_upload {
 	char path[PATH_MAX];
 	mode_t mode;
 	int committed;
+	struct files_root owner; /* its fd is not used */
 };
 
-int files_upload_begin(int root, const char *canon, int parents, int mode,
+int files_upload_begin(const struct files_root *fr, const char *canon, int parents, int mode,
 		       struct files_upload **out, struct err *e)
 {
-	AS_USER;
+	AS_USER(fr);
+	int root = fr->fd;
 	struct files_upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	u->dirfd = u->fd = -1;
+	u->owner = (struct files_root){-1, fr->uid, fr->gid};
 	snprintf(u->path, sizeof(u->path), "%s", canon);
 	char parent[PATH_MAX];
 	const char *name = files_path_split(canon, parent, sizeof(parent));
@@ -546,7 +558,7 @@ int files_upload_write(struct files_upload *u, const void *data, size_t len, str
 
 int files_upload_commit(struct files_upload *u, struct err *e)
 {
-	AS_USER;
+	AS_USER(&u->owner);
 	if (fchmod(u->fd, u->mode) < 0)
 		return fail(e, errno, "chmod", u->path);
 	if (fsync(u->fd) < 0)
@@ -568,7 +580,7 @@ void files_upload_free(struct files_upload *u)
 	if (u->fd >= 0) {
 		close(u->fd);
 		if (!u->committed) {
-			AS_USER;
+			AS_USER(&u->owner);
 			unlinkat(u->dirfd, u->tmp, 0);
 		}
 	}
@@ -584,7 +596,28 @@ struct walk {
 	uint64_t bytes;
 	unsigned removed;
 	int sweep;
+	uint32_t shift; /* files_shift_owners() */
+	unsigned shifted;
 };
+
+/* Moves one entry's owner from the ids 1..65535 of the host into the
+ * sandbox's range; root (a copy-up of the lower layer) stays root. */
+static void shift_owner(struct walk *w, int dfd, const char *name, const struct stat *st)
+{
+	uid_t uid = st->st_uid;
+	gid_t gid = st->st_gid;
+	if (uid > 0 && uid < RUNTIME_USERNS_SIZE)
+		uid += w->shift;
+	if (gid > 0 && gid < RUNTIME_USERNS_SIZE)
+		gid += w->shift;
+	if ((uid == st->st_uid && gid == st->st_gid) ||
+	    fchownat(dfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	w->shifted++;
+	/* chown clears the set-id bits: the sandbox set them, they stay. */
+	if (!S_ISLNK(st->st_mode) && (st->st_mode & (S_ISUID | S_ISGID)))
+		fchmodat(dfd, name, st->st_mode & 07777, 0);
+}
 
 static void walk_dir(struct walk *w, int dfd, int depth)
 {
@@ -608,6 +641,8 @@ static void walk_dir(struct walk *w, int dfd, int depth)
 			continue;
 		}
 		w->bytes += (uint64_t)st.st_blocks * 512u;
+		if (w->shift)
+			shift_owner(w, dirfd(d), de->d_name, &st);
 		if (S_ISDIR(st.st_mode) && depth < WALK_MAX_DEPTH) {
 			int cfd = openat(dirfd(d), de->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -651,5 +686,14 @@ int files_sweep_temp(const char *dir, unsigned *removed, struct err *e)
 	int r = walk_top(dir, &w, e);
 	if (removed)
 		*removed = w.removed;
+	return r;
+}
+
+int files_shift_owners(const char *dir, uint32_t shift, unsigned *changed, struct err *e)
+{
+	struct walk w = {.shift = shift};
+	int r = walk_top(dir, &w, e);
+	if (changed)
+		*changed = w.shifted;
 	return r;
 }

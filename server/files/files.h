@@ -13,7 +13,8 @@
  * name, so no path is looked up twice.
  *
  * Every operation runs with the thread's filesystem uid/gid set to the
- * sandbox user's (IMAGE_USER_UID): deskboxd can read and write exactly what
+ * sandbox user's host ids (struct files_root: IMAGE_USER_UID mapped through
+ * the sandbox's user namespace): deskboxd can read and write exactly what
  * programs in the sandbox can, and what it creates belongs to them.
  *
  * Errors: ERR_NOT_FOUND (ENOENT), ERR_FORBIDDEN (EACCES, EPERM, EROFS),
@@ -43,6 +44,12 @@
 /* Entries of one listing at most; past it the listing says "truncated". */
 #define FILES_LIST_MAX 100000
 
+/* Where operations happen and as whom. */
+struct files_root {
+	int fd;		   /* O_PATH fd of the sandbox's "/", owned by the caller */
+	uint32_t uid, gid; /* host ids of the sandbox's user */
+};
+
 /* Turns a client path of `len` bytes into a canonical absolute path in
  * `out` (at most PATH_MAX bytes with the NUL).  ERR_INVALID for an empty
  * path, an embedded NUL, a ".." component, a component over NAME_MAX bytes
@@ -57,29 +64,32 @@ const char *files_path_split(const char *canon, char *parent, size_t parent_size
  * NULL (listing entries). */
 cJSON *files_stat_json(const char *path, const char *name, const struct stat *st);
 
-int files_stat(int root, const char *canon, struct stat *st, struct err *e);
+int files_stat(const struct files_root *root, const char *canon, struct stat *st, struct err *e);
 /* *out: a JSON array of files_stat_json() entries sorted by name;
  * *truncated when the directory held more than FILES_LIST_MAX. */
-int files_list(int root, const char *canon, cJSON **out, int *truncated, struct err *e);
+int files_list(const struct files_root *root, const char *canon, cJSON **out, int *truncated,
+	       struct err *e);
 /* With `parents`, missing parents are created and an existing directory
  * is not an error.  *created says whether the last one was made. */
-int files_mkdir(int root, const char *canon, int parents, int *created, struct err *e);
+int files_mkdir(const struct files_root *root, const char *canon, int parents, int *created,
+		struct err *e);
 /* rename(2): replaces an existing file (or empty directory) at `to`. */
-int files_move(int root, const char *from, const char *to, struct err *e);
+int files_move(const struct files_root *root, const char *from, const char *to, struct err *e);
 /* unlink / rmdir; with `recursive`, a directory and everything in it. */
-int files_remove(int root, const char *canon, int recursive, struct err *e);
+int files_remove(const struct files_root *root, const char *canon, int recursive, struct err *e);
 
 /* Opens a regular file for reading: *fd (O_RDONLY, caller closes) and its
  * stat.  Anything else (directory, FIFO, socket, device, symlink) is
  * refused without being opened for reading, so a FIFO never blocks. */
-int files_open_read(int root, const char *canon, int *fd, struct stat *st, struct err *e);
+int files_open_read(const struct files_root *root, const char *canon, int *fd, struct stat *st,
+		    struct err *e);
 
 /* An upload in progress: a temporary file next to its target. */
 struct files_upload;
 
 /* Creates the temporary file for `canon` (its parents too with
  * `parents`).  `mode` < 0: the existing file's mode, or 0644. */
-int files_upload_begin(int root, const char *canon, int parents, int mode,
+int files_upload_begin(const struct files_root *root, const char *canon, int parents, int mode,
 		       struct files_upload **out, struct err *e);
 int files_upload_write(struct files_upload *u, const void *data, size_t len, struct err *e);
 /* fsync, rename over the target, fsync of the directory. */
@@ -94,5 +104,10 @@ int files_usage(const char *dir, uint64_t *bytes, struct err *e);
 /* Removes every FILES_TEMP_PREFIX file under `dir`; only while nothing
  * runs in the sandbox. */
 int files_sweep_temp(const char *dir, unsigned *removed, struct err *e);
+/* Adds `shift` to every uid and gid from 1 to RUNTIME_USERNS_SIZE - 1 under
+ * `dir` (the layer of a sandbox made before sandboxes had user namespaces,
+ * moving its user's files into its new range; set-id bits are kept);
+ * *changed counts the entries.  Only while nothing runs in the sandbox. */
+int files_shift_owners(const char *dir, uint32_t shift, unsigned *changed, struct err *e);
 
 #endif

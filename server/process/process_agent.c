@@ -31,11 +31,13 @@ static int connect_agent(struct process_table *t)
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	/* SECURITY: the sandbox's user owns this directory and could put a
-	 * symlink there, which connect() would follow to any socket of the
-	 * host.  So the socket is opened without following links, checked,
-	 * and connected to through its fd (which also keeps the path short:
-	 * sun_path holds 108 bytes). */
+	/* SECURITY: the sandbox owns this directory: with a user namespace
+	 * its root (the init and the desktop, 0700, the user cannot enter
+	 * it), without one its user.  Either is inside the sandbox and could
+	 * put a symlink there, which connect() would follow to any socket of
+	 * the host.  So the socket is opened without following links,
+	 * checked, and connected to through its fd (which also keeps the path
+	 * short: sun_path holds 108 bytes). */
 	_cleanup_fd_ int sfd = openat(dfd, "exec.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (sfd < 0)

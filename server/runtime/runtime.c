@@ -13,8 +13,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -72,6 +74,35 @@ int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e)
 	if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC &&
 	    umount2("/sys/fs/cgroup/unified", MNT_DETACH) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "unmounting '/sys/fs/cgroup/unified'");
+	return 0;
+}
+
+int runtime_userns_probe(struct err *e)
+{
+	char buf[32] = "";
+	_cleanup_fd_ int fd = open("/proc/sys/user/max_user_namespaces", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n > 0 && atol(buf) <= 0)
+		return err_set(e, ERR_UNAVAILABLE, EPERM,
+			       "user namespaces are disabled (/proc/sys/user/max_user_namespaces "
+			       "is 0)");
+	/* The sysctl is not the only gate (LSMs, distribution patches): a
+	 * child tries for real.  No thread exists yet, so fork is safe. */
+	pid_t pid = fork();
+	if (pid < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "fork");
+	/* As deskboxd makes them: by an unprivileged host id (nobody's). */
+	if (pid == 0)
+		_exit(setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+			      setresuid(65534, 65534, 65534) == 0 && unshare(CLONE_NEWUSER) == 0
+			  ? 0
+			  : (errno & 0xff));
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return err_sys(e, ERR_UNAVAILABLE, WIFEXITED(status) ? WEXITSTATUS(status) : ECHILD,
+			       "the kernel refuses to create a user namespace");
 	return 0;
 }
 

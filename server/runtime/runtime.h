@@ -28,6 +28,24 @@ enum runtime_cgroup_mode {
  * host, unmounts /sys/fs/cgroup/unified inside it.  Reports the mode in use. */
 int runtime_host_setup(enum runtime_cgroup_mode *mode, struct err *e);
 
+/* Ids a container with a user namespace maps: its 0..65535 to host ids
+ * host_base..host_base+65535. */
+#define RUNTIME_USERNS_SIZE 65536u
+
+/* Whether this kernel lets deskboxd give containers user namespaces
+ * (/proc/sys/user/max_user_namespaces above 0 and a child that creates one
+ * and maps an id in it).  ERR_UNAVAILABLE saying why when not. */
+int runtime_userns_probe(struct err *e);
+
+/* Makes a user namespace owned by host id `host_base` (so the kernel's
+ * per-uid counts of the sandbox land on that id, never on host root's)
+ * mapping 0..RUNTIME_USERNS_SIZE-1 to host_base.., and keeps it on a bind
+ * mount at `path` for runtime_spec.userns_path (runtime_userns.c).
+ * runtime_userns_drop() unmounts and removes it once the container runs
+ * (its processes keep the namespace). */
+int runtime_userns_make(const char *path, uint32_t host_base, struct err *e);
+void runtime_userns_drop(const char *path);
+
 struct runtime_mount {
 	const char *source;	 /* host path */
 	const char *destination; /* path in the container */
@@ -40,7 +58,15 @@ struct runtime_spec {
 	const char *bundle_dir; /* config.json is written here */
 	const char *rootfs;	/* absolute path of the mounted root filesystem */
 	const char *hostname;
-	uint32_t uid, gid;	 /* the user every process runs as */
+	uint32_t uid, gid; /* the init's user, in the container's ids */
+	/* 0: no user namespace (container ids are host ids); else a user
+	 * namespace mapping container ids 0..RUNTIME_USERNS_SIZE-1 to host ids
+	 * from here. */
+	uint32_t userns_host_base;
+	const char *userns_path; /* with it: join this user namespace */
+	/* The init's capabilities ("CAP_KILL", ...: bounding, permitted and
+	 * effective), NULL-terminated; NULL: none. */
+	const char *const *caps;
 	const char *const *argv; /* the init's argv, NULL-terminated */
 	const char *const *env;	 /* "K=V", NULL-terminated */
 	const char *cwd;
@@ -63,8 +89,9 @@ struct runtime_opts {
 int runtime_new(struct runtime **out, const struct runtime_opts *o, struct err *e);
 void runtime_free(struct runtime *rt);
 
-/* Writes <bundle_dir>/config.json for `spec`: mount, pid, ipc, uts, net and
- * cgroup namespaces (only lo in the network), no capabilities,
+/* Writes <bundle_dir>/config.json for `spec`: mount, pid, ipc, uts, net,
+ * cgroup and (with userns_host_base) user namespaces (only lo in the
+ * network), only spec->caps,
  * no_new_privs, a default seccomp allowlist, masked and read-only /proc and
  * /sys paths, a minimal /dev, a tmpfs /run (/tmp is the rootfs's, so it
  * persists), and the limits. */
@@ -114,7 +141,9 @@ int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_
  * Each sandbox gets an overlay: that lower layer, an upper layer and a work
  * dir in its state dir, so whatever it writes persists.
  */
-/* The uid/gid the sandbox's processes run as, named "user" in the image. */
+/* The uid/gid (in the container's ids) sandbox code runs as, named "user"
+ * in the image.  With a user namespace the init and the desktop run as the
+ * container's root (0) instead. */
 #define IMAGE_USER_UID 1000u
 #define IMAGE_USER_GID 1000u
 
@@ -126,6 +155,16 @@ int image_prepare_default(const char *state_dir, char *lower, size_t lower_size,
  * if missing. */
 int image_mount_rootfs(const char *lower, const char *upper, const char *work, const char *target,
 		       struct err *e);
+
+/* Gives the directories of the image that belong to a sandbox (/home/user
+ * and /workspace to its user, /root to its root) their owners in the
+ * sandbox's host ids (`host_base` + IMAGE_USER_UID, `host_base` + 0; with
+ * host_base 0 only the user's), chowning them through the overlay mounted
+ * on `rootfs`: overlayfs copies them up into the sandbox's upper layer, and
+ * the shared lower layer keeps host root as their owner.  Only entries still
+ * owned by host root (the lower layer's) are changed, so it is cheap to
+ * call on every mount. */
+int image_own_dirs(const char *rootfs, uint32_t host_base, struct err *e);
 
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
 int image_umount_rootfs(const char *target, struct err *e);

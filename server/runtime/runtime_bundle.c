@@ -126,10 +126,13 @@ static int build_process(cJSON *root, const struct runtime_spec *s)
 	    !cJSON_AddStringToObject(p, "cwd", s->cwd ? s->cwd : "/"))
 		return -1;
 	cJSON *caps = cJSON_AddObjectToObject(p, "capabilities");
-	static const char *const sets[] = {"bounding", "effective", "inheritable", "permitted",
+	/* Inheritable and ambient stay empty: nothing the init starts inherits
+	 * a capability through exec. */
+	static const char *const sets[] = {"bounding", "effective", "permitted", "inheritable",
 					   "ambient"};
 	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
-		if (!caps || !cJSON_AddArrayToObject(caps, sets[i]))
+		if (!caps ||
+		    !cJSON_AddItemToObject(caps, sets[i], str_list(i < 3 ? s->caps : NULL)))
 			return -1;
 	cJSON *rl = cJSON_AddArrayToObject(p, "rlimits");
 	cJSON *nofile = cJSON_CreateObject();
@@ -189,6 +192,38 @@ static int build_resources(cJSON *lx, const struct runtime_spec *s)
 	return 0;
 }
 
+/* One {"containerID","hostID","size"} mapping. */
+static int add_mapping(cJSON *lx, const char *name, uint32_t host_base)
+{
+	cJSON *a = cJSON_AddArrayToObject(lx, name);
+	cJSON *m = cJSON_CreateObject();
+	if (!a || !m)
+		return cJSON_Delete(m), -1;
+	cJSON_AddItemToArray(a, m);
+	if (!cJSON_AddNumberToObject(m, "containerID", 0) ||
+	    !cJSON_AddNumberToObject(m, "hostID", host_base) ||
+	    !cJSON_AddNumberToObject(m, "size", RUNTIME_USERNS_SIZE))
+		return -1;
+	return 0;
+}
+
+/* A user namespace of its own: container ids 0..65535 are host ids
+ * host_base.., which nothing else on the host uses, so no process of the
+ * sandbox shares a uid (and its per-uid kernel limits, signals, ptrace)
+ * with the host or another sandbox. */
+static int build_userns(cJSON *lx, cJSON *ns, const struct runtime_spec *s)
+{
+	cJSON *n = cJSON_CreateObject();
+	if (!n)
+		return -1;
+	cJSON_AddItemToArray(ns, n);
+	if (!cJSON_AddStringToObject(n, "type", "user") ||
+	    (s->userns_path && !cJSON_AddStringToObject(n, "path", s->userns_path)))
+		return -1;
+	return add_mapping(lx, "uidMappings", s->userns_host_base) ||
+	       add_mapping(lx, "gidMappings", s->userns_host_base);
+}
+
 static int build_linux(cJSON *root, const struct runtime_spec *s)
 {
 	cJSON *lx = cJSON_AddObjectToObject(root, "linux");
@@ -204,7 +239,7 @@ static int build_linux(cJSON *root, const struct runtime_spec *s)
 		if (!cJSON_AddStringToObject(n, "type", types[i]))
 			return -1;
 	}
-	if (!ns || build_resources(lx, s))
+	if (!ns || build_resources(lx, s) || (s->userns_host_base && build_userns(lx, ns, s)))
 		return -1;
 	/* cgroupfs manager: an absolute path below each v1 hierarchy's root
 	 * (or below the v2 root), e.g. /deskbox/<id>. */
@@ -251,6 +286,8 @@ int runtime_write_bundle(const struct runtime_spec *s, struct err *e)
 		    s->mounts[i].destination[0] != '/')
 			return err_set(e, ERR_INVALID, EINVAL, "invalid mount %zu for '%s'", i,
 				       s->id);
+	if (s->userns_host_base && s->userns_host_base > UINT32_MAX - RUNTIME_USERNS_SIZE)
+		return err_set(e, ERR_INVALID, EINVAL, "invalid uid range for '%s'", s->id);
 
 	_cleanup_json_ cJSON *root = cJSON_CreateObject();
 	int bad = !root || !cJSON_AddStringToObject(root, "ociVersion", "1.0.2");

@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -37,20 +39,52 @@ static const char *const etc_allowlist[] = {
 /* Larger host files are not copied: nothing on the list is that big. */
 #define COPY_MAX_BYTES (32u << 20)
 
+/* Who a directory of the image belongs to.  The lower layer is shared by
+ * every sandbox and owned by host root; image_own_dirs() gives a sandbox's
+ * own directories their owners in that sandbox's ids. */
+enum dir_owner {
+	OWNER_HOST_ROOT,
+	OWNER_USER,	    /* the sandbox's user (IMAGE_USER_UID) */
+	OWNER_SANDBOX_ROOT, /* the container's root: the desktop's home */
+};
+
 struct dir_entry {
 	const char *path;
 	mode_t mode;
-	int user_owned; /* owned by IMAGE_USER_UID:IMAGE_USER_GID */
+	enum dir_owner owner;
 };
 
 static const struct dir_entry image_dirs[] = {
-    {"usr", 0755, 0},	    {"proc", 0555, 0},	    {"sys", 0555, 0},	      {"dev", 0755, 0},
-    {"tmp", 01777, 0},	    {"run", 0755, 0},	    {"run/deskbox", 0755, 0}, {"home", 0755, 0},
-    {"home/user", 0755, 1}, {"workspace", 0755, 1}, {"root", 0700, 0},	      {"var", 0755, 0},
-    {"var/tmp", 01777, 0},  {"var/cache", 0755, 0}, {"var/lib", 0755, 0},     {"var/log", 0755, 0},
-    {"opt", 0755, 0},	    {"mnt", 0755, 0},	    {"srv", 0755, 0},	      {"media", 0755, 0},
-    {".deskbox", 0755, 0},  {"etc", 0755, 0},	    {"etc/ssl", 0755, 0},
+    {"usr", 0755, 0},
+    {"proc", 0555, 0},
+    {"sys", 0555, 0},
+    {"dev", 0755, 0},
+    {"tmp", 01777, 0},
+    {"run", 0755, 0},
+    {"run/deskbox", 0755, 0},
+    {"home", 0755, 0},
+    {"home/user", 0755, OWNER_USER},
+    {"workspace", 0755, OWNER_USER},
+    {"root", 0700, OWNER_SANDBOX_ROOT},
+    {"var", 0755, 0},
+    {"var/tmp", 01777, 0},
+    {"var/cache", 0755, 0},
+    {"var/lib", 0755, 0},
+    {"var/log", 0755, 0},
+    {"opt", 0755, 0},
+    {"mnt", 0755, 0},
+    {"srv", 0755, 0},
+    {"media", 0755, 0},
+    {".deskbox", 0755, 0},
+    {"etc", 0755, 0},
+    {"etc/ssl", 0755, 0},
 };
+
+/* The files deskboxd bind-mounts its helpers on (sandbox_desktop.c).  In a
+ * user namespace crun cannot create a mount point ("Permission denied"):
+ * they must already be in the image. */
+static const char *const mount_point_files[] = {".deskbox/init", ".deskbox/deskbox-vnc",
+						".deskbox/xtool"};
 
 /* Top-level names that are symlinks into /usr on a merged-/usr host. */
 static const char *const usr_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
@@ -80,17 +114,15 @@ static void hash_entry(struct builder *b, char type, const char *rel, mode_t mod
 	hash_bytes(b, rel, strlen(rel) + 1);
 }
 
-static int make_dir(struct builder *b, const char *rel, mode_t mode, int user_owned)
+static int make_dir(struct builder *b, const char *rel, mode_t mode)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/%s", b->root, rel);
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
 		return err_sys(b->e, ERR_INTERNAL, errno, "creating '%s'", p);
-	if (user_owned && chown(p, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
-		return err_sys(b->e, ERR_INTERNAL, errno, "chown '%s'", p);
 	if (chmod(p, mode) < 0)
 		return err_sys(b->e, ERR_INTERNAL, errno, "chmod '%s'", p);
-	hash_entry(b, user_owned ? 'D' : 'd', rel, mode);
+	hash_entry(b, 'd', rel, mode);
 	return 0;
 }
 
@@ -189,7 +221,7 @@ static int copy_tree(struct builder *b, const char *top, const char *rel)
 	}
 	if (!S_ISDIR(st.st_mode) || (st.st_mode & 0005) != 0005)
 		return 0;
-	int r = make_dir(b, dst, st.st_mode & 0755, 0);
+	int r = make_dir(b, dst, st.st_mode & 0755);
 	if (r < 0)
 		return r;
 	struct dirent **names;
@@ -282,8 +314,12 @@ static int generate_etc(struct builder *b, const char *state_dir)
 static int build_tree(struct builder *b, const char *state_dir)
 {
 	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
-		int r =
-		    make_dir(b, image_dirs[i].path, image_dirs[i].mode, image_dirs[i].user_owned);
+		int r = make_dir(b, image_dirs[i].path, image_dirs[i].mode);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < sizeof(mount_point_files) / sizeof(mount_point_files[0]); i++) {
+		int r = make_file(b, mount_point_files[i], 0755, "", 0);
 		if (r < 0)
 			return r;
 	}
@@ -428,6 +464,44 @@ int image_mount_rootfs(const char *lower, const char *upper, const char *work, c
 		 work);
 	if (mount("overlay", target, "overlay", MS_NODEV, opts) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "mounting overlay on '%s'", target);
+	return 0;
+}
+
+/* Chowns <rootfs>/<rel> (a directory; no symlink is followed on the way)
+ * to uid:gid if host root still owns it. */
+static int own_dir(int rootfd, const char *rel, uid_t uid, gid_t gid, struct err *e)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+	_cleanup_fd_ int fd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+	struct stat st;
+	/* Gone, or not a directory: the sandbox made it so; nothing to own. */
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR || errno == ELOOP))
+		return 0;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening '/%s' of the sandbox", rel);
+	if (st.st_uid != 0)
+		return 0;
+	if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "chown '/%s' of the sandbox", rel);
+	return 0;
+}
+
+int image_own_dirs(const char *rootfs, uint32_t host_base, struct err *e)
+{
+	_cleanup_fd_ int rootfd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", rootfs);
+	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
+		const struct dir_entry *d = &image_dirs[i];
+		int user = d->owner == OWNER_USER;
+		uint32_t uid = host_base + (user ? IMAGE_USER_UID : 0);
+		uint32_t gid = host_base + (user ? IMAGE_USER_GID : 0);
+		if (d->owner == OWNER_HOST_ROOT || uid == 0)
+			continue;
+		if (own_dir(rootfd, d->path, uid, gid, e) < 0)
+			return err_code(e);
+	}
 	return 0;
 }
 

@@ -17,6 +17,9 @@ struct sandbox {
 	long long created_at; /* unix seconds */
 	struct sandboxes *owner;
 	atomic_int refs;
+	/* Host id of its container's root: its ids are host_base..+65535
+	 * (sandbox_userns.c); 0: no user namespace. */
+	uint32_t host_base;
 
 	/* Guards status, cap, init_pid, init_gen and reason. */
 	pthread_mutex_t mu;
@@ -70,6 +73,10 @@ struct sandboxes {
 	pthread_mutex_t mu;
 	struct sandbox *list;
 	unsigned count;
+	/* The host_base of every sandbox that has one, deleted or not yet
+	 * torn down included (sandbox_userns.c). */
+	uint32_t *ranges;
+	size_t n_ranges, cap_ranges;
 };
 
 extern const char *const sandbox_status_names[];
@@ -104,6 +111,22 @@ void sandbox_run_umount(struct sandbox *sb);
 int sandbox_log_open(struct sandbox *sb, int *wfd, struct err *e);
 void sandbox_log_flush(const struct sandbox *sb);
 void sandbox_log_close(struct sandbox *sb);
+
+/* ---- uid ranges (sandbox_userns.c); the registry's lock is taken ---- */
+/* A free range for a new sandbox in *base (0 without user namespaces). */
+int sandbox_userns_claim(struct sandboxes *s, uint32_t *base, struct err *e);
+/* Marks a persisted range used: -EEXIST if it overlaps one, -EINVAL if it
+ * is not a range. */
+int sandbox_userns_take(struct sandboxes *s, uint32_t base);
+/* Frees a range once nothing of its sandbox runs any more; 0 is none. */
+void sandbox_userns_release(struct sandboxes *s, uint32_t base);
+/* Gives a sandbox made before user namespaces (host_base 0) a range and
+ * moves its files' owners into it; nothing while deskboxd runs without
+ * user namespaces. */
+int sandbox_userns_migrate(struct sandbox *sb, struct err *e);
+/* The owners and modes of <dir> and <dir>/run for the sandbox's ids. */
+int sandbox_userns_dirs(struct sandbox *sb, struct err *e);
+
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock

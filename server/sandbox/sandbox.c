@@ -113,6 +113,8 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 	/* A pool member found at start-up was never handed out: removed. */
 	if (sb->pooled)
 		cJSON_AddTrueToObject(j, "pooled");
+	if (sb->host_base)
+		cJSON_AddNumberToObject(j, "userns_base", sb->host_base);
 	cJSON *env = cJSON_AddObjectToObject(j, "env");
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++) {
 		const char *kv = sb->spec.env[i];
@@ -232,10 +234,15 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
 	sb->pooled = pooled;
+	if (sandbox_userns_claim(s, &sb->host_base, e) < 0) {
+		sandbox_put(sb);
+		return err_code(e);
+	}
 
 	pthread_mutex_lock(&s->mu);
 	if (!pooled && s->count >= s->cfg.max_sandboxes) {
 		pthread_mutex_unlock(&s->mu);
+		sandbox_userns_release(s, sb->host_base);
 		sandbox_put(sb);
 		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
 			       s->cfg.max_sandboxes);
@@ -265,6 +272,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		struct err e2 = ERR_INIT;
 		if (fs_remove_tree(sb->dir, &e2) < 0)
 			log_msg(LOG_LEVEL_WARN, "%s", e2.msg);
+		sandbox_userns_release(s, sb->host_base);
 		pthread_mutex_lock(&sb->mu);
 		sb->status = SANDBOX_FAILED;
 		pthread_mutex_unlock(&sb->mu);
@@ -396,6 +404,8 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", sb->dir);
 	else
 		r = fs_remove_tree(trash, e);
+	/* Only now: no process of it is left to share the ids with the next. */
+	sandbox_userns_release(s, sb->host_base);
 	pthread_rwlock_unlock(&sb->op);
 	sandbox_put(sb); /* the registry's */
 	sandbox_put(sb);
@@ -510,6 +520,36 @@ cJSON *sandboxes_json(struct sandboxes *s)
 
 /* ---- opening and closing the registry ---- */
 
+/* The persisted uid range of a sandbox being loaded.  None (made before
+ * user namespaces) or one that clashes: host_base stays 0 and
+ * migrate_loaded() gives it a fresh one. */
+static void load_userns_base(struct sandboxes *s, struct sandbox *sb, const cJSON *v)
+{
+	if (!cJSON_IsNumber(v))
+		return;
+	double d = v->valuedouble;
+	int r = d >= 1 && d <= UINT32_MAX ? sandbox_userns_take(s, (uint32_t)d) : -EINVAL;
+	if (r == 0)
+		sb->host_base = (uint32_t)d;
+	else
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: unusable uid range %.0f: %s", sb->id, d,
+			strerror(-r));
+}
+
+/* Gives the loaded sandboxes without a uid range one (after all are loaded,
+ * so no persisted range is handed out twice). */
+static void migrate_loaded(struct sandboxes *s)
+{
+	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
+		struct err e = ERR_INIT;
+		if (sb->host_base || !s->cfg.userns_base)
+			continue;
+		if (sandbox_userns_migrate(sb, &e) < 0 ||
+		    sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
+			log_msg(LOG_LEVEL_WARN, "%s", e.msg);
+	}
+}
+
 static int load_one(struct sandboxes *s, const char *id)
 {
 	struct err e = ERR_INIT;
@@ -529,6 +569,7 @@ static int load_one(struct sandboxes *s, const char *id)
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
+		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped (or
 		 * failed, with its reason). */
@@ -590,7 +631,11 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	    .root = rtroot,
 	    .cgroup_mode = cfg->cgroup_mode,
 	};
+	/* 0711 with user namespaces: the containers' roots must pass through
+	 * it to their own directories (sandbox_userns_dirs()). */
 	if (fs_mkdir_p(dir, 0700, e) < 0 ||
+	    (chmod(dir, cfg->userns_base ? 0711 : 0700) < 0 &&
+	     err_sys(e, ERR_INTERNAL, errno, "chmod '%s'", dir) < 0) ||
 	    image_prepare_default(cfg->state_dir, s->lower, sizeof(s->lower), e) < 0 ||
 	    runtime_new(&s->rt, &ro, e) < 0) {
 		free(s);
@@ -617,6 +662,7 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		}
 		closedir(d);
 	}
+	migrate_loaded(s);
 	*out = s;
 	return 0;
 }
@@ -658,5 +704,6 @@ void sandboxes_close(struct sandboxes *s)
 	}
 	sandbox_monitor_free(s);
 	runtime_free(s->rt);
+	free(s->ranges);
 	free(s);
 }

@@ -67,11 +67,16 @@ struct sandboxes_config {
 	unsigned max_sandboxes;
 	int ready_timeout_ms;
 	uint64_t disk_mb; /* a sandbox's disk when its spec names none; 0: none */
+	/* First host id of the sandboxes' uid ranges (RUNTIME_USERNS_SIZE
+	 * each, see sandbox_userns.c); 0: no user namespaces, every sandbox
+	 * runs as host uid IMAGE_USER_UID (--allow-shared-uid). */
+	uint32_t userns_base;
 };
 
 struct sandbox;
 struct sandboxes;
 struct process_table;
+struct files_root;
 
 /* Opens the registry: prepares the default image and the runtime, reads the
  * sandboxes already in the state dir (stale containers of a previous run are
@@ -137,13 +142,14 @@ int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, stru
  * failed one makes it stopped (and ends automatic restarts). */
 int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 
-/* An O_PATH fd of the sandbox's "/" for the files API (server/files/files.h),
- * for running and stopped sandboxes alike: while it runs, the container's
- * own root (/proc/<init>/root: with its /usr, /proc and /run mounts);
- * while stopped, its overlay mounted on <dir>/rootfs.  The fd stays usable
+/* An O_PATH fd of the sandbox's "/" for the files API (server/files/files.h)
+ * and the host ids of its user, for running and stopped sandboxes alike:
+ * while it runs, the container's own root (/proc/<init>/root: with its
+ * /usr, /proc and /run mounts); while stopped, its overlay mounted on
+ * <dir>/rootfs.  The fd stays usable
  * across stop and start (same overlay); ERR_CONFLICT while it is being
  * created. */
-int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e);
+int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e);
 
 /* Space for a write of `bytes` from outside the sandbox (an upload):
  * reserved against the sandbox's disk, so that concurrent writers cannot

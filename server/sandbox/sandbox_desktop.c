@@ -65,9 +65,10 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 	 * (or while it restarts): retry refusals for a short while. */
 	long long deadline = clock_mono_ms() + VNC_CONNECT_RETRY_MS;
 	for (;;) {
-		/* SECURITY: the sandbox's user owns run/ and could put a
-		 * symlink to a host socket there; deskboxd (root) must only
-		 * ever connect to a socket inode that is really in run/. */
+		/* SECURITY: the sandbox owns run/ (its root, or its user
+		 * without a user namespace) and could put a symlink to a host
+		 * socket there; deskboxd (root) must only ever connect to a
+		 * socket inode that is really in run/. */
 		_cleanup_fd_ int sfd = openat(dfd, "vnc.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		int saved = 0;
@@ -205,6 +206,8 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 		r = sandbox_disk_mount(sb, upper, work, sizeof(upper), e);
 		r = r ?: image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
 		sb->rootfs_mounted = r == 0;
+		if (r == 0)
+			r = image_own_dirs(rootfs, sb->host_base, e);
 	}
 	pthread_mutex_unlock(&sb->mu);
 	return r;
@@ -238,7 +241,7 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 
 /* Writes <dir>/bundle/config.json for the sandbox's container. */
 static int write_bundle(struct sandbox *sb, const char *bundle, const char *rootfs, const char *run,
-			struct err *e)
+			const char *userns, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
 	char display[64], vnc_env[32];
@@ -252,13 +255,21 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
 	    {run, "/run/deskbox", 0},
 	};
+	/* With a user namespace the init runs as the container's root: apart
+	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
+	 * and setgid), and able to stop them (kill).  Without one, everything
+	 * is IMAGE_USER_UID. */
+	static const char *const init_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
 	struct runtime_spec spec = {
 	    .id = sb->container_id,
 	    .bundle_dir = bundle,
 	    .rootfs = rootfs,
 	    .hostname = "deskbox",
-	    .uid = IMAGE_USER_UID,
-	    .gid = IMAGE_USER_GID,
+	    .uid = sb->host_base ? 0 : IMAGE_USER_UID,
+	    .gid = sb->host_base ? 0 : IMAGE_USER_GID,
+	    .userns_host_base = sb->host_base,
+	    .userns_path = userns,
+	    .caps = sb->host_base ? init_caps : NULL,
 	    .argv = argv,
 	    .env = env,
 	    .cwd = "/workspace",
@@ -301,20 +312,29 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	sandbox_path(sb, run, sizeof(run), "run");
 	sandbox_path(sb, bundle, sizeof(bundle), "bundle");
 
+	if (sb->host_base && !s->cfg.userns_base)
+		return err_set(e, ERR_UNAVAILABLE, EPERM,
+			       "sandbox '%s' has its own uid range, but deskboxd runs without user "
+			       "namespaces",
+			       sb->id);
+	/* /run/deskbox's tmpfs first: the owners set next are its root's. */
 	if (fs_mkdir_p(bundle, 0700, e) < 0 || fs_mkdir_p(run, 0755, e) < 0 ||
-	    sandbox_run_mount(sb, e) < 0)
+	    sandbox_run_mount(sb, e) < 0 || sandbox_userns_dirs(sb, e) < 0)
 		return err_code(e);
-	if (chown(run, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", run);
-	if (sandbox_rootfs_mount(sb, e) < 0 || write_bundle(sb, bundle, rootfs, run, e) < 0)
-		return err_code(e);
+	char userns[PATH_MAX];
+	snprintf(userns, sizeof(userns), "%s/userns", bundle);
+	if (sandbox_rootfs_mount(sb, e) < 0 ||
+	    (sb->host_base && runtime_userns_make(userns, sb->host_base, e) < 0) ||
+	    write_bundle(sb, bundle, rootfs, run, sb->host_base ? userns : NULL, e) < 0)
+		return runtime_userns_drop(userns), err_code(e);
 	/* A container left over by a crash of a previous deskboxd. */
 	runtime_delete(s->rt, sb->container_id, 1, NULL);
 	_cleanup_fd_ int logfd = -1;
 	if (sandbox_log_open(sb, &logfd, e) < 0)
-		return err_code(e);
-	if (runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e) < 0 ||
-	    sandbox_monitor_watch(sb, e) < 0)
+		return runtime_userns_drop(userns), err_code(e);
+	int r = runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e);
+	runtime_userns_drop(userns); /* the container's processes keep it */
+	if (r < 0 || sandbox_monitor_watch(sb, e) < 0)
 		return err_code(e);
 	return connect_desktop(sb, e);
 }

@@ -74,7 +74,7 @@ void sandbox_sweep_uploads(struct sandbox *sb)
 	}
 }
 
-int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
+int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e)
 {
 	pthread_rwlock_rdlock(&sb->op);
 	pthread_mutex_lock(&sb->mu);
@@ -128,7 +128,9 @@ int sandbox_open_root(struct sandbox *sb, int *rootfd, struct err *e)
 	pthread_rwlock_unlock(&sb->op);
 	if (r < 0)
 		return r;
-	*rootfd = TAKE_FD(fd);
+	root->fd = TAKE_FD(fd);
+	root->uid = sb->host_base + IMAGE_USER_UID;
+	root->gid = sb->host_base + IMAGE_USER_GID;
 	return 0;
 }
 

@@ -9,6 +9,7 @@ import glob
 import hashlib
 import json
 import os
+import subprocess
 import shutil
 import sys
 import threading
@@ -148,13 +149,29 @@ def log_cap(t, srv, sid):
     st = os.stat(logs[0])
     t.ok(st.st_uid == 0 and st.st_mode & 0o777 == 0o600, "init.log is root's, 0600",
          (st.st_uid, oct(st.st_mode)))
-    t.eq(len(glob.glob(os.path.join(d, "init.log*"))), 2, "two log files, no more")
+    n = len(glob.glob(os.path.join(d, "init.log*")))
+    t.ok(n == 2 if wrote else n <= 2, "%s log files, no more" % ("two" if wrote else "at most two"),
+         n)
     t.ok(len(srv.screenshot(sid)) > 0, "the desktop still answers")
 
 
+def root_sh(srv, sid, cmd):
+    """`cmd` as the container's root (crun exec, from the host): /run/deskbox
+    is root's, out of the user's reach."""
+    p = subprocess.run(
+        ["unshare", "-m", "--", "sh", "-c",
+         'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$0" "$@"',
+         "crun", "--root", os.path.join(srv.state_dir, "runtime"), "exec", "--user", "0:0",
+         "dbx-" + sid, "sh", "-c", cmd], capture_output=True, text=True, timeout=120)
+    return {"stdout": p.stdout + p.stderr, "exit_code": p.returncode}
+
+
 def run_tmpfs(t, srv, sid):
-    r = sh(srv, sid, "{ head -c 50000000 /dev/zero > /run/deskbox/fill; } 2>&1; echo rc=$?; "
-           "stat -c %s /run/deskbox/fill")
+    r = sh(srv, sid, "{ echo x > /run/deskbox/fill; } 2>&1; echo rc=$?")
+    t.ok("rc=0" not in r["stdout"], "the user cannot write into /run/deskbox at all",
+         r["stdout"])
+    r = root_sh(srv, sid, "{ head -c 50000000 /dev/zero > /run/deskbox/fill; } 2>&1; "
+                "echo rc=$?; stat -c %s /run/deskbox/fill")
     out = r["stdout"]
     t.ok("No space left on device" in out and "rc=0" not in out,
          "50 MB into /run/deskbox fails with ENOSPC", out)
@@ -162,7 +179,7 @@ def run_tmpfs(t, srv, sid):
     t.ok(size <= 4 << 20, "at most 4 MiB went in", size)
     host_run = os.path.join(srv.state_dir, "sandboxes", sid, "run")
     t.eq(os.listdir(host_run), [], "nothing landed in the host's run dir")
-    sh(srv, sid, "rm /run/deskbox/fill")
+    root_sh(srv, sid, "rm /run/deskbox/fill")
     t.ok(len(srv.screenshot(sid)) > 0, "the sandbox keeps working")
 
 

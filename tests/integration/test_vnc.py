@@ -432,7 +432,8 @@ def main():
         xvfb_before = srv.exec(a, ["pgrep", "-x", "Xvfb"])["stdout"].strip()
         ws = WS(port, wsp + "?token=" + vo["token"])
         ws.read_rfb(12)
-        srv.exec(a, ["pkill", "-KILL", "-x", dbx.VNC_PROC])
+        t.ok(dbx.kill_in_sandbox(srv.state_dir, a, dbx.VNC_PROC),
+             "the VNC server killed (from the host: it is the sandbox root's)")
         code = ws.wait_close()
         t.ok(code in (1001, "eof"), "viewer is told when the VNC server goes (%r)" % (code,))
         ws.close()

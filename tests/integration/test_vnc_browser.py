@@ -37,7 +37,9 @@ def main():
     srv = dbx.Server()
     try:
         env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port,
-                   DESKBOX_TOKEN=srv.token, CHROMIUM=CHROMIUM)
+                   DESKBOX_TOKEN=srv.token, CHROMIUM=CHROMIUM,
+                   DESKBOX_STATE=srv.state_dir,
+                   DESKBOX_DBX=os.path.abspath(dbx.__file__))
         r = subprocess.run([node, "vnc.test.mjs"], cwd=BROWSER_DIR, env=env, timeout=600)
         rc = r.returncode
         if rc != 0:

@@ -91,6 +91,36 @@ def cgroup_file(cid, controller, name):
     return None
 
 
+def sandbox_init_pid(state_dir, sid):
+    """The host pid of sandbox `sid`'s init (crun's state), or None."""
+    try:
+        with open(os.path.join(state_dir, "runtime", "dbx-" + sid, "status")) as f:
+            return int(json.load(f)["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def kill_in_sandbox(state_dir, sid, name, sig=signal.SIGKILL):
+    """Sends `sig` from the host to sandbox `sid`'s processes named `name`
+    (the desktop's run as the sandbox's root: its user may not signal
+    them).  Returns how many were signalled."""
+    n = 0
+    todo = [sandbox_init_pid(state_dir, sid)] if sandbox_init_pid(state_dir, sid) else []
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/comm" % p) as f:
+                comm = f.read().strip()
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(c) for c in f.read().split()]
+            if comm == name[:15]:
+                os.kill(p, sig)
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
 def skip_all(why):
     print("1..0 # SKIP " + why, flush=True)
     sys.exit(77)
@@ -425,3 +455,8 @@ def proc_mem_kib(pid):
             if k in ("VmRSS", "VmHWM"):
                 out[k] = int(v.split()[0])
     return out
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "kill":
+    # For tests in other languages: dbx.py kill STATE_DIR SANDBOX_ID NAME
+    sys.exit(0 if kill_in_sandbox(sys.argv[2], sys.argv[3], sys.argv[4]) else 1)

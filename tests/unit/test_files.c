@@ -122,13 +122,18 @@ static void test_sha256(void)
 
 static char scratch[PATH_MAX];
 
+/* The sandbox user as deskboxd sees it with a user namespace: the first
+ * range's IMAGE_USER_UID. */
+#define HOST_UID ((1u << 20) + IMAGE_USER_UID)
+#define HOST_GID ((1u << 20) + IMAGE_USER_GID)
+
 static void put(const char *rel, const char *text)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s%s", scratch, rel);
 	struct err e = ERR_INIT;
 	fs_write_atomic(p, text, strlen(text), 0644, &e);
-	if (chown(p, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
+	if (chown(p, HOST_UID, HOST_GID) < 0)
 		diag("chown failed");
 }
 
@@ -146,8 +151,7 @@ static void test_resolution(void)
 	char p[PATH_MAX + 32];
 	snprintf(p, sizeof(p), "%s/workspace", scratch);
 	mkdir(p, 0755);
-	if (chown(scratch, IMAGE_USER_UID, IMAGE_USER_GID) < 0 ||
-	    chown(p, IMAGE_USER_UID, IMAGE_USER_GID) < 0)
+	if (chown(scratch, HOST_UID, HOST_GID) < 0 || chown(p, HOST_UID, HOST_GID) < 0)
 		diag("chown failed");
 	chmod(scratch, 0755);
 	snprintf(p, sizeof(p), "%s/etc", scratch);
@@ -165,8 +169,9 @@ static void test_resolution(void)
 	snprintf(p, sizeof(p), "%s/workspace/proc", scratch);
 	ok(symlink("/proc/self/root", p) == 0, "symlink to /proc/self/root");
 
-	int root = open(scratch, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	ok(root >= 0, "root fd");
+	int rootfd = open(scratch, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ok(rootfd >= 0, "root fd");
+	const struct files_root fr = {rootfd, HOST_UID, HOST_GID}, *root = &fr;
 	struct stat st;
 	int fd = -1;
 	err_clear(&e);
@@ -213,7 +218,8 @@ static void test_resolution(void)
 	free(text);
 	snprintf(p, sizeof(p), "%s/tmp/%s", scratch, canary_name);
 	ok(access(p, F_OK) == 0, "the upload landed inside the root");
-	ok(stat(p, &st) == 0 && st.st_uid == IMAGE_USER_UID, "owned by the sandbox user");
+	ok(stat(p, &st) == 0 && st.st_uid == HOST_UID && st.st_gid == HOST_GID,
+	   "owned by the sandbox user's host ids");
 
 	err_clear(&e);
 	r = files_upload_begin(root, "/workspace/x.bin", 0, 0600, &u, &e);
@@ -246,9 +252,50 @@ static void test_resolution(void)
 	ok(files_remove(root, "/workspace/root", 0, &e) == 0,
 	   "deleting a symlink removes the link");
 	ok(access("/etc/hostname", F_OK) == 0, "and not its target");
-	close(root);
+	close(rootfd);
 	unlink(canary);
 	fs_remove_tree(scratch, NULL);
+}
+
+/* A layer made before user namespaces: its user's files move into a range,
+ * root's stay root's. */
+static void test_shift_owners(void)
+{
+	if (geteuid() != 0) {
+		skip("moving a layer's owners", "needs root (chown)");
+		return;
+	}
+	char dir[] = "/tmp/dbx-shift-test-XXXXXX", p[PATH_MAX];
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(p, sizeof(p), "%s/home", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/home/user", dir);
+	mkdir(p, 0755);
+	ok(chown(p, IMAGE_USER_UID, IMAGE_USER_GID) == 0, "a user's directory");
+	snprintf(p, sizeof(p), "%s/home/user/tool", dir);
+	struct err e = ERR_INIT;
+	fs_write_atomic(p, "x", 1, 0755, &e);
+	ok(chown(p, IMAGE_USER_UID, IMAGE_USER_GID) == 0 && chmod(p, 04755) == 0,
+	   "a set-uid file of the user");
+	snprintf(p, sizeof(p), "%s/home/user/link", dir);
+	ok(symlink("/etc/passwd", p) == 0 && lchown(p, IMAGE_USER_UID, IMAGE_USER_GID) == 0,
+	   "a symlink of the user");
+	unsigned n = 0;
+	ok(files_shift_owners(dir, 1u << 20, &n, &e) == 0 && n == 3, "three entries moved");
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/home", dir);
+	ok(stat(p, &st) == 0 && st.st_uid == 0, "root's directory stays root's");
+	snprintf(p, sizeof(p), "%s/home/user/tool", dir);
+	ok(stat(p, &st) == 0 && st.st_uid == HOST_UID && st.st_gid == HOST_GID &&
+	       (st.st_mode & 04000),
+	   "the file moved, set-uid bit kept");
+	snprintf(p, sizeof(p), "%s/home/user/link", dir);
+	ok(lstat(p, &st) == 0 && st.st_uid == HOST_UID, "the link moved, not its target");
+	ok(stat("/etc/passwd", &st) == 0 && st.st_uid == 0, "the target untouched");
+	fs_remove_tree(dir, NULL);
 }
 
 int main(void)
@@ -256,5 +303,6 @@ int main(void)
 	test_normalize();
 	test_sha256();
 	test_resolution();
+	test_shift_owners();
 	return done();
 }

@@ -406,6 +406,8 @@ int main(void)
 		goto out;
 	}
 	c.mounted = 1;
+	/* No user namespace here: the user's directories go to host uid 1000. */
+	ok(image_own_dirs(c.rootfs, 0, &e) == 0, "the user's directories are the user's");
 	if (fs_mkdir_p(bundle, 0700, &e) < 0 || fs_mkdir_p(c.run_dir, 0755, &e) < 0 ||
 	    chown(c.run_dir, IMAGE_USER_UID, IMAGE_USER_GID) < 0) {
 		ok(0, "sandbox directories");
