@@ -7,6 +7,7 @@
 #include "server/sandbox/sandbox.h"
 
 struct vnc;
+struct mcp_sessions;
 
 /* What every handler reaches through http_request.app. */
 struct pool;
@@ -20,7 +21,8 @@ struct api {
 	struct vnc *vnc; /* browser viewers: tokens and connected viewers */
 	/* Per sandbox (what its overlay's upper layer holds); 0: none. */
 	uint64_t disk_quota_bytes;
-	struct pool *pool; /* warm desktops (server/sandbox/sandbox.h); NULL: none */
+	struct pool *pool;	  /* warm desktops (server/sandbox/sandbox.h); NULL: none */
+	struct mcp_sessions *mcp; /* MCP sessions (server/mcp/mcp.h) */
 };
 
 extern const struct http_route api_routes[];
@@ -61,6 +63,10 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_mcp.c (docs/mcp.md) */
+int api_mcp_post(struct http_request *req, struct http_response *res, struct err *e);
+int api_mcp_delete(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_process_exec(struct http_request *req, struct http_response *res, struct err *e);
 
