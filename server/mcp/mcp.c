@@ -30,7 +30,6 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18", NULL};
 struct mcp_session {
 	char id[MCP_SESSION_ID_LEN + 1]; /* "" when the slot is free */
 	char sandbox[64];
-	char version[16];
 	long long used_ms;
 };
 
@@ -69,8 +68,8 @@ static struct mcp_session *session_find(struct mcp_sessions *s, const char *sand
 	return NULL;
 }
 
-static int session_add(struct mcp_sessions *s, const char *sandbox, const char *version,
-		       char id[MCP_SESSION_ID_LEN + 1], struct err *e)
+static int session_add(struct mcp_sessions *s, const char *sandbox, char id[MCP_SESSION_ID_LEN + 1],
+		       struct err *e)
 {
 	if (fs_random_hex(id, MCP_SESSION_ID_LEN / 2, e) < 0)
 		return err_code(e);
@@ -86,7 +85,6 @@ static int session_add(struct mcp_sessions *s, const char *sandbox, const char *
 	}
 	snprintf(slot->id, sizeof(slot->id), "%s", id);
 	snprintf(slot->sandbox, sizeof(slot->sandbox), "%s", sandbox);
-	snprintf(slot->version, sizeof(slot->version), "%s", version);
 	slot->used_ms = clock_mono_ms();
 	pthread_mutex_unlock(&s->mu);
 	return 0;
@@ -254,7 +252,7 @@ static cJSON *initialize(struct mcp_sessions *s, const struct mcp_request *r, st
 		return rpc_error(r->msg.id, RPC_INVALID_PARAMS,
 				 "params.protocolVersion must be a string");
 	const char *version = version_supported(pv->valuestring) ? pv->valuestring : versions[0];
-	if (session_add(s, r->sandbox_id, version, a->session_id, e) < 0)
+	if (session_add(s, r->sandbox_id, a->session_id, e) < 0)
 		return NULL;
 	cJSON *res = cJSON_CreateObject();
 	if (!res)
