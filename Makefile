@@ -42,7 +42,7 @@ CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # server/ is one archive per subsystem folder, listed so that each comes
 # before what it uses: a static link then fails on an arrow pointing up.
-SERVER_MODULES := api desktop viewer sandbox process files runtime http
+SERVER_MODULES := api mcp desktop viewer sandbox process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))

@@ -35,11 +35,16 @@ if [ -n "$missing" ]; then
 	apt-get install -y -qq --no-install-recommends $missing
 fi
 
-# playwright-core for tests/browser, exactly as package-lock.json pins it;
-# again only when missing or the lock file changed.
-browser="$(dirname "$0")/../tests/browser"
-if [ ! -d "$browser/node_modules/playwright-core" ] ||
-	[ "$browser/package-lock.json" -nt "$browser/node_modules/.package-lock.json" ]; then
-	echo "install-deps: npm ci in tests/browser"
-	(cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# The node tests' packages, exactly as each package-lock.json pins them:
+# playwright-core for tests/browser, the MCP SDK client for tests/mcp.
+# Again only when missing or the lock file changed.
+npm_ci() {
+	dir="$(dirname "$0")/../tests/$1"
+	if [ ! -d "$dir/node_modules/$2" ] ||
+		[ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+		echo "install-deps: npm ci in tests/$1"
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	fi
+}
+npm_ci browser playwright-core
+npm_ci mcp @modelcontextprotocol/sdk

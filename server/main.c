@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "server/api/api.h"
 #include "server/http/http.h"
+#include "server/mcp/mcp.h"
 #include "server/runtime/runtime.h"
 #include "server/sandbox/sandbox.h"
 #include "server/viewer/viewer.h"
@@ -574,6 +575,11 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
+	if (mcp_sessions_new(&s->api.mcp, e) < 0) {
+		vnc_free(s->api.vnc);
+		sandboxes_close(s->sbx);
+		return err_code(e);
+	}
 	return 0;
 }
 
@@ -598,6 +604,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		mcp_sessions_free(s->api.mcp);
 		return err_code(e);
 	}
 	return 0;
@@ -629,6 +636,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		http_free(s->http);
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		mcp_sessions_free(s->api.mcp);
 		return -1;
 	}
 	if (!http_loopback(s->http) && !http_tls(s->http))
@@ -651,6 +659,7 @@ static void server_stop(struct server *s)
 	pool_free(s->api.pool);
 	sandboxes_close(s->sbx);
 	vnc_free(s->api.vnc);
+	mcp_sessions_free(s->api.mcp);
 }
 
 int main(int argc, char **argv)

@@ -7,6 +7,7 @@
 #include "server/sandbox/sandbox.h"
 
 struct vnc;
+struct mcp_sessions;
 
 /* What every handler reaches through http_request.app. */
 struct pool;
@@ -17,8 +18,9 @@ struct api {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	int png_level;
-	struct vnc *vnc;   /* browser viewers: tokens and connected viewers */
-	struct pool *pool; /* warm desktops (server/sandbox/sandbox.h); NULL: none */
+	struct vnc *vnc;	  /* browser viewers: tokens and connected viewers */
+	struct pool *pool;	  /* warm desktops (server/sandbox/sandbox.h); NULL: none */
+	struct mcp_sessions *mcp; /* MCP sessions (server/mcp/mcp.h) */
 };
 
 extern const struct http_route api_routes[];
@@ -62,6 +64,10 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_mcp.c (docs/mcp.md) */
+int api_mcp_post(struct http_request *req, struct http_response *res, struct err *e);
+int api_mcp_delete(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_process_exec(struct http_request *req, struct http_response *res, struct err *e);
 

@@ -206,11 +206,6 @@ int api_process_exec(struct http_request *req, struct http_response *res, struct
 	return r;
 }
 
-static const char *const languages[] = {"python", "bash", "node", NULL};
-/* Looked up on the host: the default image's /usr is the host's. */
-static const char *const interpreters[] = {"/usr/bin/python3", "/usr/bin/bash", "/usr/bin/node"};
-static const char *const code_flags[] = {"-c", "-c", "-e"};
-
 int api_process_code_run(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
@@ -226,7 +221,7 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 	int lang, background;
 	int r = 0;
 	if (args_string(body, "code", CODE_MAX, ARGS_REQUIRED, &code, e) < 0 ||
-	    args_enum(body, "language", languages, 0, 0, &lang, e) < 0 ||
+	    args_enum(body, "language", process_languages, 0, 0, &lang, e) < 0 ||
 	    args_string(body, "context", 64, 0, &ctx, e) < 0 ||
 	    args_bool(body, "background", 0, &background, e) < 0 ||
 	    parse_common(req, body, a, &o, background, e) < 0)
@@ -241,20 +236,13 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 			r = api_context_run(req, res, ctx, code, &o, e);
 		goto out;
 	}
-	if (r == 0 && access(interpreters[lang], X_OK) != 0)
-		r = err_set(e, ERR_INVALID, ENOENT,
-			    "language '%s' is not available in this sandbox ('%s' is missing)",
-			    languages[lang], interpreters[lang]);
+	if (r == 0)
+		r = process_code_argv(lang, code, a->argv, e);
 	if (r == 0 && lang == 0)
 		/* Output reaches streams and logs as it is printed. */
 		r = env_default(a, "PYTHONUNBUFFERED=1", e);
-	if (r == 0) {
-		a->argv[0] = interpreters[lang];
-		a->argv[1] = code_flags[lang];
-		a->argv[2] = code;
-		a->argv[3] = NULL;
+	if (r == 0)
 		r = run_request(req, res, &o, background, e);
-	}
 out:
 	exec_args_release(a);
 	free(a);

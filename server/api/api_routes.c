@@ -51,6 +51,11 @@ const struct http_route api_routes[] = {
 
     ROUTE("POST", SB "/process/exec", api_process_exec, 0),
 
+    /* MCP's Streamable HTTP transport (docs/mcp.md); GET is 405: no
+     * server-initiated stream. */
+    ROUTE("POST", SB "/mcp", api_mcp_post, 0),
+    ROUTE("DELETE", SB "/mcp", api_mcp_delete, 0),
+
     /* Browser viewers (docs/vnc.md).  The page, its files and the
      * WebSocket check viewer tokens themselves. */
     ROUTE("POST", SB "/vnc/tokens", api_vnc_token_create, 0),

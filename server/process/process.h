@@ -183,6 +183,16 @@ struct process_ctx_info {
 /* Up to `max` contexts into `out`; returns how many. */
 size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, size_t max);
 
+/* ---- code_run's languages (process_code.c) ---- */
+
+/* "python", "bash", "node", NULL: what a code run may be written in. */
+extern const char *const process_languages[];
+
+/* argv for running `code` in process_languages[language]: the interpreter,
+ * its flag taking code as an argument, `code`, NULL.  ERR_INVALID when the
+ * interpreter is not installed. */
+int process_code_argv(int language, const char *code, const char *argv[4], struct err *e);
+
 /* ---- helpers shared by process*.c ---- */
 
 /* Writes all of buf to the run's stdin (kept open with keep_stdin_open),
