@@ -149,6 +149,22 @@ static void print_class(Display *d, Window w)
 		XFree(ch.res_name);
 }
 
+/* _NET_WM_PID, or -1.  Not xdo_get_pid_window, nor xdo's SEARCH_PID: on a
+ * window that went away meanwhile they read an item count libxdo never
+ * set and dereference NULL (libxdo 3.2016: "XGetWindowProperty failed!",
+ * then SIGSEGV). */
+static int window_pid(Display *d, Window w)
+{
+	int pid = -1;
+	unsigned long n;
+	unsigned char *p = get_prop(d, w, XInternAtom(d, "_NET_WM_PID", False), XA_CARDINAL, &n);
+	if (p && n == 1)
+		pid = (int)((long *)(void *)p)[0];
+	if (p)
+		XFree(p);
+	return pid;
+}
+
 static void print_window(Display *d, Window w, Window active)
 {
 	unsigned long n = 0;
@@ -161,7 +177,7 @@ static void print_window(Display *d, Window w, Window active)
 	if (title)
 		XFree(title);
 	print_class(d, w);
-	int pid = xdo_get_pid_window(xdo, w);
+	int pid = window_pid(d, w);
 	long desk = -1;
 	unsigned long nd;
 	unsigned char *p =
@@ -214,22 +230,22 @@ static size_t matching(Display *d, const struct query *q, int visible, Window *o
 	size_t n = client_list(d, ws, MAX_WINDOWS), k = 0;
 	Window *found = NULL;
 	unsigned nfound = 0;
-	int all = !q->title && !q->cls && !q->pid;
+	int all = !q->title && !q->cls;
 	if (!all) {
 		/* xdo walks the whole tree (clients sit below openbox's
 		 * frames); what it finds is then kept to managed windows. */
 		xdo_search_t s = {.max_depth = -1, .require = SEARCH_ALL};
 		s.winname = q->title;
 		s.winclass = q->cls;
-		s.pid = q->pid;
-		s.searchmask = (q->title ? SEARCH_NAME : 0) | (q->cls ? SEARCH_CLASS : 0) |
-			       (q->pid ? SEARCH_PID : 0);
+		s.searchmask = (q->title ? SEARCH_NAME : 0) | (q->cls ? SEARCH_CLASS : 0);
 		xdo_search_windows(xdo, &s, &found, &nfound);
 	}
 	for (size_t i = 0; i < n; i++) {
 		int hit = all;
 		for (unsigned j = 0; !hit && j < nfound; j++)
 			hit = found[j] == ws[i];
+		if (hit && q->pid)
+			hit = window_pid(d, ws[i]) == q->pid;
 		XWindowAttributes wa;
 		if (hit && visible)
 			hit = XGetWindowAttributes(d, ws[i], &wa) && wa.map_state == IsViewable;

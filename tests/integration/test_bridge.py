@@ -89,7 +89,9 @@ def main():
         for p in vnc:
             os.kill(p, signal.SIGSTOP)
             stopped.append(p)
-        srv.exec(sid, ["python3", "-c", FAKE], background=True)
+        # /run/deskbox is the sandbox root's: the fake server runs as that
+        # root, as a hostile desktop process would.
+        fake = srv.root_exec(sid, ["python3", "-c", FAKE], background=True)
         t.ok(dbx.wait_until(lambda: "listening" in srv.exec(
             sid, ["cat", "/tmp/fake-vnc.log"])["stdout"]), "the fake VNC server listens")
 
@@ -127,6 +129,9 @@ def main():
             except OSError:
                 pass
         srv.cleanup()
+        if "fake" in locals():
+            fake.kill()
+            fake.wait()
     t.done()
 
 

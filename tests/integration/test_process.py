@@ -312,7 +312,7 @@ def main():
         t.ok("rc=0" not in r["stdout"], "the user cannot touch the agent's socket", r)
         # The sandbox's root (the init, the desktop) owns run/ and could:
         # replaced from the host here, as it would be from inside.
-        sock = os.path.join(srv.state_dir, "sandboxes", other, "run", "exec.sock")
+        sock = srv.ns_path("sandboxes", other, "run", "exec.sock")
         os.unlink(sock)
         os.symlink("/run/dbus/x", sock)
         r = srv.exec(other, ["sh", "-c", "grep PPid /proc/$$/status; cat /proc/$$/cgroup"])
