@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 python3-venv imagemagick procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
 chromium"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs
@@ -41,4 +41,13 @@ if [ ! -d "$browser/node_modules/playwright-core" ] ||
 	[ "$browser/package-lock.json" -nt "$browser/node_modules/.package-lock.json" ]; then
 	echo "install-deps: npm ci in tests/browser"
 	(cd "$browser" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# @apidevtools/swagger-parser for tests/openapi (test_openapi.py validates
+# docs/openapi.yaml with it), the same way.
+openapi="$(dirname "$0")/../tests/openapi"
+if [ ! -d "$openapi/node_modules/@apidevtools/swagger-parser" ] ||
+	[ "$openapi/package-lock.json" -nt "$openapi/node_modules/.package-lock.json" ]; then
+	echo "install-deps: npm ci in tests/openapi"
+	(cd "$openapi" && npm ci --no-audit --no-fund --loglevel=error)
 fi
