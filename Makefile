@@ -95,6 +95,8 @@ $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
+# So is the API's description.
+$(call obj,server/api/api_openapi.c): docs/openapi.yaml
 
 $(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 	$(quiet) LINK $@

@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 python3-venv imagemagick procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 chromium"
 
@@ -36,7 +36,9 @@ if [ -n "$missing" ]; then
 fi
 
 # The node tests' packages, exactly as each package-lock.json pins them:
-# playwright-core for tests/browser, the MCP SDK client for tests/mcp.
+# playwright-core for tests/browser, the MCP SDK client for tests/mcp,
+# @apidevtools/swagger-parser for tests/openapi (test_openapi.py validates
+# docs/openapi.yaml with it).
 # Again only when missing or the lock file changed.
 npm_ci() {
 	dir="$(dirname "$0")/../tests/$1"
@@ -48,3 +50,4 @@ npm_ci() {
 }
 npm_ci browser playwright-core
 npm_ci mcp @modelcontextprotocol/sdk
+npm_ci openapi @apidevtools/swagger-parser

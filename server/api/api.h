@@ -34,6 +34,8 @@ void api_release(struct sandbox *sb);
 
 int api_health(struct http_request *req, struct http_response *res, struct err *e);
 int api_metrics(struct http_request *req, struct http_response *res, struct err *e);
+/* api_openapi.c: docs/openapi.yaml, built in. */
+int api_openapi(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);
