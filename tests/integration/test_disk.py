@@ -166,6 +166,18 @@ def root_sh(srv, sid, cmd):
     return {"stdout": p.stdout + p.stderr, "exit_code": p.returncode}
 
 
+def mount_flags(t, srv, sid):
+    """The sandbox's disk and /run/deskbox as deskboxd mounted them."""
+    with open("/proc/%d/mountinfo" % srv.proc.pid) as f:
+        opts = {ln.split()[4]: ln.split()[5].split(",") for ln in f}
+    d = os.path.join(srv.state_dir, "sandboxes", sid)
+    disk, run = opts.get(d + "/disk", []), opts.get(d + "/run", [])
+    t.ok("nosuid" in disk and "nodev" in disk,
+         "its disk is mounted nosuid,nodev (nothing on it is set-uid on the host)", disk)
+    t.ok(all(f in run for f in ("nosuid", "nodev", "noexec")),
+         "/run/deskbox is nosuid,nodev,noexec", run)
+
+
 def run_tmpfs(t, srv, sid):
     r = sh(srv, sid, "{ echo x > /run/deskbox/fill; } 2>&1; echo rc=$?")
     t.ok("rc=0" not in r["stdout"], "the user cannot write into /run/deskbox at all",
@@ -248,6 +260,7 @@ def main():
         concurrent_uploads(t, srv, sid, False)
         dd_limit(t, srv, sid)
         log_cap(t, srv, sid)
+        mount_flags(t, srv, sid)
         run_tmpfs(t, srv, sid)
         lid, ldir = legacy(t, srv)
         srv = legacy_reload(t, srv, lid, ldir)

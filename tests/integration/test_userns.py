@@ -208,6 +208,17 @@ def main():
                      timeout_s=20)
         t.ok(r["stdout"].strip() == "ok", "B forks while A is at its pids limit", r)
 
+        # ---- set-user-ID files mean nothing ----
+        # The sandbox's own root makes a set-uid-root copy of id; the user
+        # runs it: no_new_privs keeps the user's uid.  (On the host such a
+        # file lives on the sandbox's disk, mounted nosuid: test_disk.py.)
+        r = srv.root_exec(b, ["sh", "-c", "cp /usr/bin/id /tmp/suid-id && "
+                                          "chmod 4755 /tmp/suid-id && stat -c %a /tmp/suid-id"])
+        t.ok(r["stdout"].strip().endswith("4755"), "the sandbox's root can make a set-uid file",
+             r)
+        r = srv.exec(b, ["/tmp/suid-id", "-u"])
+        t.eq(r["stdout"].strip(), "1000", "running it leaves the user's uid (set-uid ignored)")
+
         # ---- the init out of the user's reach ----
         r = py(srv, b, PTRACE)
         t.ok(r["stdout"].split()[:1] == ["-1"], "ptrace(PTRACE_ATTACH, 1) fails for the user",
