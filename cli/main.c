@@ -50,6 +50,10 @@ static const struct cli_verb verbs[] = {
      "copy a file out (streamed); prints size and sha256",
      "Writes LOCAL only once the whole file arrived (through a temporary file).\n"
      "A progress bar shows on a terminal.\n"},
+    {"mcp", cli_cmd_mcp, "mcp ID",
+     "an MCP server on stdin/stdout for that sandbox (for clients that launch MCP servers "
+     "as commands); docs/mcp.md",
+     ""},
     {"vnc", cli_cmd_vnc, "vnc ID [--view-only] [--ttl S] [--open]",
      "make a browser viewer URL (noVNC) and print it",
      "Creates a viewer token and prints the URL that opens the desktop in a browser.\n"

@@ -158,6 +158,27 @@ def sdk_session(t, srv):
          out[-2000:])
 
 
+def stdio_session(t, srv, sid):
+    """`deskbox mcp ID` launched as a command by the official SDK client."""
+    node = shutil.which("node")
+    cli = os.path.join(dbx.BUILD, "deskbox")
+    if not node or not os.path.exists(cli):
+        t.skip("MCP over stdio through deskbox mcp", "node or build/deskbox is missing")
+        return
+    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port,
+               DESKBOX_TOKEN=srv.token, DESKBOX_CLI=cli, DESKBOX_SID=sid)
+    r = subprocess.run([node, "mcp_stdio.test.mjs"], cwd=MCP_DIR, env=env, timeout=300,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode(errors="replace")
+    results = 0
+    for line in out.splitlines():
+        if line.startswith("ok ") or line.startswith("not ok "):
+            t.ok(line.startswith("ok "), "stdio: " + line.split(" - ", 1)[-1])
+            results += 1
+    t.ok(r.returncode == 0 and results > 0, "the stdio script ran to its end (exit %d)"
+         % r.returncode, out[-2000:])
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -166,6 +187,7 @@ def main():
         sb = srv.create({"display": {"width": 1024, "height": 640}})
         raw_checks(t, srv, sb["id"])
         sdk_session(t, srv)
+        stdio_session(t, srv, sb["id"])
         stopped_checks(t, srv, sb["id"])
         if t.failed:
             for line in srv.stderr().splitlines()[-30:]:
