@@ -289,6 +289,10 @@ static int read_config(const char *path, char ***args, int *n)
 	return r;
 }
 
+/* The vector expand_config() made: reachable from here until exit, which
+ * is when it may go (the options point into it). */
+static char **config_argv;
+
 /* argv with the --config file's options put before the command line's, so
  * those win.  The new vector and its strings live until exit. */
 static int expand_config(int *argc, char ***argv)
@@ -307,13 +311,16 @@ static int expand_config(int *argc, char ***argv)
 	if (!args)
 		return -1;
 	args[0] = (*argv)[0];
-	if (read_config(path, &args, &n) < 0)
+	config_argv = args;
+	int r = read_config(path, &config_argv, &n);
+	args = config_argv;
+	if (r < 0)
 		return -1;
 	for (int i = 1; i < *argc; i++) {
 		char **grown = realloc(args, sizeof(char *) * (size_t)(n + 2));
 		if (!grown)
 			return -1;
-		args = grown;
+		args = config_argv = grown;
 		args[n++] = (*argv)[i];
 		args[n] = NULL;
 	}

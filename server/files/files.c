@@ -288,7 +288,8 @@ int files_list(const struct files_root *fr, const char *canon, cJSON **out, int 
 			goto oom;
 		n++;
 	}
-	qsort(names, n, sizeof(*names), cmp_names);
+	if (n) /* qsort wants a non-null base, even for nothing */
+		qsort(names, n, sizeof(*names), cmp_names);
 	cJSON *arr = cJSON_CreateArray();
 	for (size_t i = 0; arr && i < n; i++) {
 		struct stat st;
