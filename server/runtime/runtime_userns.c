@@ -28,6 +28,16 @@
  * `done` to close.  Never returns. */
 static void userns_child(uint32_t id, int ready, int done)
 {
+	/* The fork copied every thread's descriptors, and this child runs no
+	 * exec to drop the O_CLOEXEC ones: keep only its own two pipes (as 3
+	 * and 4), or it would hold a concurrent start's `done` pipe open, and
+	 * that start's child would wait for its end forever. */
+	int r = fcntl(ready, F_DUPFD, 1000), d = fcntl(done, F_DUPFD, 1000);
+	if (r < 0 || d < 0 || dup2(r, 3) < 0 || dup2(d, 4) < 0 ||
+	    syscall(SYS_close_range, 5, ~0U, 0) < 0)
+		_exit(1);
+	ready = 3;
+	done = 4;
 	char c = 0;
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, id, id, id) < 0 ||
 	    syscall(SYS_setresuid, id, id, id) < 0 || unshare(CLONE_NEWUSER) < 0)

@@ -338,6 +338,20 @@ def main():
         st = os.lstat(os.path.join(bdir, "upper", "workspace"))
         t.eq(st.st_uid, base_m + USER, "owned by host base+1000 in its upper layer")
 
+        # ---- concurrent starts each make their own namespace ----
+        # (each holder process is a fork of the threaded deskboxd: it must
+        # not keep another start's pipe open, or that start waits forever)
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            outs = list(ex.map(lambda _: srv.request("POST", "/v1/sandboxes", {}, timeout=90),
+                               range(4)))
+        made = [o.json()["id"] for o in outs if o.status == 201]
+        t.eq(len(made), 4, "four sandboxes created at once all start")
+        bases = {sandbox_json(srv, i).get("userns_base") for i in made}
+        t.eq(len(bases), 4, "each with a range of its own")
+        for i in made:
+            srv.request("DELETE", "/v1/sandboxes/" + i)
+
         # ---- a deleted sandbox's range is reused, never shared ----
         r = srv.request("DELETE", "/v1/sandboxes/%s" % a)
         t.ok(r.status in (200, 204), "delete A")
