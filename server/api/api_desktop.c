@@ -200,6 +200,17 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 	return http_reply_json(res, 200, j, e);
 }
 
+/* Answers `j` (200) when the action succeeded (r == 0), else frees it and
+ * passes the failure on. */
+static int reply(struct http_response *res, int r, cJSON *j, struct err *e)
+{
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	return http_reply_json(res, 200, j, e);
+}
+
 /* GET routes that are actions: cursor, windows, clipboard, apps; `a` (the
  * action's arguments, from the query; NULL for none) is freed here. */
 static int get_action(struct http_request *req, struct http_response *res, const char *name,
@@ -219,11 +230,7 @@ static int get_action(struct http_request *req, struct http_response *res, const
 	int r = desk_action(&d, name, a, j, e);
 	cJSON_Delete(a);
 	api_release(sb);
-	if (r < 0) {
-		cJSON_Delete(j);
-		return r;
-	}
-	return http_reply_json(res, 200, j, e);
+	return reply(res, r, j, e);
 }
 
 int api_desktop_cursor(struct http_request *req, struct http_response *res, struct err *e)
@@ -271,11 +278,7 @@ static int post_action(struct http_request *req, struct http_response *res, cons
 	int r = desk_action(&d, name, body, j, e);
 	api_release(sb);
 	cJSON_Delete(body);
-	if (r < 0) {
-		cJSON_Delete(j);
-		return r;
-	}
-	return http_reply_json(res, 200, j, e);
+	return reply(res, r, j, e);
 }
 
 /* POST …/desktop/{action}. */
@@ -305,11 +308,7 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
 	api_release(sb);
 	cJSON_Delete(body);
-	if (r < 0) {
-		cJSON_Delete(j);
-		return r;
-	}
-	return http_reply_json(res, 200, j, e);
+	return reply(res, r, j, e);
 }
 
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e)
@@ -323,11 +322,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	int r = j ? desk_batch(&d, body, j, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	api_release(sb);
 	cJSON_Delete(body);
-	if (r < 0) {
-		cJSON_Delete(j);
-		return r;
-	}
-	return http_reply_json(res, 200, j, e);
+	return reply(res, r, j, e);
 }
 
 /* The tool-format adapters answer with the format's own result, also when
@@ -348,11 +343,7 @@ static int adapter(struct http_request *req, struct http_response *res,
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	api_release(sb);
 	cJSON_Delete(body);
-	if (r < 0) {
-		cJSON_Delete(j);
-		return r;
-	}
-	if (http_reply_json(res, 200, j, e) < 0)
+	if (reply(res, r, j, e) < 0)
 		return err_code(e);
 	if (t.frame)
 		add_frame_header(res, t.frame);

@@ -291,32 +291,31 @@ static int bg_lookup(struct http_request *req, struct sandbox **sb, pid_t *pid, 
 	return 0;
 }
 
-int api_process_status(struct http_request *req, struct http_response *res, struct err *e)
+/* Status and kill: `op` on the run, its info as the answer. */
+static int bg_answer(struct http_request *req, struct http_response *res,
+		     int (*op)(struct process_table *, pid_t, struct process_info *, struct err *),
+		     struct err *e)
 {
 	struct sandbox *sb;
 	pid_t pid;
 	if (bg_lookup(req, &sb, &pid, e) < 0)
 		return err_code(e);
 	struct process_info in;
-	int r = process_bg_info(sandbox_procs(sb), pid, &in, e);
+	int r = op(sandbox_procs(sb), pid, &in, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
 	return http_reply_json(res, 200, info_json(&in), e);
 }
 
+int api_process_status(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return bg_answer(req, res, process_bg_info, e);
+}
+
 int api_process_kill(struct http_request *req, struct http_response *res, struct err *e)
 {
-	struct sandbox *sb;
-	pid_t pid;
-	if (bg_lookup(req, &sb, &pid, e) < 0)
-		return err_code(e);
-	struct process_info in;
-	int r = process_bg_kill(sandbox_procs(sb), pid, &in, e);
-	sandbox_put(sb);
-	if (r < 0)
-		return r;
-	return http_reply_json(res, 200, info_json(&in), e);
+	return bg_answer(req, res, process_bg_kill, e);
 }
 
 int api_process_logs(struct http_request *req, struct http_response *res, struct err *e)
