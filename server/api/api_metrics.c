@@ -10,19 +10,14 @@
 
 static int gauges(struct api *api, char **buf, size_t *len, size_t *cap)
 {
-	static const char *const names[] = {
-	    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",
-	    [SANDBOX_STOPPED] = "stopped",   [SANDBOX_FAILED] = "failed",
-	    [SANDBOX_DELETING] = "deleting",
-	};
 	unsigned counts[SANDBOX_DELETING + 1];
 	sandboxes_count(api->sandboxes, counts);
 	int r = metrics_append(buf, len, cap,
 			       "# HELP deskbox_sandboxes Sandboxes by status\n"
 			       "# TYPE deskbox_sandboxes gauge\n");
 	for (int i = 0; r == 0 && i <= SANDBOX_DELETING; i++)
-		r = metrics_append(buf, len, cap, "deskbox_sandboxes{status=\"%s\"} %u\n", names[i],
-				   counts[i]);
+		r = metrics_append(buf, len, cap, "deskbox_sandboxes{status=\"%s\"} %u\n",
+				   sandbox_status_name((enum sandbox_status)i), counts[i]);
 	if (r == 0)
 		r = metrics_append(buf, len, cap,
 				   "# HELP deskbox_warm_pool_ready Desktops ready to be claimed\n"

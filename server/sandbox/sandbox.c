@@ -35,6 +35,11 @@ const char *const sandbox_status_names[] = {
     [SANDBOX_FAILED] = "failed",     [SANDBOX_DELETING] = "deleting",
 };
 
+const char *sandbox_status_name(enum sandbox_status status)
+{
+	return sandbox_status_names[status];
+}
+
 const char *sandbox_id(const struct sandbox *sb)
 {
 	return sb->id;

@@ -160,6 +160,9 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 
+/* "creating", "running", "stopped", "failed", "deleting". */
+const char *sandbox_status_name(enum sandbox_status status);
+
 /* How many listed sandboxes are in each status (GET /metrics). */
 void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1]);
 
