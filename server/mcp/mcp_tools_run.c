@@ -314,17 +314,17 @@ int mcp_tool_write_file(const struct mcp_ctx *c, const cJSON *args, cJSON *conte
 	if (arg_path(args, NULL, path, e) < 0 || args_bool(args, "parents", 0, &parents, e) < 0 ||
 	    write_data(args, &data, &len, e) < 0)
 		return err_code(e);
-	int r;
 	struct files_upload *u = NULL;
-	int reserved = 0;
-	if (c->reserve && (r = c->reserve(c->reserve_cls, len, e)) < 0)
-		err_wrap(e, "writing '%s'", path);
-	else if ((reserved = c->reserve != NULL),
-		 (r = files_upload_begin(&c->root, path, parents, -1, &u, e)) == 0 &&
-		     (r = files_upload_write(u, data, len, e)) == 0)
+	int r = c->reserve ? c->reserve(c->reserve_cls, len, e) : 0;
+	if (r < 0) {
+		free(data);
+		return err_wrap(e, "writing '%s'", path);
+	}
+	if ((r = files_upload_begin(&c->root, path, parents, -1, &u, e)) == 0 &&
+	    (r = files_upload_write(u, data, len, e)) == 0)
 		r = files_upload_commit(u, e);
 	files_upload_free(u);
-	if (reserved)
+	if (c->reserve)
 		c->unreserve(c->reserve_cls, len);
 	free(data);
 	if (r < 0)
