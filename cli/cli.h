@@ -53,7 +53,8 @@ void cli_http_cleanup(void);
 
 /* Sends `method` to c->url + `path` with an optional JSON `body` and reads
  * the answer into `r` (which the caller frees).  A non-2xx answer is an
- * error whose message is the server's; c->status says which. */
+ * error whose message is the server's; c->status says which.  On failure
+ * `r` holds nothing to free. */
 int cli_request(struct cli *c, const char *method, const char *path, const char *body,
 		struct cli_reply *r, struct err *e);
 

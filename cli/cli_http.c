@@ -151,9 +151,13 @@ int cli_request(struct cli *c, const char *method, const char *path, const char 
 	}
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdrs);
+	if (rc < 0) {
+		free(b.data);
+		return rc;
+	}
 	r->body = b.data ? b.data : strdup("");
 	r->len = b.len;
-	return rc;
+	return 0;
 }
 
 char *cli_escape(const char *s)

@@ -114,10 +114,8 @@ static int send_run(struct cli *c, const char *id, const char *route, cJSON *bod
 	if (c->json) {
 		_cleanup_free_ char *path = cli_sandbox_path(id, route);
 		struct cli_reply r;
-		if (cli_request(c, "POST", path, json, &r, &e) < 0) {
-			cli_reply_free(&r);
+		if (cli_request(c, "POST", path, json, &r, &e) < 0)
 			return cli_fail(c, &e);
-		}
 		cli_print_body(&r);
 		cJSON *j = cJSON_ParseWithLength(r.body, r.len);
 		int code = result_exit(j);

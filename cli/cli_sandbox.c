@@ -102,10 +102,8 @@ int cli_cmd_create(struct cli *c, int argc, char **argv)
 	cJSON_Delete(body);
 	struct cli_reply r;
 	struct err e = ERR_INIT;
-	if (cli_request(c, "POST", "/v1/sandboxes", json, &r, &e) < 0) {
-		cli_reply_free(&r);
+	if (cli_request(c, "POST", "/v1/sandboxes", json, &r, &e) < 0)
 		return cli_fail(c, &e);
-	}
 	if (c->json) {
 		cli_print_body(&r);
 	} else {
@@ -173,10 +171,8 @@ int cli_cmd_ls(struct cli *c, int argc, char **argv)
 		return rc;
 	struct cli_reply r;
 	struct err e = ERR_INIT;
-	if (cli_request(c, "GET", "/v1/sandboxes", NULL, &r, &e) < 0) {
-		cli_reply_free(&r);
+	if (cli_request(c, "GET", "/v1/sandboxes", NULL, &r, &e) < 0)
 		return cli_fail(c, &e);
-	}
 	if (c->json) {
 		cli_print_body(&r);
 	} else {
@@ -200,10 +196,8 @@ static int on_sandbox(struct cli *c, const char *method, const char *id, const c
 	_cleanup_free_ char *path = cli_sandbox_path(id, suffix);
 	struct cli_reply r;
 	struct err e = ERR_INIT;
-	if (cli_request(c, method, path, body, &r, &e) < 0) {
-		cli_reply_free(&r);
+	if (cli_request(c, method, path, body, &r, &e) < 0)
 		return cli_fail(c, &e);
-	}
 	if (c->json && r.len) {
 		cli_print_body(&r);
 	} else if (human) {
@@ -330,10 +324,8 @@ int cli_cmd_vnc(struct cli *c, int argc, char **argv)
 	_cleanup_free_ char *path = cli_sandbox_path(argv[first], "/vnc/tokens");
 	struct cli_reply r;
 	struct err e = ERR_INIT;
-	if (cli_request(c, "POST", path, body, &r, &e) < 0) {
-		cli_reply_free(&r);
+	if (cli_request(c, "POST", path, body, &r, &e) < 0)
 		return cli_fail(c, &e);
-	}
 	cJSON *j = cJSON_ParseWithLength(r.body, r.len);
 	const char *rel = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "url"));
 	size_t ulen = strlen(c->url);
