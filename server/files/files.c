@@ -594,7 +594,6 @@ void files_upload_free(struct files_upload *u)
 
 struct walk {
 	dev_t dev;
-	uint64_t bytes;
 	unsigned removed;
 	int sweep;
 	uint32_t shift; /* files_shift_owners() */
@@ -641,7 +640,6 @@ static void walk_dir(struct walk *w, int dfd, int depth)
 			w->removed++;
 			continue;
 		}
-		w->bytes += (uint64_t)st.st_blocks * 512u;
 		if (w->shift)
 			shift_owner(w, dirfd(d), de->d_name, &st);
 		if (S_ISDIR(st.st_mode) && depth < WALK_MAX_DEPTH) {
@@ -671,14 +669,6 @@ static int walk_top(const char *dir, struct walk *w, struct err *e)
 	w->dev = st.st_dev;
 	walk_dir(w, fd, 0);
 	return 0;
-}
-
-int files_usage(const char *dir, uint64_t *bytes, struct err *e)
-{
-	struct walk w = {0};
-	int r = walk_top(dir, &w, e);
-	*bytes = w.bytes;
-	return r;
 }
 
 int files_sweep_temp(const char *dir, unsigned *removed, struct err *e)

@@ -99,8 +99,6 @@ void files_upload_free(struct files_upload *u);
 
 /* Host-side helpers on a sandbox's layer directory (its overlay upper
  * dir), walked by fd without following symlinks or crossing mounts. */
-/* Bytes allocated under `dir`. */
-int files_usage(const char *dir, uint64_t *bytes, struct err *e);
 /* Removes every FILES_TEMP_PREFIX file under `dir`; only while nothing
  * runs in the sandbox. */
 int files_sweep_temp(const char *dir, unsigned *removed, struct err *e);
