@@ -9,7 +9,6 @@ import glob
 import hashlib
 import json
 import os
-import subprocess
 import shutil
 import sys
 import threading
@@ -155,17 +154,6 @@ def log_cap(t, srv, sid):
     t.ok(len(srv.screenshot(sid)) > 0, "the desktop still answers")
 
 
-def root_sh(srv, sid, cmd):
-    """`cmd` as the container's root (crun exec, from the host): /run/deskbox
-    is root's, out of the user's reach."""
-    p = subprocess.run(
-        ["unshare", "-m", "--", "sh", "-c",
-         'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$0" "$@"',
-         "crun", "--root", os.path.join(srv.state_dir, "runtime"), "exec", "--user", "0:0",
-         "dbx-" + sid, "sh", "-c", cmd], capture_output=True, text=True, timeout=120)
-    return {"stdout": p.stdout + p.stderr, "exit_code": p.returncode}
-
-
 def mount_flags(t, srv, sid):
     """The sandbox's disk and /run/deskbox as deskboxd mounted them."""
     with open("/proc/%d/mountinfo" % srv.proc.pid) as f:
@@ -182,8 +170,9 @@ def run_tmpfs(t, srv, sid):
     r = sh(srv, sid, "{ echo x > /run/deskbox/fill; } 2>&1; echo rc=$?")
     t.ok("rc=0" not in r["stdout"], "the user cannot write into /run/deskbox at all",
          r["stdout"])
-    r = root_sh(srv, sid, "{ head -c 50000000 /dev/zero > /run/deskbox/fill; } 2>&1; "
-                "echo rc=$?; stat -c %s /run/deskbox/fill")
+    # /run/deskbox is the sandbox root's: written as that root.
+    r = srv.root_exec(sid, ["sh", "-c", "{ head -c 50000000 /dev/zero > /run/deskbox/fill; } "
+                                        "2>&1; echo rc=$?; stat -c %s /run/deskbox/fill"])
     out = r["stdout"]
     t.ok("No space left on device" in out and "rc=0" not in out,
          "50 MB into /run/deskbox fails with ENOSPC", out)
@@ -191,7 +180,7 @@ def run_tmpfs(t, srv, sid):
     t.ok(size <= 4 << 20, "at most 4 MiB went in", size)
     host_run = os.path.join(srv.state_dir, "sandboxes", sid, "run")
     t.eq(os.listdir(host_run), [], "nothing landed in the host's run dir")
-    root_sh(srv, sid, "rm /run/deskbox/fill")
+    srv.root_exec(sid, ["rm", "/run/deskbox/fill"])
     t.ok(len(srv.screenshot(sid)) > 0, "the sandbox keeps working")
 
 

@@ -234,7 +234,6 @@ def main():
         t.ok("rc=0" not in r["stdout"], "nor list /run/deskbox", r)
         # A request from inside the pid namespace, as the container's root
         # (crun exec as uid 0): the socket is reachable, the agent refuses.
-        import subprocess
         script = ("import socket,struct,array\n"
                   "s=socket.socket(socket.AF_UNIX);s.connect('/run/deskbox/exec.sock')\n"
                   "body=struct.pack('<II',1,0)+b'/\\0id\\0'\n"
@@ -244,15 +243,9 @@ def main():
                   "[(socket.SOL_SOCKET,socket.SCM_RIGHTS,fds)]);s.sendall(body)\n"
                   " print('answer', len(s.recv(64)))\n"
                   "except OSError as e: print('answer 0 closed', e.errno)\n")
-        forge = subprocess.run(
-            ["unshare", "-m", "--", "sh", "-c",
-             'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$0" "$@"',
-             "crun", "--root", os.path.join(srv.state_dir, "runtime"), "exec", "--user", "0:0",
-             "dbx-" + b, "python3", "-c", script],
-            capture_output=True, text=True, timeout=30)
-        t.ok("answer 0" in forge.stdout,
-             "a forged exec-agent request from inside the sandbox is refused",
-             forge.stdout + forge.stderr)
+        forge = srv.root_exec(b, ["python3", "-c", script], timeout=30)
+        t.ok("answer 0" in forge["stdout"],
+             "a forged exec-agent request from inside the sandbox is refused", forge["stdout"])
         log = open(os.path.join(srv.state_dir, "sandboxes", b, "init.log")).read()
         t.ok("refused a request" in log, "and the init says so in its log", log[-500:])
 
