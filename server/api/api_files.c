@@ -136,6 +136,8 @@ static void upload_free(struct upload *u)
 {
 	if (!u)
 		return;
+	/* Counted once per upload, not per chunk: the registry takes a lock. */
+	metrics_count("deskbox_upload_bytes_total", "", (double)u->size);
 	http_multipart_free(u->mp);
 	files_upload_free(u->fu);
 	if (u->sb) {
@@ -169,7 +171,6 @@ static int upload_data(struct upload *u, const char *data, size_t len, struct er
 	u->held -= len;
 	sha256_update(&u->sha, len, (const uint8_t *)data);
 	u->size += len;
-	metrics_count("deskbox_upload_bytes_total", "", (double)len);
 	return 0;
 }
 
@@ -270,6 +271,7 @@ int api_files_upload(struct http_request *req, struct http_response *res, struct
 struct download {
 	int fd;
 	uint64_t start;
+	uint64_t sent; /* counted in the metrics once, at the end */
 };
 
 static long download_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -282,7 +284,7 @@ static long download_read(void *cls, uint64_t pos, char *buf, size_t max)
 		/* 0: the file shrank under us; cut the connection rather than
 		 * send fewer bytes than Content-Length promised. */
 		if (n > 0)
-			metrics_count("deskbox_download_bytes_total", "", (double)n);
+			d->sent += (uint64_t)n;
 		return n > 0 ? (long)n : HTTP_STREAM_ERROR;
 	}
 }
@@ -290,6 +292,7 @@ static long download_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void download_release(void *cls)
 {
 	struct download *d = cls;
+	metrics_count("deskbox_download_bytes_total", "", (double)d->sent);
 	close(d->fd);
 	free(d);
 }
@@ -379,6 +382,7 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	d->fd = TAKE_FD(fd);
 	d->start = from;
+	d->sent = 0;
 	http_reply_stream(res, rr > 0 ? 206 : 200, "application/octet-stream", to - from + 1,
 			  download_read, d, download_release);
 	return 0;
