@@ -40,9 +40,11 @@
 #include "vnc_util.h"
 
 /* How long a spare keycode stays bound after its last press before it may
- * be rebound: a generous bound on how far behind a busy client (xterm on a
- * loaded 2-core machine) may process its key events. */
-#define REBIND_MIN_AGE_MS 250
+ * be rebound: a generous bound on how far behind a busy client may process
+ * its key events.  250 ms was seen to be too short for xterm on a 2-core
+ * machine at load 7 (test_capture_vnc lost ~40 CJK characters); at 1 s the
+ * ~100 spare keycodes still allow ~100 rebinds a second. */
+#define REBIND_MIN_AGE_MS 1000
 /* The root window property listing our spare keycodes, so that a restarted
  * deskbox-vnc (init restarts it) recognises keycodes it bound before. */
 #define SPARE_PROP "_DESKBOX_VNC_SPARE_KEYCODES"
