@@ -39,6 +39,7 @@ struct options {
 	size_t n_pool;
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
 	const char *tls_cert, *tls_key;
+	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
 };
 
 static void usage(FILE *f)
@@ -74,6 +75,7 @@ static void usage(FILE *f)
 	    "  --tls-cert, --tls-key  serve HTTPS with this PEM certificate (chain) and\n"
 	    "                     key; without them on a non-loopback address the token\n"
 	    "                     crosses the network in clear text (a warning says so)\n"
+	    "  --ports-domain D   also route Host {port}-{id}.D to that sandbox port\n"
 	    "  --max-connections  open connections at most (default 512)\n"
 	    "  --max-connections-per-address  from one client IP address (default 64;\n"
 	    "                     0: no cap); raise it for one client driving many\n"
@@ -207,6 +209,9 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		return 1;
 	case 'k':
 		o->tls_key = arg;
+		return 1;
+	case 'D':
+		o->ports_domain = arg;
 		return 1;
 	}
 	return 0;
@@ -348,6 +353,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"max-pending-headers", required_argument, NULL, 'N'},
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
+	    {"ports-domain", required_argument, NULL, 'D'},
 	    {"config", required_argument, NULL, 'F'},
 	    {"log-format", required_argument, NULL, 'f'},
 	    {"log-level", required_argument, NULL, 'v'},
@@ -577,13 +583,20 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_timeout_max_s = o->exec_timeout_max_s,
 	    .exec_max_output = o->exec_max_output,
 	    .png_level = 1,
+	    .ports_domain = o->ports_domain,
 	};
+	if (shares_new(&s->api.shares, e) < 0) {
+		sandboxes_close(s->sbx);
+		return err_code(e);
+	}
 	if (vnc_new(&s->api.vnc, h->token, e) < 0) {
+		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
 	if (mcp_sessions_new(&s->api.mcp, e) < 0) {
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
@@ -607,10 +620,12 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .max_waiting = o->max_pending,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
+	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
 	};
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
 		return err_code(e);
 	}
@@ -643,6 +658,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		http_free(s->http);
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
 		return -1;
 	}
@@ -666,6 +682,7 @@ static void server_stop(struct server *s)
 	pool_free(s->api.pool);
 	sandboxes_close(s->sbx);
 	vnc_free(s->api.vnc);
+	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
 }
 

@@ -14,6 +14,12 @@
 		method, pattern, handler, HTTP_STREAM_BODY, begin                                  \
 	}
 
+/* Any method, body streamed, credentials checked by the handler. */
+#define PROXY(pattern, begin, handler)                                                             \
+	{                                                                                          \
+		"*", pattern, handler, HTTP_NO_AUTH | HTTP_STREAM_BODY, begin                      \
+	}
+
 const struct http_route api_routes[] = {
     ROUTE("GET", "/healthz", api_health, HTTP_NO_AUTH),
     ROUTE("GET", "/metrics", api_metrics, 0),
@@ -65,6 +71,18 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/vnc/", api_vnc_page, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/websockify", api_vnc_websocket, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/{path*}", api_vnc_static, HTTP_NO_AUTH),
+    /* Ports (docs/ports.md): share tokens first, since the proxy's
+     * pattern would take their paths too; the proxy checks its own
+     * credentials (API token or share token) and streams bodies. */
+    ROUTE("POST", SB "/ports/{port}/tokens", api_port_token_create, 0),
+    ROUTE("DELETE", SB "/ports/{port}/tokens/{token}", api_port_token_revoke, 0),
+    ROUTE("*", SB "/ports/{port}", api_port_slash, HTTP_NO_AUTH),
+    PROXY(SB "/ports/{port}/", api_port_proxy_begin, api_port_proxy),
+    PROXY(SB "/ports/{port}/{path*}", api_port_proxy_begin, api_port_proxy),
+    ROUTE("GET", SB "/browser/cdp", api_browser_cdp, 0),
+    ROUTE("GET", SB "/browser/cdp/json/{path*}", api_browser_cdp, 0),
+    STREAM("GET", SB "/browser/cdp/devtools/{path*}", api_browser_devtools_begin,
+	   api_browser_devtools),
     ROUTE("POST", SB "/process/code_run", api_process_code_run, 0),
     /* Before {pid}, which would match "contexts" too. */
     ROUTE("GET", SB "/process/contexts", api_context_list, 0),

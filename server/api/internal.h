@@ -41,4 +41,10 @@ int api_stream_run(struct http_response *res, struct process_run *run, struct er
 int api_context_run(struct http_request *req, struct http_response *res, const char *cid,
 		    const char *code, const struct process_opts *o, struct err *e);
 
+/* api_ports.c: {port} (1..65535) from a capture; and a connection to
+ * 127.0.0.1:port inside sandbox `sid` into o->fd. */
+int api_port_parse(const char *s, unsigned *port, struct err *e);
+int api_proxy_open(struct http_request *req, const char *sid, unsigned port,
+		   struct http_proxy_opts *o, struct err *e);
+
 #endif

@@ -107,4 +107,30 @@ char *vnc_page_render(int view_only, size_t *len);
 extern const char vnc_page_css[];
 extern const char vnc_page_js[];
 
+/* ---- share tokens for ports (viewer_share.c) ---- */
+
+/* shares: tokens that open one port of one sandbox (its
+ * /v1/sandboxes/{id}/ports/{port}/ URLs) without the API token, so a link
+ * works in any browser.  Like viewer tokens: 256 random bits in hex, only
+ * a SHA-256 kept, in memory, valid until expired or revoked. */
+#define SHARE_MAX_TOKENS      256
+#define SHARE_MAX_PER_SANDBOX 32
+
+struct shares;
+
+int shares_new(struct shares **out, struct err *e);
+void shares_free(struct shares *s);
+/* A new token for `port` of `sid`, valid `ttl_s` seconds; `token`
+ * receives VNC_TOKEN_HEX + 1 bytes.  ERR_LIMIT past the caps. */
+int share_token_create(struct shares *s, const char *sid, unsigned port, long long ttl_s,
+		       char *token, long long *expires_at, struct err *e);
+/* 0 when `token` is live for exactly (sid, port), else ERR_UNAUTHORIZED. */
+int share_token_check(struct shares *s, const char *sid, unsigned port, const char *token,
+		      struct err *e);
+/* ERR_NOT_FOUND when no such live token. */
+int share_token_revoke(struct shares *s, const char *sid, unsigned port, const char *token,
+		       struct err *e);
+/* Forgets expired tokens and those of sandboxes for which alive() is 0. */
+void shares_sweep(struct shares *s, int (*alive)(void *cls, const char *sid), void *cls);
+
 #endif
