@@ -320,6 +320,26 @@ static int x_io_error(Display *dpy)
 	_exit(1);
 }
 
+/* The empty desktop's colour: an all-black screen looks like a viewer that
+ * lost its connection.  openbox leaves the root window alone, and its
+ * background outlives this connection (it is the window's attribute). */
+#define ROOT_RGB 0x2f3e4e
+
+static void paint_root(Display *dpy)
+{
+	XColor c = {.red = ((ROOT_RGB >> 16) & 0xff) * 0x101,
+		    .green = ((ROOT_RGB >> 8) & 0xff) * 0x101,
+		    .blue = (ROOT_RGB & 0xff) * 0x101,
+		    .flags = DoRed | DoGreen | DoBlue};
+	if (!XAllocColor(dpy, DefaultColormap(dpy, DefaultScreen(dpy)), &c)) {
+		say("cannot allocate the desktop's background colour");
+		return;
+	}
+	XSetWindowBackground(dpy, DefaultRootWindow(dpy), c.pixel);
+	XClearWindow(dpy, DefaultRootWindow(dpy));
+	XFlush(dpy);
+}
+
 static void check_wm(struct init *in)
 {
 	Atom type;
@@ -328,8 +348,11 @@ static void check_wm(struct init *in)
 	unsigned char *data = NULL;
 	if (XGetWindowProperty(in->dpy, DefaultRootWindow(in->dpy), in->wm_check, 0, 1, False,
 			       XA_WINDOW, &type, &format, &n, &after, &data) == Success &&
-	    type == XA_WINDOW && n == 1)
+	    type == XA_WINDOW && n == 1) {
+		if (!in->wm_ready && !in->ready)
+			paint_root(in->dpy);
 		in->wm_ready = 1;
+	}
 	if (data)
 		XFree(data);
 }
