@@ -321,8 +321,8 @@ static int x_io_error(Display *dpy)
 }
 
 /* The empty desktop's colour: an all-black screen looks like a viewer that
- * lost its connection.  openbox leaves the root window alone, and its
- * background outlives this connection (it is the window's attribute). */
+ * lost its connection.  openbox leaves the root window's background alone,
+ * and it outlives this connection (it is the window's attribute). */
 #define ROOT_RGB 0x2f3e4e
 
 static void paint_root(Display *dpy)
@@ -337,7 +337,7 @@ static void paint_root(Display *dpy)
 	}
 	XSetWindowBackground(dpy, DefaultRootWindow(dpy), c.pixel);
 	XClearWindow(dpy, DefaultRootWindow(dpy));
-	XFlush(dpy);
+	XSync(dpy, False);
 }
 
 static void check_wm(struct init *in)
@@ -348,11 +348,8 @@ static void check_wm(struct init *in)
 	unsigned char *data = NULL;
 	if (XGetWindowProperty(in->dpy, DefaultRootWindow(in->dpy), in->wm_check, 0, 1, False,
 			       XA_WINDOW, &type, &format, &n, &after, &data) == Success &&
-	    type == XA_WINDOW && n == 1) {
-		if (!in->wm_ready && !in->ready)
-			paint_root(in->dpy);
+	    type == XA_WINDOW && n == 1)
 		in->wm_ready = 1;
-	}
 	if (data)
 		XFree(data);
 }
@@ -379,13 +376,17 @@ static void on_displayfd(struct init *in)
 	close(in->displayfd);
 	in->displayfd = -1;
 	say("Xvfb ready on :%s after %lld ms", in->display_buf, clock_mono_ms() - in->t0);
-	start_wm(in);
-	start_vnc(in);
 	in->dpy = XOpenDisplay(DISPLAY_NAME);
 	if (!in->dpy) {
 		begin_stop(in, 1, "cannot connect to Xvfb");
 		return;
 	}
+	/* Before the VNC server starts, whose first picture of the screen
+	 * then has the colour already (painted later, the first screenshot
+	 * could still show black). */
+	paint_root(in->dpy);
+	start_wm(in);
+	start_vnc(in);
 	in->wm_check = XInternAtom(in->dpy, "_NET_SUPPORTING_WM_CHECK", False);
 	XSelectInput(in->dpy, DefaultRootWindow(in->dpy), PropertyChangeMask);
 	check_wm(in);
