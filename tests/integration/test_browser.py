@@ -11,6 +11,7 @@ loopback."""
 import json
 import os
 import sys
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -140,11 +141,15 @@ def test_action(t, srv, sid, typed_pid):
          "closing its windows ends the typed chromium")
 
     url = SITE + "?five"
+    t0 = time.monotonic()
     r = srv.post(sid, "browser", {"url": url, "timeout_ms": 100000})
+    t.diag("browser start until its window: %.0f ms" % (1000 * (time.monotonic() - t0)))
     j = check_answer(t, srv, sid, r, url, True, "browser with none running")
     t.ok(isinstance(j.get("pid"), int), "a start answers the run's pid", j)
     url = SITE + "?six"
+    t0 = time.monotonic()
     r = srv.post(sid, "browser", {"url": url})
+    t.diag("browser tab in the running one: %.0f ms" % (1000 * (time.monotonic() - t0)))
     check_answer(t, srv, sid, r, url, False, "a second browser call")
     t.ok(SITE + "?five" in (tabs(srv, sid) or []), "the first tab is still there",
          tabs(srv, sid))
