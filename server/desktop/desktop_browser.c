@@ -21,8 +21,8 @@
  * case-insensitive. */
 #define BROWSER_CLASS	"^chromium"
 #define BROWSER_URL_MAX 8192
-/* A cold start takes ~3 s on an idle 2-core machine and several times
- * that under load (measured), so the default wait is long. */
+/* A start took 0.7-1.9 s on a 2-core machine at load 3 (measured) and
+ * takes several times that under heavier load: the default wait is long. */
 #define BROWSER_DEFAULT_MS 60000
 /* Handing a URL to the running browser takes ~0.2 s (measured); a run that
  * takes longer found no browser to hand it to (one with another profile
