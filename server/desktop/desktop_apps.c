@@ -81,7 +81,7 @@ static int argv_of(const cJSON *jargv, const char **argv, const char *what, stru
 
 /* internal.h */
 int desk_launch_argv(struct desk *d, const char *const *argv, int64_t timeout, cJSON *out,
-		       struct err *e)
+		     struct err *e)
 {
 	/* The windows there before, so the new one can be told apart. */
 	char *known = NULL;

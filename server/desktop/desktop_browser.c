@@ -80,8 +80,8 @@ static int browser_window(struct desk *d, cJSON **win, struct err *e)
 
 /* Starts the browser on `url` and waits up to `timeout` ms for its window
  * (*win, caller owns it); out gets its pid. */
-static int start_browser(struct desk *d, const char *url, int64_t timeout, cJSON *out,
-			 cJSON **win, struct err *e)
+static int start_browser(struct desk *d, const char *url, int64_t timeout, cJSON *out, cJSON **win,
+			 struct err *e)
 {
 	const char *argv[] = {BROWSER_BIN, url, NULL};
 	cJSON *got = cJSON_CreateObject();
