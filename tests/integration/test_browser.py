@@ -155,6 +155,16 @@ def test_action(t, srv, sid, typed_pid):
          tabs(srv, sid))
     r = srv.post(sid, "browser", {})
     check_answer(t, srv, sid, r, "about:blank", False, "browser without a url")
+    # The Python SDK's call for it (clients/python, standard library only).
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+    import deskbox
+    url = SITE + "?seven"
+    box = deskbox.Deskbox("http://127.0.0.1:%d" % srv.port, srv.token)
+    j = box.get(sid).desktop.browser(url)
+    t.ok(j.get("started") is False and j.get("url") == url and j.get("window", {}).get("id"),
+         "the SDK's desktop.browser(url) opens a tab", j)
+    t.ok(dbx.wait_until(lambda: url in (tabs(srv, sid) or []), timeout=SLOW, interval=0.5),
+         "the SDK's tab is in /json/list", tabs(srv, sid))
 
 
 def test_bad_urls(t, srv, sid):
