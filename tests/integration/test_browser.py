@@ -4,9 +4,9 @@ shows a page that `python3 -m http.server` serves on the sandbox's own
 loopback in a REST screenshot (the page's colour); `x-www-browser` and
 `xdg-open` hand URLs to it (tabs in DevTools' /json/list on 127.0.0.1:9222
 inside); POST desktop/browser opens a tab in it, starts it again once its
-window was closed, and a second call opens a tab; bad URLs are 400; the
-empty desktop is #2f3e4e, not black.  No packet leaves the sandbox's
-loopback."""
+window was closed, and a second call opens a tab (so do the Python SDK and
+the MCP tool); bad URLs are 400; the empty desktop is #2f3e4e, not black.
+No packet leaves the sandbox's loopback."""
 
 import json
 import os
@@ -167,6 +167,32 @@ def test_action(t, srv, sid, typed_pid):
          "the SDK's tab is in /json/list", tabs(srv, sid))
 
 
+def test_mcp(t, srv, sid):
+    """The MCP tool `browser` (docs/mcp.md), over the raw transport."""
+    path = "/v1/sandboxes/%s/mcp" % sid
+    accept = {"Accept": "application/json, text/event-stream"}
+    r = srv.request("POST", path, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test_browser", "version": "1"}}}, headers=accept)
+    h = dict(accept, **{"Mcp-Session-Id": r.header("Mcp-Session-Id") or ""})
+
+    def call(args):
+        r = srv.request("POST", path, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                       "params": {"name": "browser", "arguments": args}},
+                        headers=h)
+        res = r.json().get("result", {}) if r.status == 200 else {}
+        return res, (res.get("content") or [{}])[0].get("text", "")
+    url = SITE + "?eight"
+    res, text = call({"url": url})
+    j = json.loads(text) if not res.get("isError") and text.startswith("{") else {}
+    t.ok(j.get("started") is False and j.get("url") == url, "MCP tool browser opens a tab", text)
+    t.ok(dbx.wait_until(lambda: url in (tabs(srv, sid) or []), timeout=SLOW, interval=0.5),
+         "the MCP tool's tab is in /json/list", tabs(srv, sid))
+    res, text = call({"url": "javascript:alert(1)"})
+    t.ok(res.get("isError") is True and "url" in text, "MCP browser: a bad url is a tool error",
+         text)
+
+
 def test_bad_urls(t, srv, sid):
     for body in ({"url": "ftp://127.0.0.1/"}, {"url": "javascript:alert(1)"},
                  {"url": "chrome://settings"}, {"url": "--user-data-dir=/tmp"},
@@ -194,6 +220,7 @@ def main():
         pid = test_typed(t, srv, sid)
         test_handoff(t, srv, sid)
         test_action(t, srv, sid, pid)
+        test_mcp(t, srv, sid)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
     finally:
         rc = srv.stop()
