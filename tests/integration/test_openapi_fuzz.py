@@ -200,6 +200,11 @@ def make_safe(op_id, body, rnd):
         body["code"] = rnd.choice(SAFE_CODE)
     if op_id in ("exec", "codeRun") and isinstance(body.get("cwd"), str):
         body["cwd"] = rnd.choice(["/workspace", "/tmp", "/no/such/dir", body["cwd"]])
+    if op_id == "browser":
+        # Every valid URL (and none: about:blank) starts chromium or opens a tab in it, a
+        # few hundred MB each; test_browser.py covers those.
+        body["url"] = rnd.choice(["ftp://x", "javascript:alert(1)", "", "x", "http://a b",
+                                  "chrome://settings", "http://", "a" * 9000])
     if op_id == "launch" and isinstance(body.get("argv"), list):
         body["argv"] = rnd.choice([["true"], ["no-such-program"], ["sh", "-c", "exit 0"]])
     # Random modifier names and agent displays make nearly every action a
