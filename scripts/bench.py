@@ -20,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import dbx  # noqa: E402
+from bench_ports import bench_ports  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -309,6 +310,9 @@ def main():
         report("%s print(1) overhead over host python3 -c" % route,
                [o - hm for o in ours], target="< 10 ms")
         srv.request("DELETE", "/v1/sandboxes/" + sid)
+
+        # ---- the port proxy ----
+        bench_ports(srv, report, QUICK)
 
         # ---- idle cost, 1 and 20 sandboxes ----
         one = srv.create({})["id"]

@@ -2,6 +2,7 @@
 POST/PUT /echo  answers {"method","path","headers","length","sha256"} of the
                 request (bodies by Content-Length or chunked);
 GET /chunked?n=N answers N numbered lines in a chunked body;
+GET /bytes?n=N  answers N bytes (Content-Length);
 GET /ws         a WebSocket that echoes every message back.
 Standard library only."""
 import base64
@@ -74,6 +75,17 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/ws"):
             return self.websocket()
+        if self.path.startswith("/bytes"):
+            n = int(self.path.split("n=")[1])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            block = b"x" * (1 << 20)
+            while n:
+                self.wfile.write(block[:min(n, len(block))])
+                n -= min(n, len(block))
+            return
         self.echo()
 
     def websocket(self):
