@@ -82,6 +82,7 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 int api_process_status(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_kill(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_logs(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_stdin(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_restart(struct http_request *req, struct http_response *res, struct err *e);

@@ -74,6 +74,7 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/process/{pid}", api_process_status, 0),
     ROUTE("POST", SB "/process/{pid}/kill", api_process_kill, 0),
     ROUTE("GET", SB "/process/{pid}/logs", api_process_logs, 0),
+    ROUTE("POST", SB "/process/{pid}/stdin", api_process_stdin, 0),
 };
 
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -473,9 +473,10 @@ static void conclude(struct process_run *r, process_output_fn fn, void *cls)
 	pthread_mutex_lock(&r->table->mu);
 	if (r->cg_live)
 		run_cgroup_kill(&r->cg);
+	/* Under the lock: process_bg_stdin() may be about to dup it. */
+	close_fd(&r->in_fd);
 	pthread_mutex_unlock(&r->table->mu);
 	reap_client(r, KILL_GRACE_MS);
-	close_fd(&r->in_fd);
 	long long until = clock_mono_ms() + DRAIN_MS;
 	while ((r->so.fd >= 0 || r->se.fd >= 0) && clock_mono_ms() < until) {
 		struct pollfd p[2] = {{r->so.fd, POLLIN, 0}, {r->se.fd, POLLIN, 0}};

@@ -152,6 +152,14 @@ int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *log
 		    struct process_info *info, struct err *e);
 void process_logs_release(struct process_logs *l);
 
+/* Writes `len` bytes to the stdin of background run `pid` (started with
+ * keep_stdin_open), waiting at most `timeout_ms` for the program to take
+ * them, then closes its stdin (EOF) when `close_after`.  ERR_CONFLICT when
+ * the run has no open stdin or has ended, ERR_TIMEOUT when the program took
+ * not all of it in time (*written says how much it took). */
+int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_t len,
+		     int close_after, int timeout_ms, size_t *written, struct err *e);
+
 /* ---- Python contexts (process_ctx.c) ---- */
 
 #define PROCESS_CTX_ID_LEN 16
