@@ -56,7 +56,7 @@ static int parse_argv(const cJSON *body, struct exec_args *a, struct err *e)
 	return 0;
 }
 
-static int parse_env(const cJSON *body, struct exec_args *a, struct err *e)
+int api_parse_env(const cJSON *body, struct exec_args *a, struct err *e)
 {
 	const cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
 	a->env_kv[0] = NULL;
@@ -121,7 +121,7 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "\"stdin\": true needs \"background\": true (give the input as a "
 			       "string otherwise)");
-	if (parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
+	if (api_parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
 	    (!cJSON_IsBool(sj) &&
 	     args_string(body, "stdin", EXEC_MAX_STDIN, 0, &stdin_data, e) < 0) ||
 	    args_double(body, "timeout_s", 0.001, api->exec_timeout_max_s, def, 0, &timeout_s, e) <

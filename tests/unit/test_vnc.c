@@ -58,7 +58,7 @@ static size_t client_frame(unsigned char *out, int fin, int op, const void *payl
 static int parse_bytewise(struct ws_parser *ps, unsigned char *buf, size_t n, struct sink *s,
 			  int *code)
 {
-	struct ws_handler h = {on_data, on_control, s};
+	struct ws_handler h = {on_data, on_control, s, NULL};
 	for (size_t i = 0; i < n; i++) {
 		int r = ws_parse(ps, buf + i, 1, &h, code);
 		if (r < 0)
