@@ -92,6 +92,11 @@ int api_terminal_token_create(struct http_request *req, struct http_response *re
 int api_terminal_page(struct http_request *req, struct http_response *res, struct err *e);
 int api_terminal_static(struct http_request *req, struct http_response *res, struct err *e);
 int api_terminal_websocket(struct http_request *req, struct http_response *res, struct err *e);
+/* api_sessions.c (docs/terminals.md) */
+int api_session_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_exec(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_restart(struct http_request *req, struct http_response *res, struct err *e);

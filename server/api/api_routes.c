@@ -86,6 +86,12 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/terminals/{tid}/", api_terminal_page, HTTP_NO_AUTH),
     ROUTE("GET", SB "/terminals/{tid}/ws", api_terminal_websocket, HTTP_NO_AUTH),
     ROUTE("GET", SB "/terminals/{tid}/{file}", api_terminal_static, HTTP_NO_AUTH),
+
+    /* Shell sessions (docs/terminals.md): cwd and env persist. */
+    ROUTE("POST", SB "/sessions", api_session_create, 0),
+    ROUTE("GET", SB "/sessions", api_session_list, 0),
+    ROUTE("POST", SB "/sessions/{sid}/exec", api_session_exec, 0),
+    ROUTE("DELETE", SB "/sessions/{sid}", api_session_delete, 0),
 };
 
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -66,6 +66,7 @@ struct process_table {
 	struct process_run *runs;
 	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */
 	struct process_term *terms; /* terminals (process_term.c), newest first */
+	struct process_session *sessions; /* shell sessions (process_session.c) */
 	int bg_threads;		  /* background owners still running, under mu */
 	pthread_cond_t bg_done;	  /* signalled when bg_threads drops */
 	atomic_int refs;

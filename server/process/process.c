@@ -97,6 +97,7 @@ void process_table_kill_all(struct process_table *t)
 	pthread_mutex_unlock(&t->mu);
 	process_ctx_drop_all(t);
 	process_term_drop_all(t);
+	process_session_drop_all(t);
 }
 
 static void table_add(struct process_table *t, struct process_run *r)

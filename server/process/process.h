@@ -260,6 +260,44 @@ void process_term_detach(struct process_term_client *c);
 /* Ends every terminal of the table (sandbox teardown). */
 void process_term_drop_all(struct process_table *t);
 
+/* ---- sessions (process_session.c) ----
+ *
+ * A session is a persistent bash (Daytona-style): each command runs in the
+ * same shell with eval, so `cd`, `export`, variables and functions persist
+ * to the next.  Commands arrive on the shell's stdin (fd 3 inside; the
+ * command's own stdin is /dev/null); after each, the shell prints a random
+ * per-command marker with $? on stdout and on stderr, which ends its output.
+ * A command past its timeout, or one that ends the shell (`exit`), costs
+ * the session: it is killed (its whole cgroup) and started afresh, and the
+ * answer says so. */
+
+#define PROCESS_SESSION_ID_LEN 16
+#define PROCESS_SESSION_MAX    16 /* per sandbox */
+
+struct process_session_info {
+	char id[PROCESS_SESSION_ID_LEN + 1];
+	long long created_at_ms;
+	uint64_t commands;
+	int busy;
+};
+
+/* Starts a session's shell (o: cwd and env for it; the caller is inside an
+ * operation on the sandbox).  ERR_LIMIT past PROCESS_SESSION_MAX. */
+int process_session_create(struct process_table *t, const struct process_opts *o,
+			   struct process_session_info *info, struct err *e);
+/* Runs `command` in session `id` (o: timeout_ms, max_output).  ERR_CONFLICT
+ * while another command runs in it.  *restarted when the shell had to be
+ * started afresh (after this command, or before it).  Like
+ * process_ctx_run(), the caller holds a reference to the table and is not
+ * inside an operation on the sandbox. */
+int process_session_exec(struct process_table *t, const char *id, const char *command,
+			 const struct process_opts *o, struct process_result *res, int *restarted,
+			 struct err *e);
+int process_session_delete(struct process_table *t, const char *id, struct err *e);
+size_t process_session_list(struct process_table *t, struct process_session_info *out,
+			    size_t max);
+void process_session_drop_all(struct process_table *t);
+
 /* ---- code_run's languages (process_code.c) ---- */
 
 /* "python", "bash", "node", NULL: what a code run may be written in. */

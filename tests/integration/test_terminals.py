@@ -273,6 +273,77 @@ def test_terminal_errors(t, srv, sid, T):
         srv.request("DELETE", "%s/%s" % (T, x))
 
 
+def test_sessions(t, srv, sid):
+    S = "/v1/sandboxes/%s/sessions" % sid
+    r = srv.request("POST", S, {"env": {"GREETING": "hello"}})
+    t.ok(r.status == 201 and len(r.json()["id"]) == 16, "a session starts", r.body)
+    ss = r.json()["id"]
+    X = "%s/%s/exec" % (S, ss)
+
+    def run(cmd, **kw):
+        body = {"command": cmd}
+        body.update(kw)
+        return srv.request("POST", X, body)
+
+    r = run("pwd; echo $GREETING").json()
+    t.eq((r["stdout"], r["exit_code"]), ("/workspace\nhello\n", 0),
+         "it starts in /workspace with its env")
+    r = run("mkdir -p /tmp/sess/src && cd /tmp/sess/src && export FOO=bar && X=local").json()
+    t.eq(r["exit_code"], 0, "cd and export")
+    r = run("pwd; echo $FOO-$X; echo oops >&2; false").json()
+    t.eq((r["stdout"], r["stderr"], r["exit_code"]), ("/tmp/sess/src\nbar-local\n", "oops\n", 1),
+         "the next command keeps cwd, exported and shell variables; stderr and $? per command")
+    r = run("f() { echo in-f-$1; }").json()
+    r = run("f 7; printf 'no newline'").json()
+    t.eq(r["stdout"], "in-f-7\nno newline", "functions persist; output without a newline")
+    r = run("cat; echo after").json()
+    t.eq(r["stdout"], "after\n", "a command's stdin is empty (it cannot eat the next request)")
+    r = run("echo 'multi\nline'; echo $'a\\tb'\necho third").json()
+    t.eq(r["stdout"], "multi\nline\na\tb\nthird\n", "multi-line commands and quoting arrive intact")
+    r = run("head -c 3000000 /dev/zero | tr '\\0' x").json()
+    t.ok(r["truncated"] and len(r["stdout"]) == 1 << 20 and r["exit_code"] == 0,
+         "big output is capped and the session goes on", (r["truncated"], len(r["stdout"])))
+    r = run("sleep 30", timeout_s=1).json()
+    t.ok(r["timed_out"] and r["session_restarted"] and r["exit_code"] == -1,
+         "a command past its timeout restarts the session", r)
+    r = run("pwd").json()
+    t.eq((r["stdout"], r["session_restarted"]), ("/workspace\n", False),
+         "the restarted session is fresh and works")
+    r = run("exit 5").json()
+    t.ok(r["session_restarted"] and "exited" in r["stderr"], "exit ends the shell: restarted", r)
+    r = run("echo alive").json()
+    t.eq(r["stdout"], "alive\n", "and the next command runs")
+    import threading
+    slow = {}
+    th = threading.Thread(target=lambda: slow.update(r=run("sleep 3; echo slow-done").json()))
+    th.start()
+    busy = dbx.wait_until(lambda: srv.request("GET", S).json()["sessions"][0]["busy"], 10)
+    r = run("echo second")
+    th.join()
+    t.ok(busy and r.status == 409 and r.json()["error"]["code"] == "conflict" and
+         slow["r"]["stdout"] == "slow-done\n", "a second command while one runs is 409", r.body)
+    lst = srv.request("GET", S).json()["sessions"]
+    t.ok([x["id"] for x in lst] == [ss] and lst[0]["commands"] >= 10, "GET lists it", lst)
+
+    run("sleep 41414 &")
+    t.ok(dbx.wait_until(lambda: host_pids("sleep 41414"), timeout=20), "a background job runs")
+    r = srv.request("DELETE", "%s/%s" % (S, ss))
+    t.eq(r.status, 204, "DELETE ends the session")
+    t.ok(dbx.wait_until(lambda: not host_pids("sleep 41414"), timeout=10),
+         "its background job is gone too (seen from the host)")
+    t.eq(run("true").status, 404, "a deleted session is 404")
+    for body, why in (({}, "no command"), ({"command": ""}, "empty command"),
+                      ({"command": 5}, "command a number"),
+                      ({"command": "true", "timeout_s": 0}, "timeout 0")):
+        r = srv.request("POST", "%s/%s/exec" % (S, "0123456789abcdef"), body)
+        t.ok(r.status == 400 and r.json()["error"]["code"] == "invalid_argument",
+             "400 for " + why, r.body[:200])
+    r = srv.request("POST", S, {"cwd": "rel"})
+    t.eq(r.status, 400, "400 for a relative cwd")
+    r = srv.request("POST", "%s/%s/exec" % (S, "0123456789abcdef"), {"command": "true"})
+    t.eq(r.status, 404, "404 for an unknown session")
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -282,6 +353,7 @@ def main():
         test_stdin(t, srv, sid)
         T = test_terminal(t, srv, sid)
         test_terminal_errors(t, srv, sid, T)
+        test_sessions(t, srv, sid)
     finally:
         srv.cleanup()
     t.done()
