@@ -260,6 +260,23 @@ def test_terminal_errors(t, srv, sid, T):
     t.ok(r.status == 200 and len(r.body) > 100000, "xterm.js is served, built in")
     r = srv.request("GET", "%s/%s/nope.js" % (T, tid), token=None)
     t.eq(r.status, 404, "404 for another file")
+    # Revoking the token disconnects its clients; a view-only client's
+    # input never reaches the program.
+    vo = srv.request("POST", "%s/%s/tokens" % (T, tid), {"view_only": True}).json()["token"]
+    w = Term(srv, sid, tid, token="none", query="?token=" + vo)
+    w.send("typed-by-a-viewer\r")
+    c = Term(srv, sid, tid, token="none", query="?token=" + tok["token"])
+    t.eq(c.status, 101, "the WebSocket opens with the terminal's token")
+    c.send("from-the-owner\r")
+    t.ok(c.wait_for("from-the-owner\r\nfrom-the-owner") and w.wait_for("from-the-owner"),
+         "cat echoes the owner's line; the view-only client sees it", c.out)
+    t.ok(b"typed-by-a-viewer" not in c.out, "the view-only client's input was dropped", c.out)
+    r = srv.request("DELETE", "/v1/sandboxes/%s/vnc/tokens/%s" % (sid, tok["token"]))
+    t.eq(r.status, 204, "the terminal's token is revoked like a viewer token")
+    while c.pump(5):
+        pass
+    t.eq(c.close_code, 1008, "revoking it closes its client (1008)")
+    w.close()
     for x in (tid, other):
         srv.request("DELETE", "%s/%s" % (T, x))
     ids = []
@@ -354,6 +371,17 @@ def main():
         T = test_terminal(t, srv, sid)
         test_terminal_errors(t, srv, sid, T)
         test_sessions(t, srv, sid)
+        # A deleted sandbox takes its terminals and sessions along.
+        sid2 = srv.create()["id"]
+        srv.request("POST", "/v1/sandboxes/%s/terminals" % sid2, {"command": ["sleep", "52525"]})
+        ss = srv.request("POST", "/v1/sandboxes/%s/sessions" % sid2, {}).json()["id"]
+        srv.request("POST", "/v1/sandboxes/%s/sessions/%s/exec" % (sid2, ss),
+                    {"command": "sleep 53535 &"})
+        t.ok(dbx.wait_until(lambda: host_pids("sleep 52525") and host_pids("sleep 53535"), 20),
+             "a second sandbox's terminal and session run")
+        t.eq(srv.request("DELETE", "/v1/sandboxes/" + sid2).status, 204, "the sandbox is deleted")
+        t.eq(host_pids("sleep 52525") + host_pids("sleep 53535"), [],
+             "nothing of its terminal or session remains")
     finally:
         srv.cleanup()
     t.done()
