@@ -94,8 +94,8 @@ static int recv_request(int fds[3], char **req, uint32_t *len, int *pty)
 	*len &= ~EXEC_AGENT_PTY;
 	if (*pty && cm)
 		return -1;
-	if (!*pty && (!cm || cm->cmsg_type != SCM_RIGHTS ||
-		      cm->cmsg_len != CMSG_LEN(3 * sizeof(int))))
+	if (!*pty &&
+	    (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(3 * sizeof(int))))
 		return -1;
 	if (!*pty)
 		memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));

@@ -332,7 +332,8 @@ int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_
 			       "process %d took %zu of %zu bytes in %d ms", (int)pid, *written, len,
 			       timeout_ms);
 	if (rc < 0)
-		return err_sys(e, ERR_INTERNAL, -rc, "writing to the stdin of process %d", (int)pid);
+		return err_sys(e, ERR_INTERNAL, -rc, "writing to the stdin of process %d",
+			       (int)pid);
 	if (close_after) {
 		size_t none;
 		return process_bg_stdin(t, pid, NULL, 0, 1, 0, &none, e);

@@ -22,15 +22,14 @@
  * command runs through eval in this very shell, with fd 3 (the requests)
  * closed and stdin /dev/null, so it can neither read nor take the next
  * request.  Names start with __dbx_ to stay out of the user's way. */
-static const char driver[] =
-    "exec 3<&0 </dev/null\n"
-    "while IFS=' ' read -r -u 3 __dbx_m __dbx_c; do\n"
-    "  __dbx_c=$(printf '%s' \"$__dbx_c\" | base64 -d) || __dbx_c=false\n"
-    "  eval \"$__dbx_c\" 3<&-\n"
-    "  __dbx_rc=$?\n"
-    "  printf '%s %d\\n' \"$__dbx_m\" \"$__dbx_rc\"\n"
-    "  printf '%s\\n' \"$__dbx_m\" >&2\n"
-    "done\n";
+static const char driver[] = "exec 3<&0 </dev/null\n"
+			     "while IFS=' ' read -r -u 3 __dbx_m __dbx_c; do\n"
+			     "  __dbx_c=$(printf '%s' \"$__dbx_c\" | base64 -d) || __dbx_c=false\n"
+			     "  eval \"$__dbx_c\" 3<&-\n"
+			     "  __dbx_rc=$?\n"
+			     "  printf '%s %d\\n' \"$__dbx_m\" \"$__dbx_rc\"\n"
+			     "  printf '%s\\n' \"$__dbx_m\" >&2\n"
+			     "done\n";
 
 struct process_session {
 	struct process_session_info info;
@@ -76,8 +75,8 @@ static void session_unref(struct process_table *t, struct process_session *c)
 
 static int start_shell(struct process_table *t, struct process_session *c, int use, struct err *e)
 {
-	const char *argv[] = {"/bin/bash", "--noprofile", "--norc", "-c", driver, "deskbox-session",
-			      NULL};
+	const char *argv[] = {"/bin/bash", "--noprofile",     "--norc", "-c",
+			      driver,	   "deskbox-session", NULL};
 	struct process_opts o = {
 	    .argv = argv,
 	    .env = (const char *const *)c->env,
@@ -181,8 +180,7 @@ static long match_mark(const char *mark, const char *buf, size_t len, int is_out
 
 /* Looks for the marker in the stream's last bytes joined to `data`, then
  * in `data`; on a match the stream ends where the marker starts. */
-static void find_mark(struct collect *c, struct sstream *s, int is_out, const char *data,
-		      size_t n)
+static void find_mark(struct collect *c, struct sstream *s, int is_out, const char *data, size_t n)
 {
 	char comb[2 * WIN_MAX];
 	size_t head = n < WIN_MAX ? n : WIN_MAX;
@@ -353,8 +351,8 @@ int process_session_exec(struct process_table *t, const char *id, const char *co
 		return not_found(e, id);
 	if (pthread_mutex_trylock(&c->busy) != 0) {
 		session_unref(t, c);
-		return err_set(e, ERR_CONFLICT, EBUSY,
-			       "session '%s' is running another command", id);
+		return err_set(e, ERR_CONFLICT, EBUSY, "session '%s' is running another command",
+			       id);
 	}
 	long long start = clock_mono_ms();
 	int r = c->gone ? not_found(e, id) : exec_locked(t, c, command, o, res, restarted, e);
@@ -427,8 +425,7 @@ void process_session_drop_all(struct process_table *t)
 	}
 }
 
-size_t process_session_list(struct process_table *t, struct process_session_info *out,
-			    size_t max)
+size_t process_session_list(struct process_table *t, struct process_session_info *out, size_t max)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&t->mu);

@@ -340,8 +340,8 @@ void process_term_drop_all(struct process_table *t)
 	}
 }
 
-int process_term_attach(struct process_table *t, const char *id,
-			struct process_term_client **out, struct err *e)
+int process_term_attach(struct process_table *t, const char *id, struct process_term_client **out,
+			struct err *e)
 {
 	struct process_term *tm = term_find(t, id);
 	if (!tm)
@@ -419,8 +419,8 @@ long process_term_read(struct process_term_client *c, char *buf, size_t max, uin
 	return done ? -1 : (long)n;
 }
 
-int process_term_write(struct process_term_client *c, const void *data, size_t len,
-		       int timeout_ms, struct err *e)
+int process_term_write(struct process_term_client *c, const void *data, size_t len, int timeout_ms,
+		       struct err *e)
 {
 	struct process_term *tm = c->term;
 	const char *p = data;
@@ -446,8 +446,7 @@ int process_term_write(struct process_term_client *c, const void *data, size_t l
 	return 0;
 }
 
-int process_term_resize(struct process_term_client *c, unsigned cols, unsigned rows,
-			struct err *e)
+int process_term_resize(struct process_term_client *c, unsigned cols, unsigned rows, struct err *e)
 {
 	struct process_term *tm = c->term;
 	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};

@@ -154,7 +154,8 @@ static int on_control(void *cls, int opcode, const unsigned char *p, size_t n)
 	if (opcode == WS_OP_CLOSE) {
 		s->why = NULL; /* an ordinary end */
 		int code = n >= 2 ? (p[0] << 8 | p[1]) : WS_CLOSE_NORMAL;
-		queue_close(s, code == 1005 || code == 1006 || code == 1015 ? WS_CLOSE_NORMAL : code);
+		queue_close(s,
+			    code == 1005 || code == 1006 || code == 1015 ? WS_CLOSE_NORMAL : code);
 		return -1;
 	}
 	return 0;
