@@ -216,6 +216,19 @@ def test_terminal(t, srv, sid):
     t.ok(b"got-abc" in c.out and c.exit_code == 3, "an ended terminal still replays its output",
          (c.status, c.out, c.exit_code, c.close_code))
     srv.request("DELETE", "%s/%s" % (T, tid))
+
+    # The replay is bounded: the last 64 KiB, ending with the newest byte.
+    tid = srv.request("POST", T, {"command": [
+        "sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; echo; echo END; exec sleep 1000"]}
+    ).json()["id"]
+    t.ok(dbx.wait_until(lambda: srv.request("GET", "%s/%s" % (T, tid)).json()["output_bytes"]
+                        >= 200006, timeout=30), "a terminal writes 200 KB with no client")
+    c = Term(srv, sid, tid)
+    t.ok(c.wait_for("END\r\n") and c.out.endswith(b"END\r\n") and len(c.out) == 65536 and
+         c.out.startswith(b"x"), "a client attaching then gets exactly the last 64 KiB",
+         len(c.out))
+    c.close()
+    srv.request("DELETE", "%s/%s" % (T, tid))
     return T
 
 
