@@ -85,6 +85,21 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 int api_process_status(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_kill(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_logs(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_stdin(struct http_request *req, struct http_response *res, struct err *e);
+/* api_terminals.c (docs/terminals.md) */
+int api_terminal_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_token_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_page(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_static(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_websocket(struct http_request *req, struct http_response *res, struct err *e);
+/* api_sessions.c (docs/terminals.md) */
+int api_session_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_exec(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_restart(struct http_request *req, struct http_response *res, struct err *e);

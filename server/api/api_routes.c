@@ -92,6 +92,24 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/process/{pid}", api_process_status, 0),
     ROUTE("POST", SB "/process/{pid}/kill", api_process_kill, 0),
     ROUTE("GET", SB "/process/{pid}/logs", api_process_logs, 0),
+    ROUTE("POST", SB "/process/{pid}/stdin", api_process_stdin, 0),
+
+    /* Terminals (docs/terminals.md).  The page, its files and the
+     * WebSocket check viewer tokens themselves, like the desktop's. */
+    ROUTE("POST", SB "/terminals", api_terminal_create, 0),
+    ROUTE("GET", SB "/terminals", api_terminal_list, 0),
+    ROUTE("GET", SB "/terminals/{tid}", api_terminal_get, 0),
+    ROUTE("DELETE", SB "/terminals/{tid}", api_terminal_delete, 0),
+    ROUTE("POST", SB "/terminals/{tid}/tokens", api_terminal_token_create, 0),
+    ROUTE("GET", SB "/terminals/{tid}/", api_terminal_page, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/terminals/{tid}/ws", api_terminal_websocket, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/terminals/{tid}/{file}", api_terminal_static, HTTP_NO_AUTH),
+
+    /* Shell sessions (docs/terminals.md): cwd and env persist. */
+    ROUTE("POST", SB "/sessions", api_session_create, 0),
+    ROUTE("GET", SB "/sessions", api_session_list, 0),
+    ROUTE("POST", SB "/sessions/{sid}/exec", api_session_exec, 0),
+    ROUTE("DELETE", SB "/sessions/{sid}", api_session_delete, 0),
 };
 
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "server/process/process.h"
 
 /* The longest sandbox id a viewer may be bound to (server/sandbox/ ids are
  * 32 hex characters). */
@@ -52,6 +53,13 @@ void vnc_free(struct vnc *v);
 int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
 		     long long *expires_at, struct err *e);
 
+/* The same for one part of the sandbox only: `scope` names it ("" is the
+ * desktop, "terminal/<tid>" one terminal); a token is accepted only where
+ * its scope is asked for (vnc_token_check_scoped). */
+#define VNC_SCOPE_MAX 48
+int vnc_token_create_scoped(struct vnc *v, const char *sid, const char *scope, int view_only,
+			    long long ttl_s, char *token, long long *expires_at, struct err *e);
+
 /* Revokes a token of `sid` and disconnects the viewers using it.
  * ERR_NOT_FOUND when there is no such live token. */
 int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct err *e);
@@ -61,6 +69,9 @@ int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct e
  * expired or revoked. */
 int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vnc_grant *g,
 		    struct err *e);
+
+int vnc_token_check_scoped(struct vnc *v, const char *sid, const char *scope, const char *token,
+			   struct vnc_grant *g, struct err *e);
 
 /* 1 when `token` is the API token (constant time). */
 int vnc_is_api_token(const struct vnc *v, const char *token);
@@ -91,6 +102,32 @@ struct vnc_session_opts {
 	const char *sid; /* for log lines */
 };
 void vnc_session_run(const struct vnc_session_opts *o);
+
+/* ---- terminals (viewer_term.c, viewer_term_page.c) ---- */
+
+struct process_term_client;
+
+/* One terminal client over a WebSocket on `ws_fd` (after the 101); the
+ * protocol is in viewer_term.c and docs/terminals.md.  Runs until the
+ * browser leaves, the terminal ends, `stop_fd` becomes readable (-1: none)
+ * or the grant expires.  Owns neither the fd nor the client. */
+struct vnc_term_session_opts {
+	int ws_fd, stop_fd;
+	int view_only;
+	long long expires_at; /* unix seconds, 0: none */
+	const char *extra;
+	size_t extra_len;
+	struct process_term_client *client;
+	const char *sid; /* for log lines */
+};
+void vnc_term_session_run(const struct vnc_term_session_opts *o);
+
+/* The terminal page (xterm.js, built in): "%s" in the template stands for
+ * "1" (view-only) or "0".  malloc'd, NULL without memory. */
+char *vnc_term_page_render(int view_only, size_t *len);
+/* The files next to the page ("xterm.js", "xterm.css", "addon-fit.js",
+ * "terminal.js"), built in: NULL for any other name. */
+const char *vnc_term_static(const char *name, size_t *len, const char **type);
 
 /* ---- the viewer page (viewer_page.c) ---- */
 
