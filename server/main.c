@@ -1,6 +1,7 @@
 /* deskboxd: the desktop sandbox server.  Parses options, sets up the host
  * (private mount namespace, cgroups), opens the sandbox registry, serves the
- * REST API until SIGINT/SIGTERM, then stops every sandbox (files stay). */
+ * REST API until SIGINT/SIGTERM, then leaves running sandboxes running for
+ * the next deskboxd (or, with --on-exit stop, stops them; files stay). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -35,6 +36,7 @@ struct options {
 	long long disk_quota_mb;
 	long long userns_base;
 	int allow_shared_uid;
+	int stop_on_exit; /* --on-exit stop: SIGTERM stops the sandboxes */
 	struct pool_size pool[POOL_MAX_SIZES];
 	size_t n_pool;
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
@@ -103,7 +105,10 @@ static void usage(FILE *f)
 	    "                     user (uid 1000 inside) that + 1000; nothing else on the\n"
 	    "                     host may use these ids\n"
 	    "  --allow-shared-uid run sandboxes without user namespaces when the kernel\n"
-	    "                     refuses them: all as host uid 1000, init included\n",
+	    "                     refuses them: all as host uid 1000, init included\n"
+	    "  --on-exit keep|stop  on SIGTERM/SIGINT leave running sandboxes running for\n"
+	    "                     the next deskboxd to take over (keep, the default), or\n"
+	    "                     stop them (their files stay)\n",
 	    f);
 }
 
@@ -214,6 +219,15 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		o->ports_domain = arg;
 		return 1;
 	}
+	return 0;
+}
+
+/* --on-exit keep|stop; -1 for anything else. */
+static int parse_on_exit(const char *arg, struct options *o)
+{
+	if (strcmp(arg, "stop") && strcmp(arg, "keep"))
+		return -1;
+	o->stop_on_exit = strcmp(arg, "stop") == 0;
 	return 0;
 }
 
@@ -334,34 +348,53 @@ static int expand_config(int *argc, char ***argv)
 	return 0;
 }
 
+/* Every option; --config files take the same names (expand_config). */
+static const struct option longopts[] = {
+    {"listen", required_argument, NULL, 'l'},
+    {"state-dir", required_argument, NULL, 's'},
+    {"token", required_argument, NULL, 't'},
+    {"runtime", required_argument, NULL, 'r'},
+    {"max-sandboxes", required_argument, NULL, 'm'},
+    {"warm-pool", required_argument, NULL, 'W'},
+    {"exec-timeout", required_argument, NULL, 'T'},
+    {"exec-timeout-max", required_argument, NULL, 'M'},
+    {"exec-max-output", required_argument, NULL, 'O'},
+    {"disk-quota-mb", required_argument, NULL, 'Q'},
+    {"max-connections", required_argument, NULL, 'C'},
+    {"max-connections-per-address", required_argument, NULL, 'P'},
+    {"header-timeout", required_argument, NULL, 'H'},
+    {"max-pending-headers", required_argument, NULL, 'N'},
+    {"tls-cert", required_argument, NULL, 'c'},
+    {"tls-key", required_argument, NULL, 'k'},
+    {"ports-domain", required_argument, NULL, 'D'},
+    {"config", required_argument, NULL, 'F'},
+    {"log-format", required_argument, NULL, 'f'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"userns-base", required_argument, NULL, 'U'},
+    {"allow-shared-uid", no_argument, NULL, 'S'},
+    {"on-exit", required_argument, NULL, 'X'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --log-format and --log-level; -1 for a bad value. */
+static int parse_log_option(int c, const char *arg)
+{
+	if (c == 'f') {
+		enum log_format f;
+		if (log_format_parse(arg, &f) < 0)
+			return -1;
+		log_set_format(f);
+		return 0;
+	}
+	if (log_level_parse(arg, (enum log_level) - 1) == (enum log_level) - 1)
+		return -1;
+	log_configure(log_level_parse(arg, LOG_LEVEL_INFO), NULL, NULL);
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-	    {"listen", required_argument, NULL, 'l'},
-	    {"state-dir", required_argument, NULL, 's'},
-	    {"token", required_argument, NULL, 't'},
-	    {"runtime", required_argument, NULL, 'r'},
-	    {"max-sandboxes", required_argument, NULL, 'm'},
-	    {"warm-pool", required_argument, NULL, 'W'},
-	    {"exec-timeout", required_argument, NULL, 'T'},
-	    {"exec-timeout-max", required_argument, NULL, 'M'},
-	    {"exec-max-output", required_argument, NULL, 'O'},
-	    {"disk-quota-mb", required_argument, NULL, 'Q'},
-	    {"max-connections", required_argument, NULL, 'C'},
-	    {"max-connections-per-address", required_argument, NULL, 'P'},
-	    {"header-timeout", required_argument, NULL, 'H'},
-	    {"max-pending-headers", required_argument, NULL, 'N'},
-	    {"tls-cert", required_argument, NULL, 'c'},
-	    {"tls-key", required_argument, NULL, 'k'},
-	    {"ports-domain", required_argument, NULL, 'D'},
-	    {"config", required_argument, NULL, 'F'},
-	    {"log-format", required_argument, NULL, 'f'},
-	    {"log-level", required_argument, NULL, 'v'},
-	    {"userns-base", required_argument, NULL, 'U'},
-	    {"allow-shared-uid", no_argument, NULL, 'S'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -374,17 +407,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'F': /* read before the command line: expand_config() */
 			break;
-		case 'f': {
-			enum log_format f;
-			if (log_format_parse(optarg, &f) < 0)
-				goto bad;
-			log_set_format(f);
-			break;
-		}
+		case 'f':
 		case 'v':
-			if (log_level_parse(optarg, (enum log_level) - 1) == (enum log_level) - 1)
+			if (parse_log_option(c, optarg) < 0)
 				goto bad;
-			log_configure(log_level_parse(optarg, LOG_LEVEL_INFO), NULL, NULL);
 			break;
 		case 'h':
 			usage(stdout);
@@ -395,6 +421,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		default:
 			if (set_string_option(c, optarg, o))
 				break;
+			if (c == 'X') {
+				if (parse_on_exit(optarg, o) < 0)
+					goto bad;
+				break;
+			}
 			if (parse_number_option(c, optarg, o) < 0)
 				goto bad;
 			break;
@@ -674,13 +705,18 @@ static int server_start(const struct options *o, struct host *h, struct server *
 	return 0;
 }
 
-static void server_stop(struct server *s)
+static void server_stop(struct server *s, int keep)
 {
-	vnc_stop_all(s->api.vnc);    /* viewer sessions hold connection threads */
-	sandboxes_kill_runs(s->sbx); /* so do foreground and streamed runs */
+	vnc_stop_all(s->api.vnc); /* viewer sessions hold connection threads */
+	/* So do foreground and streamed runs; background ones go on in
+	 * sandboxes left running. */
+	sandboxes_kill_runs(s->sbx, keep);
 	http_free(s->http);
 	pool_free(s->api.pool);
-	sandboxes_close(s->sbx);
+	if (keep)
+		sandboxes_detach(s->sbx);
+	else
+		sandboxes_close(s->sbx);
 	vnc_free(s->api.vnc);
 	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
@@ -731,6 +767,6 @@ int main(int argc, char **argv)
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	printf("deskboxd: signal %d, stopping\n", sig);
-	server_stop(&srv);
+	server_stop(&srv, !o.stop_on_exit);
 	return 0;
 }

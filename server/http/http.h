@@ -254,6 +254,9 @@ int http_proxy_begin(struct http_request *req, const struct http_proxy_opts *o,
 		     struct http_body_sink *sink, struct err *e);
 /* req->stream is the sink's cls; on failure everything is released. */
 int http_proxy_finish(struct http_request *req, struct http_response *res, struct err *e);
+/* An fd that becomes readable when the server begins to stop: code that
+ * blocks for long on a connection's thread polls it too.  Not to close. */
+int http_stop_fd(const struct http_request *req);
 /* The request is known to come from someone entitled to it (an HTTP_NO_AUTH
  * route that checked its own credential): its body is no longer under the
  * header deadline that keeps strangers from holding connections. */

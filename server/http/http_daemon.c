@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "common/cleanup.h"
@@ -115,6 +117,8 @@ static void daemon_release(struct http *h)
 	http_guard_free(h->guard);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->mu);
+	if (h->stop_fd >= 0)
+		close(h->stop_fd);
 	free(h->token);
 	free(h);
 }
@@ -138,7 +142,8 @@ int http_new(struct http **out, const struct http_opts *o, struct err *e)
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cond, NULL);
 	h->token = strdup(o->token);
-	if (!h->token) {
+	h->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!h->token || h->stop_fd < 0) {
 		daemon_release(h);
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	}
@@ -182,6 +187,10 @@ void http_free(struct http *h)
 {
 	if (!h)
 		return;
+	/* Proxied streams and pipes (http_proxy.c) end now. */
+	uint64_t one = 1;
+	if (write(h->stop_fd, &one, sizeof(one)) < 0)
+		log_msg(LOG_LEVEL_WARN, "http: cannot signal the stop: %s", strerror(errno));
 	/* Upgraded sessions on their own threads end first (the caller has
 	 * told them to stop): they still use their MHD connection. */
 	pthread_mutex_lock(&h->mu);

@@ -29,6 +29,7 @@ enum body_mode { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_EOF };
 
 struct proxy {
 	int fd;
+	int stop;	 /* http_stop_fd: the server is stopping */
 	int chunked_out; /* the request body goes upstream as chunks */
 	int upgrade;	 /* the client asked for a protocol upgrade */
 	int head_only;	 /* HEAD: the answer has no body whatever it says */
@@ -74,12 +75,12 @@ static ssize_t fill(struct proxy *p)
 		p->len -= p->off;
 		p->off = 0;
 	}
-	struct pollfd pf = {.fd = p->fd, .events = POLLIN};
+	struct pollfd pf[2] = {{.fd = p->fd, .events = POLLIN}, {.fd = p->stop, .events = POLLIN}};
 	int r;
 	do
-		r = poll(&pf, 1, IDLE_MS);
+		r = poll(pf, 2, IDLE_MS);
 	while (r < 0 && errno == EINTR);
-	if (r <= 0)
+	if (r <= 0 || pf[1].revents)
 		return -1;
 	ssize_t n;
 	do
@@ -94,11 +95,11 @@ static ssize_t fill(struct proxy *p)
 
 static int hop_by_hop(const char *name)
 {
-	static const char *const hop[] = {"Connection", "Keep-Alive", "Proxy-Connection", "TE",
-					  "Trailer",	"Transfer-Encoding", "Upgrade",	  "Host",
-					  "Content-Length", "Proxy-Authorization", "Forwarded",
-					  "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
-					  "X-Forwarded-Prefix"};
+	static const char *const hop[] = {
+	    "Connection",	 "Keep-Alive",		"Proxy-Connection",  "TE",
+	    "Trailer",		 "Transfer-Encoding",	"Upgrade",	     "Host",
+	    "Content-Length",	 "Proxy-Authorization", "Forwarded",	     "X-Forwarded-For",
+	    "X-Forwarded-Proto", "X-Forwarded-Host",	"X-Forwarded-Prefix"};
 	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
 		if (strcasecmp(name, hop[i]) == 0)
 			return 1;
@@ -159,7 +160,8 @@ static int copy_header(void *cls, const char *name, const char *value)
 {
 	struct head *h = cls;
 	const struct http_proxy_opts *o = h->o;
-	if (hop_by_hop(name) || (o->strip_authorization && strcasecmp(name, "Authorization") == 0) ||
+	if (hop_by_hop(name) ||
+	    (o->strip_authorization && strcasecmp(name, "Authorization") == 0) ||
 	    (o->strip_origin && strcasecmp(name, "Origin") == 0))
 		return 0;
 	if (o->strip_cookie && strcasecmp(name, "Cookie") == 0) {
@@ -173,8 +175,8 @@ static int copy_header(void *cls, const char *name, const char *value)
 	return 0;
 }
 
-static int request_head(struct http_request *req, const struct http_proxy_opts *o,
-			struct proxy *p, struct head *h)
+static int request_head(struct http_request *req, const struct http_proxy_opts *o, struct proxy *p,
+			struct head *h)
 {
 	head_add(h, req->method, " ", o->target);
 	h->len -= 2; /* the request line goes on with the version */
@@ -218,7 +220,8 @@ static int sink_write(void *cls, const char *data, size_t len, struct err *e)
 	int n = snprintf(size, sizeof(size), "%zx\r\n", len);
 	if ((p->chunked_out && send_all(p->fd, size, (size_t)n) < 0) ||
 	    send_all(p->fd, data, len) < 0 || (p->chunked_out && send_all(p->fd, "\r\n", 2) < 0))
-		return err_sys(e, ERR_BAD_GATEWAY, errno, "the service in the sandbox stopped reading");
+		return err_sys(e, ERR_BAD_GATEWAY, errno,
+			       "the service in the sandbox stopped reading");
 	return 0;
 }
 
@@ -234,6 +237,7 @@ int http_proxy_begin(struct http_request *req, const struct http_proxy_opts *o,
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	}
 	p->fd = o->fd;
+	p->stop = http_stop_fd(req);
 	p->head_only = strcmp(req->method, "HEAD") == 0;
 	struct head h = {hbuf, 0, REQ_HEAD_MAX, 0, o};
 	int r = request_head(req, o, p, &h);
@@ -291,7 +295,8 @@ static int answer_header(struct proxy *p, struct http_response *res, char *name,
 		char *end;
 		unsigned long long v = strtoull(value, &end, 10);
 		if (end == value || *end)
-			return err_set(e, ERR_BAD_GATEWAY, 0, "bad Content-Length from the sandbox");
+			return err_set(e, ERR_BAD_GATEWAY, 0,
+				       "bad Content-Length from the sandbox");
 		if (p->mode != BODY_CHUNKED) {
 			p->mode = BODY_LENGTH;
 			p->left = v;
@@ -453,13 +458,15 @@ static void pipe_run(void *cls, int fd, const char *extra, size_t extra_len)
 	if ((extra_len && send_all(p->fd, extra, extra_len) < 0) ||
 	    (p->len > p->off && send_all(fd, p->buf + p->off, p->len - p->off) < 0))
 		return;
-	struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = p->fd, .events = POLLIN}};
+	struct pollfd pf[3] = {{.fd = fd, .events = POLLIN},
+			       {.fd = p->fd, .events = POLLIN},
+			       {.fd = p->stop, .events = POLLIN}};
 	int open_in = 1, open_out = 1;
 	while (open_in || open_out) {
-		int r = poll(pf, 2, -1);
+		int r = poll(pf, 3, -1);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0)
+		if (r < 0 || pf[2].revents)
 			return;
 		for (int i = 0; i < 2; i++) {
 			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))

@@ -135,3 +135,9 @@ void http_request_trusted(struct http_request *req)
 	struct http *h = req->layer;
 	http_guard_request_began(h->guard, req->conn);
 }
+
+int http_stop_fd(const struct http_request *req)
+{
+	const struct http *h = req->layer;
+	return h->stop_fd;
+}

@@ -23,6 +23,9 @@ struct http {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	unsigned n_sessions;
+	/* An eventfd that becomes readable when http_free begins: proxied
+	 * streams and upgraded pipes poll it (http_stop_fd). */
+	int stop_fd;
 };
 
 #define HTTP_PATH_MAX 4096

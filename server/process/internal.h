@@ -62,6 +62,9 @@ struct process_table {
 	struct process_host host; /* strings point into the two below */
 	char container_id[80];
 	char dir[PATH_MAX];
+	/* The exec agent's directory: <dir>/run, or the one reached through
+	 * the init's root (process_table_set_run_dir); under mu. */
+	char run[PATH_MAX];
 	pthread_mutex_t mu;
 	struct process_run *runs;
 	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */

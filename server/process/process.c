@@ -50,10 +50,21 @@ struct process_table *process_table_new(const struct process_host *host)
 	snprintf(t->dir, sizeof(t->dir), "%s", host->dir);
 	t->host.container_id = t->container_id;
 	t->host.dir = t->dir;
+	snprintf(t->run, sizeof(t->run), "%s/run", host->dir);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->bg_done, NULL);
 	atomic_init(&t->refs, 1);
 	return t;
+}
+
+void process_table_set_run_dir(struct process_table *t, const char *run)
+{
+	pthread_mutex_lock(&t->mu);
+	if (run)
+		snprintf(t->run, sizeof(t->run), "%s", run);
+	else
+		snprintf(t->run, sizeof(t->run), "%s/run", t->dir);
+	pthread_mutex_unlock(&t->mu);
 }
 
 void process_table_ref(struct process_table *t)
@@ -79,14 +90,18 @@ void process_table_unref(struct process_table *t)
 	free(t);
 }
 
-void process_table_kill_all(struct process_table *t)
+void process_table_kill_all(struct process_table *t, int foreground_only)
 {
 	pthread_mutex_lock(&t->mu);
 	for (struct process_run *r = t->runs; r; r = r->next) {
-		if (!r->cg_live)
+		if (!r->cg_live || (foreground_only && r->bg))
 			continue;
 		r->killed = 1;
 		run_cgroup_kill(&r->cg);
+	}
+	if (foreground_only) {
+		pthread_mutex_unlock(&t->mu);
+		return;
 	}
 	/* The owners of background runs notice within moments; wait for
 	 * them so that nothing of the sandbox outlives its teardown. */

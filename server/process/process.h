@@ -57,8 +57,15 @@ struct process_host {
  * another. */
 struct process_table *process_table_new(const struct process_host *host);
 void process_table_unref(struct process_table *t);
-/* Kills every run of the sandbox (their owners then see them end). */
-void process_table_kill_all(struct process_table *t);
+/* Where the exec agent's socket is: NULL for <dir>/run; a sandbox that
+ * deskboxd re-adopted after a restart names the directory through its
+ * init's root ("/proc/PID/root/run/deskbox"). */
+void process_table_set_run_dir(struct process_table *t, const char *run);
+/* Kills every run of the sandbox (their owners then see them end); with
+ * `foreground_only` only the runs someone waits for, so that background
+ * runs and launched programs go on (a deskboxd leaving its sandboxes
+ * running). */
+void process_table_kill_all(struct process_table *t, int foreground_only);
 
 /* ---- runs ---- */
 

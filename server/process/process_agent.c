@@ -31,7 +31,9 @@
 static int connect_agent(struct process_table *t)
 {
 	char run[PATH_MAX];
-	snprintf(run, sizeof(run), "%s/run", t->dir);
+	pthread_mutex_lock(&t->mu);
+	snprintf(run, sizeof(run), "%s", t->run);
+	pthread_mutex_unlock(&t->mu);
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;

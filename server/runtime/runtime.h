@@ -189,7 +189,9 @@ int disk_image_create(const char *path, uint64_t bytes, struct err *e);
 
 /* Attaches `image` to a free loop device and mounts it nosuid,nodev on
  * `target` (created if missing).  The loop device is freed when the mount
- * goes (autoclear). */
+ * goes (autoclear).  A loop device that already backs `image` (a running
+ * container's, kept across a restart of deskboxd) is mounted instead of a
+ * second one. */
 int disk_image_mount(const char *image, const char *target, struct err *e);
 
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */

@@ -14,7 +14,9 @@
  * sandbox writes, never more than the image's size. */
 #include "runtime.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <signal.h>
@@ -126,6 +128,41 @@ static int loop_attach(int image_fd, char *dev, size_t dev_size, struct err *e)
 	return err_set(e, ERR_UNAVAILABLE, EBUSY, "no free loop device");
 }
 
+/* The loop device already backed by `image` ("/dev/loopN" into dev), as a
+ * container that outlived a deskboxd still holds its disk: 1 found, 0 not.
+ * Mounting that device again gives the same ext4 superblock; attaching a
+ * second loop device to the file would mount the filesystem twice, which
+ * corrupts it. */
+static int loop_find(const char *image, char *dev, size_t size)
+{
+	char real[PATH_MAX];
+	if (!realpath(image, real))
+		return 0;
+	DIR *d = opendir("/sys/block");
+	if (!d)
+		return 0;
+	int found = 0;
+	struct dirent *de;
+	while (!found && (de = readdir(d))) {
+		if (strncmp(de->d_name, "loop", 4) != 0)
+			continue;
+		char path[PATH_MAX], back[PATH_MAX];
+		snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fgets(back, sizeof(back), f)) {
+			back[strcspn(back, "\n")] = '\0';
+			found = strcmp(back, real) == 0;
+		}
+		fclose(f);
+		if (found)
+			snprintf(dev, size, "/dev/%s", de->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
 int disk_image_mount(const char *image, const char *target, struct err *e)
 {
 	if (mkdir(target, 0700) < 0 && errno != EEXIST)
@@ -134,13 +171,19 @@ int disk_image_mount(const char *image, const char *target, struct err *e)
 	if (img < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", image);
 	char dev[64];
-	_cleanup_fd_ int loop = loop_attach(img, dev, sizeof(dev), e);
-	if (loop < 0)
-		return loop;
 	/* nosuid, nodev: nothing the sandbox writes is set-user-ID or a device
 	 * on the host's side.  noinit_itable: the image is sparse, its inode
 	 * tables already read as zeros. */
-	if (mount(dev, target, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
+	const unsigned long flags = MS_NOSUID | MS_NODEV;
+	/* A device being released as its last mount goes (autoclear) refuses
+	 * the mount: then a fresh one is attached. */
+	if (loop_find(image, dev, sizeof(dev)) &&
+	    mount(dev, target, "ext4", flags, "noinit_itable") == 0)
+		return 0;
+	_cleanup_fd_ int loop = loop_attach(img, dev, sizeof(dev), e);
+	if (loop < 0)
+		return loop;
+	if (mount(dev, target, "ext4", flags, "noinit_itable") < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "mounting '%s' on '%s'", image, target);
 	/* Closing `loop` now leaves the mount as the device's only user: with
 	 * autoclear, unmounting detaches it. */

@@ -56,6 +56,12 @@ struct sandbox {
 	/* Operations hold it shared; delete, stop and reconnect exclusive. */
 	pthread_rwlock_t op;
 
+	/* Left running by a deskboxd that stopped (sandbox_adopt.c): sandbox.json
+	 * says so, with the log keeper's pid; adopted: taken over from such a
+	 * deskboxd (its mounts are not in this mount namespace). */
+	int detached, adopted;
+	pid_t log_keeper;
+
 	/* A warm-pool member (server/sandbox/sandbox_pool.c): running, but not listed, not
 	 * found by id and not counted against max_sandboxes until claimed. */
 	int pooled;
@@ -127,6 +133,20 @@ int sandbox_userns_migrate(struct sandbox *sb, struct err *e);
 /* The owners and modes of <dir> and <dir>/run for the sandbox's ids. */
 int sandbox_userns_dirs(struct sandbox *sb, struct err *e);
 
+/* ---- sandboxes that outlive deskboxd (sandbox_adopt.c) ---- */
+/* Takes over a sandbox a previous deskboxd left running (`detached` is
+ * sandbox.json's object); fails when its container ended. */
+int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e);
+/* The adopted sandbox's container ended: back to this deskboxd's mounts. */
+void sandbox_adopt_end(struct sandbox *sb);
+/* Where /run/deskbox of the sandbox is: <dir>/run, or through the
+ * adopted init's root. */
+void sandbox_run_dir(const struct sandbox *sb, char *buf, size_t size);
+/* The log pipe handed to a keeper process / taken back from it
+ * (sandbox_log.c). */
+int sandbox_log_detach(struct sandbox *sb, pid_t *keeper, struct err *e);
+int sandbox_log_adopt(struct sandbox *sb, pid_t keeper, struct err *e);
+
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock
@@ -146,6 +166,8 @@ void sandbox_monitor_free(struct sandboxes *s);
  * container's init (its cgroup), so a pid reused by another process is
  * never taken for it; sets sb->init_gen. */
 int sandbox_monitor_watch(struct sandbox *sb, struct err *e);
+/* Whether `pid` is a process in the cgroup of container `cid`. */
+int sandbox_pid_in_container(pid_t pid, const char *cid);
 /* The init about to be stopped on purpose: its exit is no failure. */
 void sandbox_init_disown(struct sandbox *sb);
 /* 1 once the init that was started exited (or was disowned). */

@@ -120,6 +120,9 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 		cJSON_AddTrueToObject(j, "pooled");
 	if (sb->host_base)
 		cJSON_AddNumberToObject(j, "userns_base", sb->host_base);
+	if (sb->detached && status == SANDBOX_RUNNING)
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(j, "detached"), "log_keeper",
+					sb->log_keeper);
 	cJSON *env = cJSON_AddObjectToObject(j, "env");
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++) {
 		const char *kv = sb->spec.env[i];
@@ -555,6 +558,26 @@ static void migrate_loaded(struct sandboxes *s)
 	}
 }
 
+/* A sandbox a stopping deskboxd left running ("detached" in its
+ * sandbox.json) is taken over when its container still runs: 0 then. */
+static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
+{
+	const cJSON *det = cJSON_GetObjectItemCaseSensitive(j, "detached");
+	if (strcmp(st->valuestring, "running") != 0 || !cJSON_IsObject(det))
+		return -1;
+	struct err e = ERR_INIT;
+	if (sandbox_adopt(sb, det, &e) < 0) {
+		log_msg(LOG_LEVEL_WARN, "sandbox %s was left running, but %s", sb->id, e.msg);
+		return -1;
+	}
+	err_clear(&e);
+	if (sandbox_persist(sb, SANDBOX_RUNNING, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+	log_msg(LOG_LEVEL_INFO, "sandbox %s: taken over, running (init pid %d)", sb->id,
+		(int)sb->init_pid);
+	return 0;
+}
+
 static int load_one(struct sandboxes *s, const char *id)
 {
 	struct err e = ERR_INIT;
@@ -575,6 +598,10 @@ static int load_one(struct sandboxes *s, const char *id)
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
 		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
+		if (load_adopt(sb, st, j) == 0) {
+			cJSON_Delete(j);
+			goto listed;
+		}
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped (or
 		 * failed, with its reason). */
@@ -587,6 +614,7 @@ static int load_one(struct sandboxes *s, const char *id)
 		if (sandbox_persist(sb, sb->status, &e) < 0)
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 		cJSON_Delete(j);
+	listed:
 		pthread_mutex_lock(&s->mu);
 		sb->next = s->list;
 		s->list = sb;
@@ -672,11 +700,11 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	return 0;
 }
 
-void sandboxes_kill_runs(struct sandboxes *s)
+void sandboxes_kill_runs(struct sandboxes *s, int foreground_only)
 {
 	pthread_mutex_lock(&s->mu);
 	for (struct sandbox *sb = s->list; sb; sb = sb->next)
-		process_table_kill_all(sb->procs);
+		process_table_kill_all(sb->procs, foreground_only);
 	pthread_mutex_unlock(&s->mu);
 }
 

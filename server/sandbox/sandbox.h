@@ -90,10 +90,15 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 
 /* Stops every running sandbox (their files stay) and frees the registry. */
 void sandboxes_close(struct sandboxes *s);
+/* Frees the registry and leaves running sandboxes running, for the next
+ * deskboxd on the same state dir to take over (sandbox_adopt.c; their
+ * foreground runs must have been killed first: sandboxes_kill_runs). */
+void sandboxes_detach(struct sandboxes *s);
 
 /* Kills every run (exec, code_run, context) of every sandbox, so requests
- * waiting for one end now (shutdown). */
-void sandboxes_kill_runs(struct sandboxes *s);
+ * waiting for one end now (shutdown); with `foreground_only`, background
+ * runs and launched programs are spared (sandboxes_detach). */
+void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
 
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",

@@ -57,7 +57,7 @@ static void log_tail(const struct sandbox *sb, char *out, size_t size)
 static int vnc_connect(const struct sandbox *sb, struct err *e)
 {
 	char run[PATH_MAX];
-	sandbox_path(sb, run, sizeof(run), "run");
+	sandbox_run_dir(sb, run, sizeof(run));
 	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
@@ -181,7 +181,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	capture_free(sb->cap);
 	sb->cap = NULL;
 	/* Every run's own cgroup, before crun removes the sandbox's. */
-	process_table_kill_all(sb->procs);
+	process_table_kill_all(sb->procs, 0);
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
@@ -202,6 +202,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	sandbox_path(sb, sock, sizeof(sock), "run/ready");
 	unlink(sock);
 	sandbox_run_umount(sb);
+	sandbox_adopt_end(sb);
 	sb->init_pid = -1;
 }
 

@@ -244,7 +244,7 @@ void sandbox_monitor_free(struct sandboxes *s)
 }
 
 /* 1 when host process `pid` is in the container's cgroup. */
-static int in_container(pid_t pid, const char *cid)
+int sandbox_pid_in_container(pid_t pid, const char *cid)
 {
 	char path[64], line[512], want[128];
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
@@ -271,7 +271,7 @@ int sandbox_monitor_watch(struct sandbox *sb, struct err *e)
 	 * first; the process it names was alive (or is our zombie) while its
 	 * cgroup was checked if a signal 0 still reaches it afterwards, so a
 	 * reused pid is never watched (or reaped) in the init's place. */
-	if (!in_container(pid, sb->container_id) ||
+	if (!sandbox_pid_in_container(pid, sb->container_id) ||
 	    syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0) {
 		close(fd);
 		return err_set(e, ERR_INTERNAL, ESRCH, "the sandbox's init (pid %d) went away",

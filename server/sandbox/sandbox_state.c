@@ -108,8 +108,13 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 		/* SECURITY: it must be the sandbox's overlay and nothing else:
 		 * were the init gone and its pid reused, /proc/N/root could be
 		 * the host's "/".  Then the overlay's own mount will do. */
-		if (fd >= 0 && (fstat(fd, &got) < 0 || got.st_dev != want.st_dev ||
-				got.st_ino != want.st_ino)) {
+		/* An adopted sandbox's overlay is the container's alone (not
+		 * mounted in this deskboxd's namespace): there the pid must
+		 * still be the container's init after the open. */
+		int same = sb->adopted ? sandbox_pid_in_container(pid, sb->container_id)
+				       : fstat(fd, &got) == 0 && got.st_dev == want.st_dev &&
+					     got.st_ino == want.st_ino;
+		if (fd >= 0 && !same) {
 			close(fd);
 			fd = -1;
 		}

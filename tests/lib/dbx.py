@@ -155,16 +155,19 @@ class Response:
 class Server:
     """A deskboxd process on 127.0.0.1:<free port>."""
 
-    def __init__(self, state_dir=None, token=TOKEN, args=(), env=None, wrap=()):
+    def __init__(self, state_dir=None, token=TOKEN, args=(), env=None, wrap=(), on_exit="stop"):
         """`args` go after the defaults (a later --listen wins); `wrap` is
-        a command line deskboxd runs under (e.g. unshare)."""
+        a command line deskboxd runs under (e.g. unshare).  `on_exit`:
+        what SIGTERM does to running sandboxes (--on-exit); the tests stop
+        them unless they test leaving them running."""
+        self.on_exit = on_exit
         self.own_state = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="dbx-test-")
         self.token = token
         self.log_path = os.path.join(self.state_dir, "..", os.path.basename(self.state_dir) + ".log")
         self.log = open(self.log_path, "wb")
         cmd = list(wrap) + [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
-               "--state-dir", self.state_dir] + list(args)
+               "--state-dir", self.state_dir, "--on-exit", on_exit] + list(args)
         if token is not None:
             cmd += ["--token", token]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log,
@@ -285,6 +288,13 @@ class Server:
             self.proc.wait()
 
     def cleanup(self):
+        if self.on_exit == "keep" and self.proc.poll() is None:
+            # Nothing may outlive the test: delete what would be left running.
+            try:
+                for sb in self.request("GET", "/v1/sandboxes", timeout=30).json()["sandboxes"]:
+                    self.request("DELETE", "/v1/sandboxes/" + sb["id"], timeout=60)
+            except (OSError, ValueError, KeyError):
+                pass
         self.stop()
         if self.own_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
