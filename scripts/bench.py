@@ -150,6 +150,36 @@ def idle_cost(srv, sids, seconds=5.0):
     return pss, cpu
 
 
+def lifecycle(srv, n):
+    """Pause and resume (HTTP round trip and deskboxd's own duration_ms),
+    against stop + start, the way to free a sandbox's CPU without them."""
+    sid = srv.create({})["id"]
+    base = "/v1/sandboxes/" + sid
+    srv.exec(sid, ["sh", "-c", "python3 -c 'while True: pass' >/dev/null 2>&1 &"])
+    pause, resume, pause_in, resume_in = [], [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = srv.request("POST", base + "/pause")
+        pause.append((time.perf_counter() - t0) * 1000)
+        pause_in.append(r.json()["duration_ms"])
+        t0 = time.perf_counter()
+        r = srv.request("POST", base + "/resume")
+        resume.append((time.perf_counter() - t0) * 1000)
+        resume_in.append(r.json()["duration_ms"])
+    cycle = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        srv.request("POST", base + "/stop")
+        srv.request("POST", base + "/start")
+        cycle.append((time.perf_counter() - t0) * 1000)
+    report("pause (busy sandbox, HTTP round trip)", pause, target="<= 50 ms")
+    report("pause inside deskboxd (duration_ms)", pause_in)
+    report("resume (HTTP round trip)", resume, naive=cycle, naive_name="stop+start",
+           target="<= 10 ms")
+    report("resume inside deskboxd (duration_ms)", resume_in)
+    srv.request("DELETE", base)
+
+
 def main():
     if os.geteuid() != 0:
         print("bench: needs root")
@@ -159,6 +189,9 @@ def main():
     try:
         t_start = time.time()
         print("deskbox bench (%s), %d cores" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count()))
+        if os.environ.get("BENCH_ONLY") == "lifecycle":  # just docs/lifecycle.md's figures
+            lifecycle(srv, n)
+            return 0
 
         # ---- create / delete ----
         cold, dels = [], []
@@ -193,6 +226,9 @@ def main():
             srv.request("DELETE", "/v1/sandboxes/" + sid)
         report("create from the warm pool (claim)", warm, naive=cold, naive_name="cold",
                target="<= 10 ms")
+
+        # ---- pause / resume (docs/lifecycle.md) ----
+        lifecycle(srv, n)
 
         sid = srv.create({})["id"]
         time.sleep(0.5)

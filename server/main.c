@@ -33,6 +33,7 @@ struct options {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	long long disk_quota_mb;
+	long long default_timeout_s;
 	long long userns_base;
 	int allow_shared_uid;
 	struct pool_size pool[POOL_MAX_SIZES];
@@ -48,6 +49,7 @@ static void usage(FILE *f)
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
+	    "                [--default-timeout S]\n"
 	    "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
 	    "                [--max-connections-per-address N] [--header-timeout S]\n"
 	    "                [--max-pending-headers N] [--config FILE]\n"
@@ -67,6 +69,8 @@ static void usage(FILE *f)
 	    "  --disk-quota-mb    each sandbox's own disk in MiB, everything it writes,\n"
 	    "                     when its spec has no disk_mb (default 10240, at least\n"
 	    "                     32; 0: no disk of its own, no limit)\n"
+	    "  --default-timeout  seconds a sandbox lives when its create names no\n"
+	    "                     timeout_s, then its on_timeout happens (default 0: none)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
 	    "                     instant creates; repeat for more sizes\n"
 	    "\n"
@@ -174,6 +178,11 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 		if (parse_uint(arg, 0, 1LL << 24, &v) < 0 || (v > 0 && v < SANDBOX_DISK_MIN_MB))
 			return -1;
 		o->disk_quota_mb = v;
+		return 0;
+	case 'D':
+		if (parse_uint(arg, 0, SANDBOX_TIMEOUT_MAX, &v) < 0)
+			return -1;
+		o->default_timeout_s = v;
 		return 0;
 	case 'U':
 		/* Above the ids of real users, room for one range at least. */
@@ -342,6 +351,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"exec-timeout-max", required_argument, NULL, 'M'},
 	    {"exec-max-output", required_argument, NULL, 'O'},
 	    {"disk-quota-mb", required_argument, NULL, 'Q'},
+	    {"default-timeout", required_argument, NULL, 'D'},
 	    {"max-connections", required_argument, NULL, 'C'},
 	    {"max-connections-per-address", required_argument, NULL, 'P'},
 	    {"header-timeout", required_argument, NULL, 'H'},
@@ -567,6 +577,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
 	    .disk_mb = (uint64_t)o->disk_quota_mb,
+	    .default_timeout_s = o->default_timeout_s,
 	    .userns_base = h->userns_base,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0)

@@ -43,6 +43,14 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e);
+/* A sandbox as every sandbox route answers it: sandbox_json plus the
+ * viewer URLs. */
+cJSON *api_sandbox_view(struct sandbox *sb);
+
+/* api_lifecycle.c (docs/lifecycle.md): timeouts, pause and resume. */
+int api_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_resume(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

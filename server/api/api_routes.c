@@ -25,6 +25,10 @@ const struct http_route api_routes[] = {
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
     ROUTE("POST", SB "/stop", api_sandbox_stop, 0),
     ROUTE("POST", SB "/start", api_sandbox_start, 0),
+    /* Lifecycle (docs/lifecycle.md). */
+    ROUTE("POST", SB "/timeout", api_sandbox_timeout, 0),
+    ROUTE("POST", SB "/pause", api_sandbox_pause, 0),
+    ROUTE("POST", SB "/resume", api_sandbox_resume, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

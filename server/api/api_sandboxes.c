@@ -40,6 +40,11 @@ static cJSON *with_urls(cJSON *j)
 	return j;
 }
 
+cJSON *api_sandbox_view(struct sandbox *sb)
+{
+	return with_urls(sandbox_json(sb));
+}
+
 int api_health(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *j = cJSON_CreateObject();

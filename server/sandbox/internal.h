@@ -37,6 +37,9 @@ struct sandbox {
 	 * SANDBOX_RESTART_MAX happened (monotonic ms), a ring. */
 	long long restarts[8];
 	unsigned n_restarts;
+	/* When its deadline fires (sandbox_timeout.c): unix time in ms
+	 * (wall clock, as it is persisted); 0: none. */
+	long long expires_ms;
 	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
 	 * sandbox is stopped (the files API works on it) until delete or
 	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
@@ -64,10 +67,12 @@ struct sandbox {
 };
 
 struct sandbox_monitor;
+struct sandbox_timer;
 
 struct sandboxes {
 	struct sandboxes_config cfg;
 	struct sandbox_monitor *mon;
+	struct sandbox_timer *timer;
 	char lower[PATH_MAX];
 	struct runtime *rt;
 	pthread_mutex_t mu;
@@ -132,6 +137,29 @@ void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock
  * (sandbox_state.c); the monitor's restarts use it too. */
 int sandbox_start_locked(struct sandbox *sb, struct err *e);
+
+/* ---- deadlines (sandbox_timeout.c) ---- */
+
+/* Starts the one timer thread that fires every sandbox's deadline. */
+int sandbox_timer_new(struct sandboxes *s, struct err *e);
+/* Stops it and waits for the actions it started; then frees it. */
+void sandbox_timer_free(struct sandboxes *s);
+/* Arms sb's deadline from spec.timeout_s (resolving the server default),
+ * counted from now; nothing for 0.  Wakes the timer. */
+void sandbox_timeout_arm(struct sandbox *sb);
+/* Adds "timeout_s", "on_timeout", "auto_resume" and "expires_at" to `j`. */
+void sandbox_timeout_json(struct sandbox *sb, cJSON *j);
+/* Reads "expires_at" of a persisted sandbox.json back. */
+void sandbox_timeout_load(struct sandbox *sb, const cJSON *j);
+
+/* ---- the freezer (sandbox_pause.c) ---- */
+
+/* Thaws the sandbox's cgroup if it is frozen (before a stop or a
+ * teardown: frozen tasks neither take SIGTERM nor die of SIGKILL). */
+void sandbox_thaw_quiet(struct sandbox *sb);
+/* Under the exclusive lock: freezes a running one / thaws a paused one. */
+int sandbox_pause_locked(struct sandbox *sb, struct err *e);
+int sandbox_resume_locked(struct sandbox *sb, struct err *e);
 
 /* ---- the monitor (sandbox_monitor.c) ---- */
 

@@ -31,8 +31,8 @@
 #define TRASH_PREFIX ".deleting-"
 
 const char *const sandbox_status_names[] = {
-    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
-    [SANDBOX_FAILED] = "failed",     [SANDBOX_DELETING] = "deleting",
+    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPED] = "stopped",
+    [SANDBOX_FAILED] = "failed",     [SANDBOX_PAUSED] = "paused",   [SANDBOX_DELETING] = "deleting",
 };
 
 const char *sandbox_status_name(enum sandbox_status status)
@@ -105,6 +105,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 		cJSON_AddNumberToObject(ad, "height", sb->spec.agent_height);
 	}
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
+	sandbox_timeout_json((struct sandbox *)sb, j);
 	return j;
 }
 
@@ -267,6 +268,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 		r = err_code(e);
 	else
 		r = sandbox_start_container(sb, e);
+	if (r == 0 && !pooled)
+		sandbox_timeout_arm(sb);
 	if (r == 0)
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
 	if (r == 0)
@@ -329,7 +332,11 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.agent_width = req->agent_width;
 	sb->spec.agent_height = req->agent_height;
 	sb->spec.restart_on_failure = req->restart_on_failure;
+	sb->spec.timeout_s = req->timeout_s;
+	sb->spec.on_timeout = req->on_timeout;
+	sb->spec.auto_resume = req->auto_resume;
 	pthread_mutex_unlock(&s->mu);
+	sandbox_timeout_arm(sb);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
@@ -424,6 +431,9 @@ static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
 	if (st == SANDBOX_CREATING)
 		return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", sb->id);
+	if (st == SANDBOX_PAUSED)
+		return err_set(e, ERR_PAUSED, EAGAIN, "sandbox '%s' is paused; resume it first",
+			       sb->id);
 	char reason[sizeof(sb->reason)];
 	pthread_mutex_lock(&sb->mu);
 	memcpy(reason, sb->reason, sizeof(reason));
@@ -438,12 +448,23 @@ static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e
 
 int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e)
 {
+	int resumes = 0;
 	for (int attempt = 0;; attempt++) {
 		pthread_rwlock_rdlock(&sb->op);
 		pthread_mutex_lock(&sb->mu);
 		enum sandbox_status st = sb->status;
 		struct capture *c = sb->cap;
 		pthread_mutex_unlock(&sb->mu);
+		if (st == SANDBOX_PAUSED && sb->spec.auto_resume && resumes++ < 3) {
+			pthread_rwlock_unlock(&sb->op);
+			pthread_rwlock_wrlock(&sb->op);
+			int r = sandbox_resume_locked(sb, e);
+			pthread_rwlock_unlock(&sb->op);
+			if (r < 0)
+				return r;
+			attempt--; /* not a reconnect */
+			continue;
+		}
 		if (st != SANDBOX_RUNNING) {
 			pthread_rwlock_unlock(&sb->op);
 			return not_running(sb, st, e);
@@ -574,6 +595,7 @@ static int load_one(struct sandboxes *s, const char *id)
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
+		sandbox_timeout_load(sb, j);
 		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
 		/* Whatever ran before this deskboxd started is gone or stale:
 		 * make sure of it, keep the files, report it stopped (or
@@ -668,6 +690,12 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		closedir(d);
 	}
 	migrate_loaded(s);
+	/* After the load: deadlines that passed while deskboxd was down fire
+	 * now. */
+	if (sandbox_timer_new(s, e) < 0) {
+		sandboxes_close(s);
+		return err_code(e);
+	}
 	*out = s;
 	return 0;
 }
@@ -684,7 +712,9 @@ void sandboxes_close(struct sandboxes *s)
 {
 	if (!s)
 		return;
-	/* No failure is reported, nor restart made, from here on. */
+	/* No deadline fires, failure is reported, nor restart made, from here
+	 * on. */
+	sandbox_timer_free(s);
 	sandbox_monitor_stop(s);
 	pthread_mutex_lock(&s->mu);
 	struct sandbox *list = s->list;
@@ -695,7 +725,8 @@ void sandboxes_close(struct sandboxes *s)
 		struct sandbox *sb = list;
 		list = sb->next;
 		pthread_rwlock_wrlock(&sb->op);
-		if (sb->status == SANDBOX_RUNNING) {
+		/* A paused one's memory cannot outlive its processes: stopped. */
+		if (sb->status == SANDBOX_RUNNING || sb->status == SANDBOX_PAUSED) {
 			sandbox_teardown_ex(sb, 1);
 			struct err e = ERR_INIT;
 			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)

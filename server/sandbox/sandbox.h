@@ -30,7 +30,15 @@ enum sandbox_status {
 	SANDBOX_RUNNING,
 	SANDBOX_STOPPED,
 	SANDBOX_FAILED,
+	SANDBOX_PAUSED, /* every process frozen (sandbox_pause.c) */
 	SANDBOX_DELETING,
+};
+
+/* What a sandbox's deadline does (sandbox_timeout.c). */
+enum sandbox_on_timeout {
+	SANDBOX_ON_TIMEOUT_STOP,
+	SANDBOX_ON_TIMEOUT_DELETE,
+	SANDBOX_ON_TIMEOUT_PAUSE,
 };
 
 #define SANDBOX_MAX_ENV 128
@@ -51,7 +59,18 @@ struct sandbox_spec {
 	/* "restart":"on-failure": started again when its init dies
 	 * (sandbox_monitor.c: with a backoff, at most 5 times in 10 minutes). */
 	int restart_on_failure;
+	/* "timeout_s": seconds from create (or claim) until on_timeout
+	 * happens; 0: never; SANDBOX_TIMEOUT_DEFAULT: the server's
+	 * --default-timeout, resolved at create. */
+	int64_t timeout_s;
+	enum sandbox_on_timeout on_timeout;
+	/* "auto_resume": desktop and process calls resume a paused sandbox
+	 * instead of answering ERR_PAUSED. */
+	int auto_resume;
 };
+
+#define SANDBOX_TIMEOUT_DEFAULT (-1)
+#define SANDBOX_TIMEOUT_MAX	(10LL * 365 * 86400)
 
 #define SANDBOX_DISK_DEFAULT UINT64_MAX
 #define SANDBOX_DISK_MIN_MB  32
@@ -71,6 +90,9 @@ struct sandboxes_config {
 	 * each, see sandbox_userns.c); 0: no user namespaces, every sandbox
 	 * runs as host uid IMAGE_USER_UID (--allow-shared-uid). */
 	uint32_t userns_base;
+	/* Seconds a sandbox lives when its spec names no timeout_s; 0: no
+	 * limit (--default-timeout). */
+	int64_t default_timeout_s;
 };
 
 struct sandbox;
@@ -160,7 +182,27 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 
-/* "creating", "running", "stopped", "failed", "deleting". */
+/* ---- timeouts (sandbox_timeout.c) ---- */
+
+/* Sets the deadline of sandbox `id` to `timeout_s` seconds from now (0:
+ * none) and persists it; the timer thread acts on it within a second of
+ * its time, whatever the sandbox's status (stop and pause only touch a
+ * running one, delete deletes).  The caller gets a reference. */
+int sandbox_set_timeout(struct sandboxes *s, const char *id, int64_t timeout_s,
+			struct sandbox **out, struct err *e);
+
+/* ---- pause and resume (sandbox_pause.c) ---- */
+
+/* Freezes every process of a running sandbox (the cgroup freezer) and
+ * returns once all are frozen; status "paused".  Pausing a paused one is
+ * not an error; any other status is ERR_NOT_RUNNING or ERR_CONFLICT.  The
+ * caller gets a reference. */
+int sandbox_pause(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+/* Thaws a paused sandbox (status "running" again); resuming a running one
+ * is not an error. */
+int sandbox_resume(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+
+/* "creating", "running", "stopped", "failed", "paused", "deleting". */
 const char *sandbox_status_name(enum sandbox_status status);
 
 /* How many listed sandboxes are in each status (GET /metrics). */
