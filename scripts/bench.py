@@ -180,6 +180,43 @@ def lifecycle(srv, n):
     srv.request("DELETE", base)
 
 
+def checkpoints(srv, n):
+    """Checkpoint, restore and fork of a sandbox holding 1 MiB and 1 GiB of
+    written files (docs/lifecycle.md: a copy of the disk image, so the cost
+    grows with the data on a filesystem without reflinks)."""
+    cold = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sid = srv.create({"env": {"BENCH": "cold"}})["id"]
+        cold.append((time.perf_counter() - t0) * 1000)
+        srv.request("DELETE", "/v1/sandboxes/" + sid)
+    for label, mib, reps in (("1 MiB", 1, n), ("1 GiB", 1024, 3)):
+        sid = srv.create({})["id"]
+        base = "/v1/sandboxes/" + sid
+        srv.exec(sid, ["sh", "-c", "dd if=/dev/urandom of=/workspace/data bs=1M count=%d "
+                                   "status=none && sync" % mib], timeout_s=600)
+        ck, frozen, rest, fork = [], [], [], []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            r = srv.request("POST", base + "/checkpoints", {"name": "c%d" % i}).json()
+            ck.append((time.perf_counter() - t0) * 1000)
+            frozen.append(r["frozen_ms"])
+            t0 = time.perf_counter()
+            srv.request("POST", base + "/checkpoints/c%d/restore" % i)
+            rest.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            fid = srv.request("POST", base + "/fork", {"checkpoint": "c%d" % i}).json()["id"]
+            fork.append((time.perf_counter() - t0) * 1000)
+            srv.request("DELETE", "/v1/sandboxes/" + fid)
+            srv.request("DELETE", base + "/checkpoints/c%d" % i)
+        report("checkpoint, %s written (running)" % label, ck, target="<= 100 ms")
+        report("  of which processes frozen, %s" % label, frozen)
+        report("restore, %s (desktop restart included)" % label, rest)
+        report("fork from a checkpoint, %s" % label, fork, naive=cold, naive_name="cold create",
+               higher_is_better=True, target="<= cold + 50 ms")
+        srv.request("DELETE", base)
+
+
 def main():
     if os.geteuid() != 0:
         print("bench: needs root")
@@ -191,6 +228,7 @@ def main():
         print("deskbox bench (%s), %d cores" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count()))
         if os.environ.get("BENCH_ONLY") == "lifecycle":  # just docs/lifecycle.md's figures
             lifecycle(srv, n)
+            checkpoints(srv, n)
             return 0
 
         # ---- create / delete ----
@@ -229,6 +267,7 @@ def main():
 
         # ---- pause / resume (docs/lifecycle.md) ----
         lifecycle(srv, n)
+        checkpoints(srv, 5)
 
         sid = srv.create({})["id"]
         time.sleep(0.5)

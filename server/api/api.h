@@ -47,10 +47,16 @@ int api_sandbox_start(struct http_request *req, struct http_response *res, struc
  * viewer URLs. */
 cJSON *api_sandbox_view(struct sandbox *sb);
 
-/* api_lifecycle.c (docs/lifecycle.md): timeouts, pause and resume. */
+/* api_lifecycle.c (docs/lifecycle.md): timeouts, pause and resume … */
 int api_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_resume(struct http_request *req, struct http_response *res, struct err *e);
+/* … and checkpoints, restore, forks. */
+int api_checkpoint_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_restore(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_fork(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

@@ -29,6 +29,11 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/timeout", api_sandbox_timeout, 0),
     ROUTE("POST", SB "/pause", api_sandbox_pause, 0),
     ROUTE("POST", SB "/resume", api_sandbox_resume, 0),
+    ROUTE("POST", SB "/checkpoints", api_checkpoint_create, 0),
+    ROUTE("GET", SB "/checkpoints", api_checkpoint_list, 0),
+    ROUTE("POST", SB "/checkpoints/{name}/restore", api_checkpoint_restore, 0),
+    ROUTE("DELETE", SB "/checkpoints/{name}", api_checkpoint_delete, 0),
+    ROUTE("POST", SB "/fork", api_sandbox_fork, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

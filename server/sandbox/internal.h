@@ -152,6 +152,23 @@ void sandbox_timeout_json(struct sandbox *sb, cJSON *j);
 /* Reads "expires_at" of a persisted sandbox.json back. */
 void sandbox_timeout_load(struct sandbox *sb, const cJSON *j);
 
+/* A create whose filesystem does not start empty (a fork): fill() runs
+ * once the sandbox's directory exists, before its disk is mounted and its
+ * container starts, and puts its disk.img in place. */
+struct sandbox_seed {
+	int (*fill)(struct sandbox *sb, void *cls, struct err *e);
+	void *cls;
+};
+int sandbox_create_seeded(struct sandboxes *s, struct sandbox_spec *spec,
+			  const struct sandbox_seed *seed, struct sandbox **out, struct err *e);
+/* Stops a running, paused or failed sandbox under its exclusive lock
+ * (sandbox_state.c); files stay, status "stopped". */
+int sandbox_stop_locked(struct sandbox *sb, struct err *e);
+/* Freezes the cgroup of a running sandbox and returns at once frozen, or
+ * thaws it (sandbox_pause.c); without a status change. */
+int sandbox_freeze(struct sandbox *sb, struct err *e);
+int sandbox_thaw(struct sandbox *sb, struct err *e);
+
 /* ---- the freezer (sandbox_pause.c) ---- */
 
 /* Thaws the sandbox's cgroup if it is frozen (before a stop or a

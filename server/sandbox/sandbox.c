@@ -220,8 +220,8 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, struct sandbox **out,
-		  struct err *e)
+static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
+		  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
 {
 	char id[SANDBOX_ID_LEN + 1];
 	if (fs_random_hex(id, SANDBOX_ID_LEN / 2, e) < 0) {
@@ -264,7 +264,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 	 * "creating", delete waits for the start to finish. */
 	pthread_rwlock_wrlock(&sb->op);
 	int r;
-	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0)
+	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0 ||
+	    (seed && seed->fill(sb, seed->cls, e) < 0))
 		r = err_code(e);
 	else
 		r = sandbox_start_container(sb, e);
@@ -298,13 +299,19 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 		   struct err *e)
 {
-	return create(s, spec, 0, out, e);
+	return create(s, spec, 0, NULL, out, e);
+}
+
+int sandbox_create_seeded(struct sandboxes *s, struct sandbox_spec *spec,
+			  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
+{
+	return create(s, spec, 0, seed, out, e);
 }
 
 int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 			  struct err *e)
 {
-	return create(s, spec, 1, out, e);
+	return create(s, spec, 1, NULL, out, e);
 }
 
 int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,

@@ -202,6 +202,33 @@ int sandbox_pause(struct sandboxes *s, const char *id, struct sandbox **out, str
  * is not an error. */
 int sandbox_resume(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 
+/* ---- checkpoints and forks (sandbox_checkpoint.c) ---- */
+
+/* 1 if `name` is a usable checkpoint name: 1-64 of A-Z a-z 0-9 . _ -, not
+ * starting with '.' or '-'. */
+int sandbox_checkpoint_name_ok(const char *name);
+/* Captures the filesystem of sandbox `id` (running, paused or stopped; its
+ * processes frozen for the copy) as checkpoint `name`; *out describes it
+ * ({"name","created_at","size_bytes","frozen_ms"}, the caller's).
+ * ERR_CONFLICT if the name is taken or the sandbox has no disk of its
+ * own, ERR_LIMIT past 32. */
+int sandbox_checkpoint_create(struct sandboxes *s, const char *id, const char *name, cJSON **out,
+			      struct err *e);
+/* The checkpoints of `id`, a JSON array (the caller's). */
+int sandbox_checkpoints_list(struct sandboxes *s, const char *id, cJSON **out, struct err *e);
+int sandbox_checkpoint_delete(struct sandboxes *s, const char *id, const char *name, struct err *e);
+/* Rolls the filesystem back to checkpoint `name`: the container stops,
+ * the files become the checkpoint's, and a sandbox that ran (or was
+ * paused) starts again, answering once its desktop is ready.  The caller
+ * gets a reference. */
+int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *name,
+			       struct sandbox **out, struct err *e);
+/* A new sandbox with the spec of `id` and the files of its checkpoint
+ * `checkpoint` (NULL: of `id` as it is now), independent of it from then
+ * on; returns once its desktop is ready, as create does. */
+int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, struct sandbox **out,
+		 struct err *e);
+
 /* "creating", "running", "stopped", "failed", "paused", "deleting". */
 const char *sandbox_status_name(enum sandbox_status status);
 

@@ -117,7 +117,7 @@ static const struct freezer_ops *freezer_of(const struct sandbox *sb, char *dir,
 	return &freezer_v1;
 }
 
-static int freeze(struct sandbox *sb, struct err *e)
+int sandbox_freeze(struct sandbox *sb, struct err *e)
 {
 	char dir[PATH_MAX];
 	const struct freezer_ops *ops = freezer_of(sb, dir, sizeof(dir));
@@ -141,7 +141,7 @@ static int freeze(struct sandbox *sb, struct err *e)
 	}
 }
 
-static int thaw(struct sandbox *sb, struct err *e)
+int sandbox_thaw(struct sandbox *sb, struct err *e)
 {
 	char dir[PATH_MAX];
 	const struct freezer_ops *ops = freezer_of(sb, dir, sizeof(dir));
@@ -157,7 +157,7 @@ void sandbox_thaw_quiet(struct sandbox *sb)
 	int paused = sb->status == SANDBOX_PAUSED;
 	pthread_mutex_unlock(&sb->mu);
 	struct err e = ERR_INIT;
-	if (paused && thaw(sb, &e) < 0)
+	if (paused && sandbox_thaw(sb, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 }
 
@@ -175,7 +175,7 @@ static void set_status(struct sandbox *sb, enum sandbox_status st)
 
 int sandbox_pause_locked(struct sandbox *sb, struct err *e)
 {
-	if (freeze(sb, e) < 0)
+	if (sandbox_freeze(sb, e) < 0)
 		return err_wrap(e, "pausing sandbox '%s'", sb->id);
 	set_status(sb, SANDBOX_PAUSED);
 	return 0;
@@ -188,7 +188,7 @@ int sandbox_resume_locked(struct sandbox *sb, struct err *e)
 	pthread_mutex_unlock(&sb->mu);
 	if (st != SANDBOX_PAUSED)
 		return 0; /* someone else resumed it meanwhile */
-	if (thaw(sb, e) < 0)
+	if (sandbox_thaw(sb, e) < 0)
 		return err_wrap(e, "resuming sandbox '%s'", sb->id);
 	set_status(sb, SANDBOX_RUNNING);
 	return 0;

@@ -159,6 +159,11 @@ static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	return sandbox_persist(sb, SANDBOX_STOPPED, e);
 }
 
+int sandbox_stop_locked(struct sandbox *sb, struct err *e)
+{
+	return stop_running(sb->owner, sb, e);
+}
+
 int sandbox_start_locked(struct sandbox *sb, struct err *e)
 {
 	pthread_mutex_lock(&sb->mu);
