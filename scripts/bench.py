@@ -180,7 +180,7 @@ def lifecycle(srv, n):
     srv.request("DELETE", base)
 
 
-def checkpoints(srv, n):
+def checkpoints(srv, n, tag=""):
     """Checkpoint, restore and fork of a sandbox holding 1 MiB and 1 GiB of
     written files (docs/lifecycle.md: a copy of the disk image, so the cost
     grows with the data on a filesystem without reflinks)."""
@@ -209,12 +209,27 @@ def checkpoints(srv, n):
             fork.append((time.perf_counter() - t0) * 1000)
             srv.request("DELETE", "/v1/sandboxes/" + fid)
             srv.request("DELETE", base + "/checkpoints/c%d" % i)
-        report("checkpoint, %s written (running)" % label, ck, target="<= 100 ms")
-        report("  of which processes frozen, %s" % label, frozen)
-        report("restore, %s (desktop restart included)" % label, rest)
-        report("fork from a checkpoint, %s" % label, fork, naive=cold, naive_name="cold create",
-               higher_is_better=True, target="<= cold + 50 ms")
+        report("checkpoint, %s written (running)%s" % (label, tag), ck, target="<= 100 ms")
+        report("  of which processes frozen, %s%s" % (label, tag), frozen)
+        report("restore, %s (desktop restart included)%s" % (label, tag), rest)
+        report("fork from a checkpoint, %s%s" % (label, tag), fork, naive=cold,
+               naive_name="cold create", higher_is_better=True, target="<= cold + 50 ms")
         srv.request("DELETE", base)
+
+
+def checkpoints_reflink(n):
+    """The same on a state dir with reflinks (an XFS the bench makes)."""
+    xfs = dbx.ReflinkStateDir()
+    if not xfs.path:
+        print("checkpoints on XFS: skipped, %s" % xfs.why)
+        return
+    srv = dbx.Server(state_dir=xfs.path)
+    try:
+        checkpoints(srv, n, tag=" [XFS]")
+    finally:
+        srv.stop()
+        os.unlink(srv.log_path)
+        xfs.cleanup()
 
 
 def main():
@@ -229,6 +244,7 @@ def main():
         if os.environ.get("BENCH_ONLY") == "lifecycle":  # just docs/lifecycle.md's figures
             lifecycle(srv, n)
             checkpoints(srv, n)
+            checkpoints_reflink(n)
             return 0
 
         # ---- create / delete ----
@@ -268,6 +284,7 @@ def main():
         # ---- pause / resume (docs/lifecycle.md) ----
         lifecycle(srv, n)
         checkpoints(srv, 5)
+        checkpoints_reflink(5)
 
         sid = srv.create({})["id"]
         time.sleep(0.5)
