@@ -171,6 +171,24 @@ def main():
             t.eq(srv.request("POST", base(fid) + "/start").status, 200,
                  "the fork starts without its parent")
             t.eq(download(srv, fid, "/workspace/fork.txt"), b"f\n", "with its own files")
+
+        # ---- the Python SDK ----
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients",
+                                        "python"))
+        import deskbox
+        box = deskbox.Deskbox(url="http://127.0.0.1:%d" % srv.port, token=srv.token)
+        with box.create() as sbx:
+            t.eq(sbx.pause().status, "paused", "SDK: pause()")
+            t.eq(sbx.resume().status, "running", "SDK: resume()")
+            t.ok(sbx.set_timeout(600).info.get("expires_at"), "SDK: set_timeout()")
+            t.eq(sbx.checkpoint("sdk").get("name"), "sdk", "SDK: checkpoint()")
+            t.eq([c["name"] for c in sbx.checkpoints()], ["sdk"], "SDK: checkpoints()")
+            t.eq(sbx.restore("sdk").status, "running", "SDK: restore()")
+            f = sbx.fork("sdk")
+            t.ok(f.id != sbx.id and f.status == "running", "SDK: fork()")
+            f.delete()
+            sbx.delete_checkpoint("sdk")
+            t.eq(sbx.checkpoints(), [], "SDK: delete_checkpoint()")
     finally:
         rc = None
         for s in servers:
