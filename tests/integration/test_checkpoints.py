@@ -7,6 +7,7 @@ listing, delete, a restart of deskboxd; bad names and states are 4xx."""
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import urllib.parse
@@ -189,6 +190,35 @@ def main():
             f.delete()
             sbx.delete_checkpoint("sdk")
             t.eq(sbx.checkpoints(), [], "SDK: delete_checkpoint()")
+
+        # ---- the CLI ----
+        env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port,
+                   DESKBOX_TOKEN=srv.token)
+
+        def cli(*args):
+            p = subprocess.run([os.path.join(dbx.BUILD, "deskbox")] + list(args), env=env,
+                               capture_output=True, text=True, timeout=300)
+            return p.returncode, p.stdout + p.stderr
+        cid = srv.create({})["id"]
+        rc, out = cli("pause", cid)
+        t.ok(rc == 0 and "paused" in out, "CLI: pause", out)
+        rc, out = cli("resume", cid)
+        t.ok(rc == 0 and "running" in out, "CLI: resume", out)
+        rc, out = cli("timeout", cid, "600")
+        t.ok(rc == 0 and "expires 20" in out, "CLI: timeout", out)
+        t.ok(cli("timeout", cid, "soon")[0] != 0, "CLI: timeout with a bad number fails")
+        rc, out = cli("checkpoint", cid, "cli-1")
+        t.ok(rc == 0 and out.startswith("cli-1"), "CLI: checkpoint", out)
+        rc, out = cli("checkpoint", cid)
+        t.ok(rc == 0 and "cli-1" in out, "CLI: checkpoint lists", out)
+        rc, out = cli("restore", cid, "cli-1")
+        t.ok(rc == 0 and "running" in out, "CLI: restore", out)
+        rc, out = cli("fork", cid, "cli-1")
+        t.ok(rc == 0 and "running" in out and not out.startswith(cid), "CLI: fork", out)
+        if rc == 0:
+            srv.request("DELETE", base(out.split()[0]))
+        t.ok(cli("restore", cid, "nope")[0] != 0, "CLI: restore of an unknown checkpoint fails")
+        srv.request("DELETE", base(cid))
     finally:
         rc = None
         for s in servers:
