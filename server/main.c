@@ -40,6 +40,7 @@ struct options {
 	size_t n_pool;
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
 	const char *tls_cert, *tls_key;
+	const char *templates_dir;
 };
 
 static void usage(FILE *f)
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
-	    "                [--default-timeout S]\n"
+	    "                [--default-timeout S] [--templates-dir DIR]\n"
 	    "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
 	    "                [--max-connections-per-address N] [--header-timeout S]\n"
 	    "                [--max-pending-headers N] [--config FILE]\n"
@@ -71,6 +72,8 @@ static void usage(FILE *f)
 	    "                     32; 0: no disk of its own, no limit)\n"
 	    "  --default-timeout  seconds a sandbox lives when its create names no\n"
 	    "                     timeout_s, then its on_timeout happens (default 0: none)\n"
+	    "  --templates-dir    load sandbox templates from DIR/*.json at start\n"
+	    "                     (docs/lifecycle.md)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
 	    "                     instant creates; repeat for more sizes\n"
 	    "\n"
@@ -217,6 +220,9 @@ static int set_string_option(int c, const char *arg, struct options *o)
 	case 'k':
 		o->tls_key = arg;
 		return 1;
+	case 'Y':
+		o->templates_dir = arg;
+		return 1;
 	}
 	return 0;
 }
@@ -352,6 +358,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"exec-max-output", required_argument, NULL, 'O'},
 	    {"disk-quota-mb", required_argument, NULL, 'Q'},
 	    {"default-timeout", required_argument, NULL, 'D'},
+	    {"templates-dir", required_argument, NULL, 'Y'},
 	    {"max-connections", required_argument, NULL, 'C'},
 	    {"max-connections-per-address", required_argument, NULL, 'P'},
 	    {"header-timeout", required_argument, NULL, 'H'},
@@ -593,7 +600,9 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
-	if (mcp_sessions_new(&s->api.mcp, e) < 0) {
+	if (mcp_sessions_new(&s->api.mcp, e) < 0 ||
+	    sandbox_templates_open(&s->api.templates, h->state, o->templates_dir, e) < 0) {
+		mcp_sessions_free(s->api.mcp);
 		vnc_free(s->api.vnc);
 		sandboxes_close(s->sbx);
 		return err_code(e);
@@ -678,6 +687,7 @@ static void server_stop(struct server *s)
 	sandboxes_close(s->sbx);
 	vnc_free(s->api.vnc);
 	mcp_sessions_free(s->api.mcp);
+	sandbox_templates_free(s->api.templates);
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,7 @@ struct api {
 	struct vnc *vnc;	  /* browser viewers: tokens and connected viewers */
 	struct pool *pool;	  /* warm desktops (server/sandbox/sandbox.h); NULL: none */
 	struct mcp_sessions *mcp; /* MCP sessions (server/mcp/mcp.h) */
+	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
 };
 
 extern const struct http_route api_routes[];
@@ -57,6 +58,16 @@ int api_checkpoint_list(struct http_request *req, struct http_response *res, str
 int api_checkpoint_restore(struct http_request *req, struct http_response *res, struct err *e);
 int api_checkpoint_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_fork(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_templates.c: sandbox templates (docs/lifecycle.md). */
+int api_template_put(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_delete(struct http_request *req, struct http_response *res, struct err *e);
+/* A create body naming a template ({"template":N, …}): replaced by the
+ * expanded request; `extra` gets the files and startup commands. */
+int api_template_expand(struct api *api, cJSON **body, struct sandbox_template_extra *extra,
+			struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

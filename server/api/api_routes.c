@@ -34,6 +34,10 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/checkpoints/{name}/restore", api_checkpoint_restore, 0),
     ROUTE("DELETE", SB "/checkpoints/{name}", api_checkpoint_delete, 0),
     ROUTE("POST", SB "/fork", api_sandbox_fork, 0),
+    ROUTE("POST", "/v1/templates", api_template_put, 0),
+    ROUTE("GET", "/v1/templates", api_template_list, 0),
+    ROUTE("GET", "/v1/templates/{name}", api_template_get, 0),
+    ROUTE("DELETE", "/v1/templates/{name}", api_template_delete, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

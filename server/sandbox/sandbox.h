@@ -229,6 +229,43 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, struct sandbox **out,
 		 struct err *e);
 
+/* ---- templates (sandbox_template.c) ---- */
+
+#define SANDBOX_TEMPLATE_NAME_MAX 64
+
+struct sandbox_templates;
+
+/* What a template adds to a create: its files and startup commands
+ * (JSON arrays or NULL, owned). */
+struct sandbox_template_extra {
+	cJSON *files, *startup;
+};
+
+/* Loads the templates of <state>/templates and of `extra_dir` (NULL: none;
+ * bad files are logged and skipped). */
+int sandbox_templates_open(struct sandbox_templates **out, const char *state_dir,
+			   const char *extra_dir, struct err *e);
+void sandbox_templates_free(struct sandbox_templates *t);
+int sandbox_template_name_ok(const char *name);
+/* Validates `body` (unknown fields refused, naming them; a create it would
+ * make must be valid) and adds or replaces template `name`, persisted. */
+int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *body,
+			 struct err *e);
+/* A copy of template `name` with its "name" (the caller's). */
+int sandbox_template_get(struct sandbox_templates *t, const char *name, cJSON **out, struct err *e);
+cJSON *sandbox_templates_json(struct sandbox_templates *t);
+int sandbox_template_delete(struct sandbox_templates *t, const char *name, struct err *e);
+/* A create request {"template":N, overrides…} into the plain create request
+ * (*create, the caller's) and the template's files and startup commands;
+ * ERR_INVALID for an unknown template or field. */
+int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON **create,
+			    struct sandbox_template_extra *extra, struct err *e);
+void sandbox_template_extra_release(struct sandbox_template_extra *x);
+/* Places the files and runs the startup commands in the new sandbox `sb`
+ * (running); ERR_INVALID when a command exits non-zero. */
+int sandbox_template_apply(struct sandbox *sb, const struct sandbox_template_extra *x,
+			   struct err *e);
+
 /* "creating", "running", "stopped", "failed", "paused", "deleting". */
 const char *sandbox_status_name(enum sandbox_status status);
 
