@@ -396,6 +396,31 @@ static void merge(cJSON *base, const cJSON *over)
 	}
 }
 
+/* A create's own limit fields (memory_mb, pids_max, disk_mb, cpu_millis)
+ * in a request naming a template become its "resources" overrides. */
+static void resources_from_create(cJSON *over)
+{
+	static const char *const keys[] = {"memory_mb", "pids_max", "disk_mb", "cpu_millis"};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(over, keys[i]);
+		if (!v)
+			continue;
+		cJSON *res = cJSON_GetObjectItemCaseSensitive(over, "resources");
+		if (!cJSON_IsObject(res)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(over, "resources");
+			res = cJSON_AddObjectToObject(over, "resources");
+		}
+		if (i == 3 && cJSON_IsNumber(v)) {
+			/* cpus in resources; 0 (no limit) has no cpus form */
+			if (v->valuedouble > 0)
+				cJSON_AddNumberToObject(res, "cpus", v->valuedouble / 1000);
+			cJSON_Delete(v);
+		} else {
+			cJSON_AddItemToObject(res, keys[i], v);
+		}
+	}
+}
+
 int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON **create,
 			    struct sandbox_template_extra *extra, struct err *e)
 {
@@ -405,6 +430,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 		return err_code(e);
 	cJSON *over = cJSON_Duplicate(req, 1);
 	cJSON_DeleteItemFromObjectCaseSensitive(over, "template");
+	resources_from_create(over);
 	cJSON *merged = NULL;
 	int r = only_fields(over, template_fields, NULL, e);
 	if (r == 0 && sandbox_template_get(t, name, &merged, e) < 0)

@@ -101,6 +101,13 @@ def main():
             msg = r.json().get("error", {}).get("message", "") if r.status == 400 else ""
             t.ok(r.status == 400 and (field in msg or "nope" in msg),
                  "template with a bad %s: 400 naming it" % field, r.body[:200])
+        r = srv.request("POST", "/v1/sandboxes", {"template": "python-agent", "memory_mb": 640,
+                                                  "cpu_millis": 1500})
+        t.ok(r.status == 201 and (r.json()["memory_mb"], r.json()["cpu_millis"],
+                                  r.json()["pids_max"]) == (640, 1500, 200),
+             "a create's own limit fields override the template's resources", r.body[:300])
+        if r.status == 201:
+            srv.request("DELETE", "/v1/sandboxes/" + r.json()["id"])
         r = srv.request("POST", "/v1/sandboxes", {"template": "nope"})
         t.eq(r.status, 400, "create from an unknown template: 400")
         r = srv.request("POST", "/v1/sandboxes", {"template": "python-agent", "colour": 1})
