@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -375,4 +376,109 @@ int cli_cmd_port(struct cli *c, int argc, char **argv)
 	snprintf(body, sizeof(body), "{\"ttl_s\":%ld}", o.ttl);
 	snprintf(tokens, sizeof(tokens), "/ports/%ld/tokens", port);
 	return print_token_url(c, argv[first], tokens, body, o.open);
+}
+
+/* ---- lifecycle (docs/lifecycle.md) ---- */
+
+static void print_expiry(const cJSON *s)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "id"));
+	const char *at = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "expires_at"));
+	printf("%s expires %s\n", id ? id : "?", at ? at : "never");
+}
+
+static void print_checkpoint(const cJSON *s)
+{
+	char size[32];
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "name"));
+	const char *at = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "created_at"));
+	printf("%-24s  %12s  %s\n", name ? name : "?", num_str(s, "size_bytes", size, sizeof(size)),
+	       at ? at : "-");
+}
+
+static void print_checkpoints(const cJSON *j)
+{
+	const cJSON *s;
+	printf("%-24s  %12s  %s\n", "NAME", "BYTES", "CREATED");
+	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(j, "checkpoints"))
+	    print_checkpoint(s);
+}
+
+int cli_cmd_pause(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 0, &first);
+	return rc >= 0 ? rc : on_sandbox(c, "POST", argv[first], "/pause", NULL, print_status);
+}
+
+int cli_cmd_resume(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 0, &first);
+	return rc >= 0 ? rc : on_sandbox(c, "POST", argv[first], "/resume", NULL, print_status);
+}
+
+/* A request on `id` whose body is {key: value} (value a string, or the
+ * number it spells with `number`). */
+static int on_sandbox_with(struct cli *c, const char *id, const char *suffix, const char *key,
+			   const char *value, int number, void (*human)(const cJSON *))
+{
+	cJSON *b = cJSON_CreateObject();
+	if (number) {
+		char *end;
+		errno = 0;
+		double v = strtod(value, &end);
+		if (errno || *end || end == value || v < 0) {
+			cJSON_Delete(b);
+			return cli_usage_error("timeout", "'%s' is not a number of seconds", value);
+		}
+		cJSON_AddNumberToObject(b, key, v);
+	} else if (value) {
+		cJSON_AddStringToObject(b, key, value);
+	}
+	_cleanup_free_ char *body = cJSON_PrintUnformatted(b);
+	cJSON_Delete(b);
+	return on_sandbox(c, "POST", id, suffix, body, human);
+}
+
+int cli_cmd_timeout(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 2, 0, &first);
+	return rc >= 0 ? rc
+		       : on_sandbox_with(c, argv[first], "/timeout", "timeout_s", argv[first + 1],
+					 1, print_expiry);
+}
+
+int cli_cmd_checkpoint(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 1, &first);
+	if (rc >= 0)
+		return rc;
+	if (argc - first == 1)
+		return on_sandbox(c, "GET", argv[first], "/checkpoints", NULL, print_checkpoints);
+	if (argc - first > 2)
+		return cli_usage_error(argv[0], "too many arguments");
+	return on_sandbox_with(c, argv[first], "/checkpoints", "name", argv[first + 1], 0,
+			       print_checkpoint);
+}
+
+int cli_cmd_restore(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 2, 0, &first);
+	if (rc >= 0)
+		return rc;
+	_cleanup_free_ char *name = cli_escape(argv[first + 1]);
+	_cleanup_free_ char *suffix = NULL;
+	if (!name || asprintf(&suffix, "/checkpoints/%s/restore", name) < 0)
+		return cli_usage_error(argv[0], "out of memory");
+	return on_sandbox(c, "POST", argv[first], suffix, NULL, print_status);
+}
+
+int cli_cmd_fork(struct cli *c, int argc, char **argv)
+{
+	int first, rc = simple_args(c, argc, argv, 1, 1, &first);
+	if (rc >= 0)
+		return rc;
+	if (argc - first > 2)
+		return cli_usage_error(argv[0], "too many arguments");
+	return on_sandbox_with(c, argv[first], "/fork", "checkpoint",
+			       argc - first == 2 ? argv[first + 1] : NULL, 0, print_status);
 }

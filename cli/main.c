@@ -24,6 +24,18 @@ static const struct cli_verb verbs[] = {
     {"rm", cli_cmd_rm, "rm ID...", "delete sandboxes (every process and file of them)", ""},
     {"stop", cli_cmd_stop, "stop ID", "stop a sandbox: processes end, files stay", ""},
     {"start", cli_cmd_start, "start ID", "start a stopped sandbox again", ""},
+    {"pause", cli_cmd_pause, "pause ID", "freeze every process of a sandbox (memory kept)", ""},
+    {"resume", cli_cmd_resume, "resume ID", "continue a paused sandbox", ""},
+    {"timeout", cli_cmd_timeout, "timeout ID SECONDS",
+     "its on_timeout happens SECONDS from now (0: never)", ""},
+    {"checkpoint", cli_cmd_checkpoint, "checkpoint ID [NAME]",
+     "capture the filesystem as NAME; without NAME list the checkpoints",
+     "Captures the sandbox's files as checkpoint NAME (its desktop keeps running);\n"
+     "without NAME lists its checkpoints.  See docs/lifecycle.md.\n"},
+    {"restore", cli_cmd_restore, "restore ID NAME",
+     "roll the filesystem back to checkpoint NAME (the desktop restarts)", ""},
+    {"fork", cli_cmd_fork, "fork ID [CHECKPOINT]",
+     "a new sandbox with the files of CHECKPOINT (or of ID now); prints its id and status", ""},
     {"exec", cli_cmd_exec, "exec ID [--timeout S] [--cwd DIR] [--env K=V]... -- CMD [ARG]...",
      "run a command; its output as it comes, its exit code",
      "Runs CMD in the sandbox as its user and prints its stdout and stderr as\n"

@@ -36,6 +36,7 @@ enum err_kind {
 	ERR_NO_SPACE,	  /* insufficient_storage: quota */
 	ERR_NOT_RUNNING,  /* sandbox_not_running: stopped or failed; start it first */
 	ERR_BAD_GATEWAY,  /* bad_gateway: a service in the sandbox did not answer */
+	ERR_PAUSED,	  /* sandbox_paused: frozen; resume it first */
 };
 
 #define ERR_MSG_MAX 512

@@ -204,6 +204,86 @@ def terminal_echo(srv, sid, n):
         srv.request("DELETE", "/v1/sandboxes/%s/terminals/%s" % (sid, tid))
     report("terminal keystroke echo (WebSocket)", ours, naive=host_pty_echo(n),
            naive_name="host pty")
+def lifecycle(srv, n):
+    """Pause and resume (HTTP round trip and deskboxd's own duration_ms),
+    against stop + start, the way to free a sandbox's CPU without them."""
+    sid = srv.create({})["id"]
+    base = "/v1/sandboxes/" + sid
+    srv.exec(sid, ["sh", "-c", "python3 -c 'while True: pass' >/dev/null 2>&1 &"])
+    pause, resume, pause_in, resume_in = [], [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = srv.request("POST", base + "/pause")
+        pause.append((time.perf_counter() - t0) * 1000)
+        pause_in.append(r.json()["duration_ms"])
+        t0 = time.perf_counter()
+        r = srv.request("POST", base + "/resume")
+        resume.append((time.perf_counter() - t0) * 1000)
+        resume_in.append(r.json()["duration_ms"])
+    cycle = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        srv.request("POST", base + "/stop")
+        srv.request("POST", base + "/start")
+        cycle.append((time.perf_counter() - t0) * 1000)
+    report("pause (busy sandbox, HTTP round trip)", pause, target="<= 50 ms")
+    report("pause inside deskboxd (duration_ms)", pause_in)
+    report("resume (HTTP round trip)", resume, naive=cycle, naive_name="stop+start",
+           target="<= 10 ms")
+    report("resume inside deskboxd (duration_ms)", resume_in)
+    srv.request("DELETE", base)
+
+
+def checkpoints(srv, n, tag=""):
+    """Checkpoint, restore and fork of a sandbox holding 1 MiB and 1 GiB of
+    written files (docs/lifecycle.md: a copy of the disk image, so the cost
+    grows with the data on a filesystem without reflinks)."""
+    cold = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sid = srv.create({"env": {"BENCH": "cold"}})["id"]
+        cold.append((time.perf_counter() - t0) * 1000)
+        srv.request("DELETE", "/v1/sandboxes/" + sid)
+    for label, mib, reps in (("1 MiB", 1, n), ("1 GiB", 1024, 3)):
+        sid = srv.create({})["id"]
+        base = "/v1/sandboxes/" + sid
+        srv.exec(sid, ["sh", "-c", "dd if=/dev/urandom of=/workspace/data bs=1M count=%d "
+                                   "status=none && sync" % mib], timeout_s=600)
+        ck, frozen, rest, fork = [], [], [], []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            r = srv.request("POST", base + "/checkpoints", {"name": "c%d" % i}).json()
+            ck.append((time.perf_counter() - t0) * 1000)
+            frozen.append(r["frozen_ms"])
+            t0 = time.perf_counter()
+            srv.request("POST", base + "/checkpoints/c%d/restore" % i)
+            rest.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            fid = srv.request("POST", base + "/fork", {"checkpoint": "c%d" % i}).json()["id"]
+            fork.append((time.perf_counter() - t0) * 1000)
+            srv.request("DELETE", "/v1/sandboxes/" + fid)
+            srv.request("DELETE", base + "/checkpoints/c%d" % i)
+        report("checkpoint, %s written (running)%s" % (label, tag), ck, target="<= 100 ms")
+        report("  of which processes frozen, %s%s" % (label, tag), frozen)
+        report("restore, %s (desktop restart included)%s" % (label, tag), rest)
+        report("fork from a checkpoint, %s%s" % (label, tag), fork, naive=cold,
+               naive_name="cold create", higher_is_better=True, target="<= cold + 50 ms")
+        srv.request("DELETE", base)
+
+
+def checkpoints_reflink(n):
+    """The same on a state dir with reflinks (an XFS the bench makes)."""
+    xfs = dbx.ReflinkStateDir()
+    if not xfs.path:
+        print("checkpoints on XFS: skipped, %s" % xfs.why)
+        return
+    srv = dbx.Server(state_dir=xfs.path)
+    try:
+        checkpoints(srv, n, tag=" [XFS]")
+    finally:
+        srv.stop()
+        os.unlink(srv.log_path)
+        xfs.cleanup()
 
 
 def main():
@@ -215,6 +295,11 @@ def main():
     try:
         t_start = time.time()
         print("deskbox bench (%s), %d cores" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count()))
+        if os.environ.get("BENCH_ONLY") == "lifecycle":  # just docs/lifecycle.md's figures
+            lifecycle(srv, n)
+            checkpoints(srv, n)
+            checkpoints_reflink(n)
+            return 0
 
         # ---- create / delete ----
         cold, dels = [], []
@@ -249,6 +334,11 @@ def main():
             srv.request("DELETE", "/v1/sandboxes/" + sid)
         report("create from the warm pool (claim)", warm, naive=cold, naive_name="cold",
                target="<= 10 ms")
+
+        # ---- pause / resume (docs/lifecycle.md) ----
+        lifecycle(srv, n)
+        checkpoints(srv, 5)
+        checkpoints_reflink(5)
 
         sid = srv.create({})["id"]
         time.sleep(0.5)

@@ -34,6 +34,7 @@ struct options {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	long long disk_quota_mb;
+	long long default_timeout_s;
 	long long userns_base;
 	int allow_shared_uid;
 	int stop_on_exit; /* --on-exit stop: SIGTERM stops the sandboxes */
@@ -42,6 +43,7 @@ struct options {
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
 	const char *tls_cert, *tls_key;
 	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
+	const char *templates_dir;
 };
 
 static void usage(FILE *f)
@@ -51,6 +53,7 @@ static void usage(FILE *f)
 	    "                [--runtime crun] [--max-sandboxes N]\n"
 	    "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
 	    "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
+	    "                [--default-timeout S] [--templates-dir DIR]\n"
 	    "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
 	    "                [--max-connections-per-address N] [--header-timeout S]\n"
 	    "                [--max-pending-headers N] [--config FILE]\n"
@@ -70,6 +73,10 @@ static void usage(FILE *f)
 	    "  --disk-quota-mb    each sandbox's own disk in MiB, everything it writes,\n"
 	    "                     when its spec has no disk_mb (default 10240, at least\n"
 	    "                     32; 0: no disk of its own, no limit)\n"
+	    "  --default-timeout  seconds a sandbox lives when its create names no\n"
+	    "                     timeout_s, then its on_timeout happens (default 0: none)\n"
+	    "  --templates-dir    load sandbox templates from DIR/*.json at start\n"
+	    "                     (docs/lifecycle.md)\n"
 	    "  --warm-pool        keep N ready desktops of size WxH (default 1280x800) for\n"
 	    "                     instant creates; repeat for more sizes\n"
 	    "\n"
@@ -182,6 +189,11 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 			return -1;
 		o->disk_quota_mb = v;
 		return 0;
+	case 'D':
+		if (parse_uint(arg, 0, SANDBOX_TIMEOUT_MAX, &v) < 0)
+			return -1;
+		o->default_timeout_s = v;
+		return 0;
 	case 'U':
 		/* Above the ids of real users, room for one range at least. */
 		if (parse_uint(arg, RUNTIME_USERNS_SIZE,
@@ -215,8 +227,11 @@ static int set_string_option(int c, const char *arg, struct options *o)
 	case 'k':
 		o->tls_key = arg;
 		return 1;
-	case 'D':
+	case 'p':
 		o->ports_domain = arg;
+		return 1;
+	case 'Y':
+		o->templates_dir = arg;
 		return 1;
 	}
 	return 0;
@@ -360,13 +375,15 @@ static const struct option longopts[] = {
     {"exec-timeout-max", required_argument, NULL, 'M'},
     {"exec-max-output", required_argument, NULL, 'O'},
     {"disk-quota-mb", required_argument, NULL, 'Q'},
+    {"default-timeout", required_argument, NULL, 'D'},
+    {"templates-dir", required_argument, NULL, 'Y'},
     {"max-connections", required_argument, NULL, 'C'},
     {"max-connections-per-address", required_argument, NULL, 'P'},
     {"header-timeout", required_argument, NULL, 'H'},
     {"max-pending-headers", required_argument, NULL, 'N'},
     {"tls-cert", required_argument, NULL, 'c'},
     {"tls-key", required_argument, NULL, 'k'},
-    {"ports-domain", required_argument, NULL, 'D'},
+    {"ports-domain", required_argument, NULL, 'p'},
     {"config", required_argument, NULL, 'F'},
     {"log-format", required_argument, NULL, 'f'},
     {"log-level", required_argument, NULL, 'v'},
@@ -604,6 +621,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
 	    .disk_mb = (uint64_t)o->disk_quota_mb,
+	    .default_timeout_s = o->default_timeout_s,
 	    .userns_base = h->userns_base,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0)
@@ -625,7 +643,9 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
-	if (mcp_sessions_new(&s->api.mcp, e) < 0) {
+	if (mcp_sessions_new(&s->api.mcp, e) < 0 ||
+	    sandbox_templates_open(&s->api.templates, h->state, o->templates_dir, e) < 0) {
+		mcp_sessions_free(s->api.mcp);
 		vnc_free(s->api.vnc);
 		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
@@ -720,6 +740,7 @@ static void server_stop(struct server *s, int keep)
 	vnc_free(s->api.vnc);
 	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
+	sandbox_templates_free(s->api.templates);
 }
 
 int main(int argc, char **argv)

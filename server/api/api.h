@@ -24,6 +24,7 @@ struct api {
 	struct mcp_sessions *mcp; /* MCP sessions (server/mcp/mcp.h) */
 	struct shares *shares;	  /* share tokens of ports (server/viewer/viewer.h) */
 	const char *ports_domain; /* --ports-domain, or NULL */
+	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
 };
 
 extern const struct http_route api_routes[];
@@ -46,6 +47,30 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e);
+/* A sandbox as every sandbox route answers it: sandbox_json plus the
+ * viewer URLs. */
+cJSON *api_sandbox_view(struct sandbox *sb);
+
+/* api_lifecycle.c (docs/lifecycle.md): timeouts, pause and resume … */
+int api_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_resume(struct http_request *req, struct http_response *res, struct err *e);
+/* … and checkpoints, restore, forks. */
+int api_checkpoint_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_restore(struct http_request *req, struct http_response *res, struct err *e);
+int api_checkpoint_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_fork(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_templates.c: sandbox templates (docs/lifecycle.md). */
+int api_template_put(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_template_delete(struct http_request *req, struct http_response *res, struct err *e);
+/* A create body naming a template ({"template":N, …}): replaced by the
+ * expanded request; `extra` gets the files and startup commands. */
+int api_template_expand(struct api *api, cJSON **body, struct sandbox_template_extra *extra,
+			struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

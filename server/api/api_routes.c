@@ -31,6 +31,19 @@ const struct http_route api_routes[] = {
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
     ROUTE("POST", SB "/stop", api_sandbox_stop, 0),
     ROUTE("POST", SB "/start", api_sandbox_start, 0),
+    /* Lifecycle (docs/lifecycle.md). */
+    ROUTE("POST", SB "/timeout", api_sandbox_timeout, 0),
+    ROUTE("POST", SB "/pause", api_sandbox_pause, 0),
+    ROUTE("POST", SB "/resume", api_sandbox_resume, 0),
+    ROUTE("POST", SB "/checkpoints", api_checkpoint_create, 0),
+    ROUTE("GET", SB "/checkpoints", api_checkpoint_list, 0),
+    ROUTE("POST", SB "/checkpoints/{name}/restore", api_checkpoint_restore, 0),
+    ROUTE("DELETE", SB "/checkpoints/{name}", api_checkpoint_delete, 0),
+    ROUTE("POST", SB "/fork", api_sandbox_fork, 0),
+    ROUTE("POST", "/v1/templates", api_template_put, 0),
+    ROUTE("GET", "/v1/templates", api_template_list, 0),
+    ROUTE("GET", "/v1/templates/{name}", api_template_get, 0),
+    ROUTE("DELETE", "/v1/templates/{name}", api_template_delete, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

@@ -40,6 +40,11 @@ static cJSON *with_urls(cJSON *j)
 	return j;
 }
 
+cJSON *api_sandbox_view(struct sandbox *sb)
+{
+	return with_urls(sandbox_json(sb));
+}
+
 int api_health(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *j = cJSON_CreateObject();
@@ -54,18 +59,30 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
 	struct sandbox_spec spec;
-	int r = sandbox_spec_parse(body, &spec, e);
+	struct sandbox_template_extra extra;
+	int r = api_template_expand(api, &body, &extra, e);
+	if (r == 0)
+		r = sandbox_spec_parse(body, &spec, e);
 	cJSON_Delete(body);
 	if (r < 0)
-		return r;
+		return sandbox_template_extra_release(&extra), r;
 	struct sandbox *sb;
 	r = pool_take(api->pool, &spec, &sb, e);
 	if (r != 0) {
 		sandbox_spec_release(&spec);
 		if (r < 0)
-			return r;
+			return sandbox_template_extra_release(&extra), r;
 	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
-		return err_code(e);
+		return sandbox_template_extra_release(&extra), err_code(e);
+	}
+	/* A template's files and startup commands; failing, no sandbox. */
+	r = sandbox_template_apply(sb, &extra, e);
+	sandbox_template_extra_release(&extra);
+	if (r < 0) {
+		struct err e2 = ERR_INIT;
+		sandbox_delete(api->sandboxes, sandbox_id(sb), &e2);
+		sandbox_put(sb);
+		return r;
 	}
 	cJSON *j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);

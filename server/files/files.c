@@ -596,20 +596,23 @@ struct walk {
 	dev_t dev;
 	unsigned removed;
 	int sweep;
-	uint32_t shift; /* files_shift_owners() */
+	int shift;	   /* files_remap_owners() */
+	uint32_t from, to; /* ids from..from+RUNTIME_USERNS_SIZE-1 become to.. */
 	unsigned shifted;
 };
 
-/* Moves one entry's owner from the ids 1..65535 of the host into the
- * sandbox's range; root (a copy-up of the lower layer) stays root. */
+/* Moves one entry's owner from one range of host ids into another; host
+ * root (a copy-up of the lower layer) stays root. */
+static uint32_t remap_id(const struct walk *w, uint32_t id)
+{
+	return id > 0 && id >= w->from && id - w->from < RUNTIME_USERNS_SIZE ? id - w->from + w->to
+									     : id;
+}
+
 static void shift_owner(struct walk *w, int dfd, const char *name, const struct stat *st)
 {
-	uid_t uid = st->st_uid;
-	gid_t gid = st->st_gid;
-	if (uid > 0 && uid < RUNTIME_USERNS_SIZE)
-		uid += w->shift;
-	if (gid > 0 && gid < RUNTIME_USERNS_SIZE)
-		gid += w->shift;
+	uid_t uid = remap_id(w, st->st_uid);
+	gid_t gid = remap_id(w, st->st_gid);
 	if ((uid == st->st_uid && gid == st->st_gid) ||
 	    fchownat(dfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return;
@@ -682,7 +685,13 @@ int files_sweep_temp(const char *dir, unsigned *removed, struct err *e)
 
 int files_shift_owners(const char *dir, uint32_t shift, unsigned *changed, struct err *e)
 {
-	struct walk w = {.shift = shift};
+	return files_remap_owners(dir, 0, shift, changed, e);
+}
+
+int files_remap_owners(const char *dir, uint32_t from, uint32_t to, unsigned *changed,
+		       struct err *e)
+{
+	struct walk w = {.shift = from != to, .from = from, .to = to};
 	int r = walk_top(dir, &w, e);
 	if (changed)
 		*changed = w.shifted;

@@ -107,5 +107,10 @@ int files_sweep_temp(const char *dir, unsigned *removed, struct err *e);
  * moving its user's files into its new range; set-id bits are kept);
  * *changed counts the entries.  Only while nothing runs in the sandbox. */
 int files_shift_owners(const char *dir, uint32_t shift, unsigned *changed, struct err *e);
+/* The same for the layer of a fork: every uid and gid in from..from +
+ * RUNTIME_USERNS_SIZE - 1 (its parent's range) moves to the same offset
+ * from `to` (its own); host root stays. */
+int files_remap_owners(const char *dir, uint32_t from, uint32_t to, unsigned *changed,
+		       struct err *e);
 
 #endif

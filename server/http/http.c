@@ -207,6 +207,7 @@ static int status_of(enum err_kind kind)
 		return 405;
 	case ERR_CONFLICT:
 	case ERR_NOT_RUNNING:
+	case ERR_PAUSED:
 		return 409;
 	case ERR_TOO_LARGE:
 		return 413;

@@ -470,7 +470,8 @@ int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_
 		cJSON_Delete(j);
 		return err_set(e, ERR_INTERNAL, EIO, "crun state '%s': unexpected output", id);
 	}
-	*running = strcmp(st->valuestring, "running") == 0;
+	/* "paused": frozen by the cgroup freezer, its processes are there. */
+	*running = strcmp(st->valuestring, "running") == 0 || strcmp(st->valuestring, "paused") == 0;
 	*init_pid =
 	    *running && cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble <= INT_MAX
 		? (pid_t)pid->valuedouble

@@ -109,7 +109,8 @@ int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct er
  * does not know is not an error. */
 int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e);
 
-/* Reports whether the container runs and its init's host pid (0 if not). */
+/* Reports whether the container runs (frozen counts: its processes are
+ * there) and its init's host pid (0 if not). */
 int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid, struct err *e);
 
 /* How to run one process inside a running container. */

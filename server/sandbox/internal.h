@@ -37,6 +37,9 @@ struct sandbox {
 	 * SANDBOX_RESTART_MAX happened (monotonic ms), a ring. */
 	long long restarts[8];
 	unsigned n_restarts;
+	/* When its deadline fires (sandbox_timeout.c): unix time in ms
+	 * (wall clock, as it is persisted); 0: none. */
+	long long expires_ms;
 	/* The overlay is mounted on <dir>/rootfs.  It stays mounted while the
 	 * sandbox is stopped (the files API works on it) until delete or
 	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
@@ -70,10 +73,12 @@ struct sandbox {
 };
 
 struct sandbox_monitor;
+struct sandbox_timer;
 
 struct sandboxes {
 	struct sandboxes_config cfg;
 	struct sandbox_monitor *mon;
+	struct sandbox_timer *timer;
 	char lower[PATH_MAX];
 	struct runtime *rt;
 	pthread_mutex_t mu;
@@ -134,6 +139,10 @@ int sandbox_userns_migrate(struct sandbox *sb, struct err *e);
 int sandbox_userns_dirs(struct sandbox *sb, struct err *e);
 
 /* ---- sandboxes that outlive deskboxd (sandbox_adopt.c) ---- */
+/* Leaves a running or paused sandbox as it is for the next deskboxd: the
+ * mirror ends, the log pipe goes to a keeper, sandbox.json says
+ * "detached".  Under its exclusive lock. */
+void sandbox_detach(struct sandbox *sb);
 /* Takes over a sandbox a previous deskboxd left running (`detached` is
  * sandbox.json's object); fails when its container ended. */
 int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e);
@@ -152,6 +161,46 @@ void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock
  * (sandbox_state.c); the monitor's restarts use it too. */
 int sandbox_start_locked(struct sandbox *sb, struct err *e);
+
+/* ---- deadlines (sandbox_timeout.c) ---- */
+
+/* Starts the one timer thread that fires every sandbox's deadline. */
+int sandbox_timer_new(struct sandboxes *s, struct err *e);
+/* Stops it and waits for the actions it started; then frees it. */
+void sandbox_timer_free(struct sandboxes *s);
+/* Arms sb's deadline from spec.timeout_s (resolving the server default),
+ * counted from now; nothing for 0.  Wakes the timer. */
+void sandbox_timeout_arm(struct sandbox *sb);
+/* Adds "timeout_s", "on_timeout", "auto_resume" and "expires_at" to `j`. */
+void sandbox_timeout_json(struct sandbox *sb, cJSON *j);
+/* Reads "expires_at" of a persisted sandbox.json back. */
+void sandbox_timeout_load(struct sandbox *sb, const cJSON *j);
+
+/* A create whose filesystem does not start empty (a fork): fill() runs
+ * once the sandbox's directory exists, before its disk is mounted and its
+ * container starts, and puts its disk.img in place. */
+struct sandbox_seed {
+	int (*fill)(struct sandbox *sb, void *cls, struct err *e);
+	void *cls;
+};
+int sandbox_create_seeded(struct sandboxes *s, struct sandbox_spec *spec,
+			  const struct sandbox_seed *seed, struct sandbox **out, struct err *e);
+/* Stops a running, paused or failed sandbox under its exclusive lock
+ * (sandbox_state.c); files stay, status "stopped". */
+int sandbox_stop_locked(struct sandbox *sb, struct err *e);
+/* Freezes the cgroup of a running sandbox and returns at once frozen, or
+ * thaws it (sandbox_pause.c); without a status change. */
+int sandbox_freeze(struct sandbox *sb, struct err *e);
+int sandbox_thaw(struct sandbox *sb, struct err *e);
+
+/* ---- the freezer (sandbox_pause.c) ---- */
+
+/* Thaws the sandbox's cgroup if it is frozen (before a stop or a
+ * teardown: frozen tasks neither take SIGTERM nor die of SIGKILL). */
+void sandbox_thaw_quiet(struct sandbox *sb);
+/* Under the exclusive lock: freezes a running one / thaws a paused one. */
+int sandbox_pause_locked(struct sandbox *sb, struct err *e);
+int sandbox_resume_locked(struct sandbox *sb, struct err *e);
 
 /* ---- the monitor (sandbox_monitor.c) ---- */
 

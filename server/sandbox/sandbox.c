@@ -31,8 +31,8 @@
 #define TRASH_PREFIX ".deleting-"
 
 const char *const sandbox_status_names[] = {
-    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running",   [SANDBOX_STOPPED] = "stopped",
-    [SANDBOX_FAILED] = "failed",     [SANDBOX_DELETING] = "deleting",
+    [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPED] = "stopped",
+    [SANDBOX_FAILED] = "failed",     [SANDBOX_PAUSED] = "paused",   [SANDBOX_DELETING] = "deleting",
 };
 
 const char *sandbox_status_name(enum sandbox_status status)
@@ -105,6 +105,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 		cJSON_AddNumberToObject(ad, "height", sb->spec.agent_height);
 	}
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
+	sandbox_timeout_json((struct sandbox *)sb, j);
 	return j;
 }
 
@@ -120,7 +121,7 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 		cJSON_AddTrueToObject(j, "pooled");
 	if (sb->host_base)
 		cJSON_AddNumberToObject(j, "userns_base", sb->host_base);
-	if (sb->detached && status == SANDBOX_RUNNING)
+	if (sb->detached && (status == SANDBOX_RUNNING || status == SANDBOX_PAUSED))
 		cJSON_AddNumberToObject(cJSON_AddObjectToObject(j, "detached"), "log_keeper",
 					sb->log_keeper);
 	cJSON *env = cJSON_AddObjectToObject(j, "env");
@@ -222,8 +223,8 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, struct sandbox **out,
-		  struct err *e)
+static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
+		  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
 {
 	char id[SANDBOX_ID_LEN + 1];
 	if (fs_random_hex(id, SANDBOX_ID_LEN / 2, e) < 0) {
@@ -266,10 +267,13 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 	 * "creating", delete waits for the start to finish. */
 	pthread_rwlock_wrlock(&sb->op);
 	int r;
-	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0)
+	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0 ||
+	    (seed && seed->fill(sb, seed->cls, e) < 0))
 		r = err_code(e);
 	else
 		r = sandbox_start_container(sb, e);
+	if (r == 0 && !pooled)
+		sandbox_timeout_arm(sb);
 	if (r == 0)
 		r = sandbox_persist(sb, SANDBOX_RUNNING, e);
 	if (r == 0)
@@ -298,13 +302,19 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 		   struct err *e)
 {
-	return create(s, spec, 0, out, e);
+	return create(s, spec, 0, NULL, out, e);
+}
+
+int sandbox_create_seeded(struct sandboxes *s, struct sandbox_spec *spec,
+			  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
+{
+	return create(s, spec, 0, seed, out, e);
 }
 
 int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 			  struct err *e)
 {
-	return create(s, spec, 1, out, e);
+	return create(s, spec, 1, NULL, out, e);
 }
 
 int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,
@@ -332,7 +342,11 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.agent_width = req->agent_width;
 	sb->spec.agent_height = req->agent_height;
 	sb->spec.restart_on_failure = req->restart_on_failure;
+	sb->spec.timeout_s = req->timeout_s;
+	sb->spec.on_timeout = req->on_timeout;
+	sb->spec.auto_resume = req->auto_resume;
 	pthread_mutex_unlock(&s->mu);
+	sandbox_timeout_arm(sb);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
@@ -427,6 +441,9 @@ static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
 	if (st == SANDBOX_CREATING)
 		return err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", sb->id);
+	if (st == SANDBOX_PAUSED)
+		return err_set(e, ERR_PAUSED, EAGAIN, "sandbox '%s' is paused; resume it first",
+			       sb->id);
 	char reason[sizeof(sb->reason)];
 	pthread_mutex_lock(&sb->mu);
 	memcpy(reason, sb->reason, sizeof(reason));
@@ -441,12 +458,23 @@ static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e
 
 int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, struct err *e)
 {
+	int resumes = 0;
 	for (int attempt = 0;; attempt++) {
 		pthread_rwlock_rdlock(&sb->op);
 		pthread_mutex_lock(&sb->mu);
 		enum sandbox_status st = sb->status;
 		struct capture *c = sb->cap;
 		pthread_mutex_unlock(&sb->mu);
+		if (st == SANDBOX_PAUSED && sb->spec.auto_resume && resumes++ < 3) {
+			pthread_rwlock_unlock(&sb->op);
+			pthread_rwlock_wrlock(&sb->op);
+			int r = sandbox_resume_locked(sb, e);
+			pthread_rwlock_unlock(&sb->op);
+			if (r < 0)
+				return r;
+			attempt--; /* not a reconnect */
+			continue;
+		}
 		if (st != SANDBOX_RUNNING) {
 			pthread_rwlock_unlock(&sb->op);
 			return not_running(sb, st, e);
@@ -563,15 +591,19 @@ static void migrate_loaded(struct sandboxes *s)
 static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
 {
 	const cJSON *det = cJSON_GetObjectItemCaseSensitive(j, "detached");
-	if (strcmp(st->valuestring, "running") != 0 || !cJSON_IsObject(det))
+	int paused = strcmp(st->valuestring, "paused") == 0;
+	if ((strcmp(st->valuestring, "running") != 0 && !paused) || !cJSON_IsObject(det))
 		return -1;
 	struct err e = ERR_INIT;
 	if (sandbox_adopt(sb, det, &e) < 0) {
-		log_msg(LOG_LEVEL_WARN, "sandbox %s was left running, but %s", sb->id, e.msg);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s was left %s, but %s", sb->id, st->valuestring,
+			e.msg);
 		return -1;
 	}
 	err_clear(&e);
-	if (sandbox_persist(sb, SANDBOX_RUNNING, &e) < 0)
+	if (paused) /* still frozen by its cgroup */
+		sb->status = SANDBOX_PAUSED;
+	if (sandbox_persist(sb, sb->status, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	log_msg(LOG_LEVEL_INFO, "sandbox %s: taken over, running (init pid %d)", sb->id,
 		(int)sb->init_pid);
@@ -597,6 +629,7 @@ static int load_one(struct sandboxes *s, const char *id)
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
+		sandbox_timeout_load(sb, j);
 		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
 		if (load_adopt(sb, st, j) == 0) {
 			cJSON_Delete(j);
@@ -696,6 +729,12 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		closedir(d);
 	}
 	migrate_loaded(s);
+	/* After the load: deadlines that passed while deskboxd was down fire
+	 * now. */
+	if (sandbox_timer_new(s, e) < 0) {
+		sandboxes_close(s);
+		return err_code(e);
+	}
 	*out = s;
 	return 0;
 }
@@ -708,11 +747,15 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only)
 	pthread_mutex_unlock(&s->mu);
 }
 
-void sandboxes_close(struct sandboxes *s)
+/* Frees the registry; each running or paused sandbox is stopped, or with
+ * `keep` left as it is for the next deskboxd (sandbox_detach). */
+static void registry_end(struct sandboxes *s, int keep)
 {
 	if (!s)
 		return;
-	/* No failure is reported, nor restart made, from here on. */
+	/* No deadline fires, failure is reported, nor restart made, from here
+	 * on. */
+	sandbox_timer_free(s);
 	sandbox_monitor_stop(s);
 	pthread_mutex_lock(&s->mu);
 	struct sandbox *list = s->list;
@@ -723,7 +766,11 @@ void sandboxes_close(struct sandboxes *s)
 		struct sandbox *sb = list;
 		list = sb->next;
 		pthread_rwlock_wrlock(&sb->op);
-		if (sb->status == SANDBOX_RUNNING) {
+		int live = sb->status == SANDBOX_RUNNING || sb->status == SANDBOX_PAUSED;
+		if (keep && live) {
+			sandbox_detach(sb);
+		} else if (live) {
+			/* A paused one's memory cannot outlive its processes. */
 			sandbox_teardown_ex(sb, 1);
 			struct err e = ERR_INIT;
 			if (sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
@@ -739,4 +786,14 @@ void sandboxes_close(struct sandboxes *s)
 	runtime_free(s->rt);
 	free(s->ranges);
 	free(s);
+}
+
+void sandboxes_close(struct sandboxes *s)
+{
+	registry_end(s, 0);
+}
+
+void sandboxes_detach(struct sandboxes *s)
+{
+	registry_end(s, 1);
 }

@@ -30,7 +30,15 @@ enum sandbox_status {
 	SANDBOX_RUNNING,
 	SANDBOX_STOPPED,
 	SANDBOX_FAILED,
+	SANDBOX_PAUSED, /* every process frozen (sandbox_pause.c) */
 	SANDBOX_DELETING,
+};
+
+/* What a sandbox's deadline does (sandbox_timeout.c). */
+enum sandbox_on_timeout {
+	SANDBOX_ON_TIMEOUT_STOP,
+	SANDBOX_ON_TIMEOUT_DELETE,
+	SANDBOX_ON_TIMEOUT_PAUSE,
 };
 
 #define SANDBOX_MAX_ENV 128
@@ -51,7 +59,18 @@ struct sandbox_spec {
 	/* "restart":"on-failure": started again when its init dies
 	 * (sandbox_monitor.c: with a backoff, at most 5 times in 10 minutes). */
 	int restart_on_failure;
+	/* "timeout_s": seconds from create (or claim) until on_timeout
+	 * happens; 0: never; SANDBOX_TIMEOUT_DEFAULT: the server's
+	 * --default-timeout, resolved at create. */
+	int64_t timeout_s;
+	enum sandbox_on_timeout on_timeout;
+	/* "auto_resume": desktop and process calls resume a paused sandbox
+	 * instead of answering ERR_PAUSED. */
+	int auto_resume;
 };
+
+#define SANDBOX_TIMEOUT_DEFAULT (-1)
+#define SANDBOX_TIMEOUT_MAX	(10LL * 365 * 86400)
 
 #define SANDBOX_DISK_DEFAULT UINT64_MAX
 #define SANDBOX_DISK_MIN_MB  32
@@ -71,6 +90,9 @@ struct sandboxes_config {
 	 * each, see sandbox_userns.c); 0: no user namespaces, every sandbox
 	 * runs as host uid IMAGE_USER_UID (--allow-shared-uid). */
 	uint32_t userns_base;
+	/* Seconds a sandbox lives when its spec names no timeout_s; 0: no
+	 * limit (--default-timeout). */
+	int64_t default_timeout_s;
 };
 
 struct sandbox;
@@ -165,7 +187,91 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 
-/* "creating", "running", "stopped", "failed", "deleting". */
+/* ---- timeouts (sandbox_timeout.c) ---- */
+
+/* Sets the deadline of sandbox `id` to `timeout_s` seconds from now (0:
+ * none) and persists it; the timer thread acts on it within a second of
+ * its time, whatever the sandbox's status (stop and pause only touch a
+ * running one, delete deletes).  The caller gets a reference. */
+int sandbox_set_timeout(struct sandboxes *s, const char *id, int64_t timeout_s,
+			struct sandbox **out, struct err *e);
+
+/* ---- pause and resume (sandbox_pause.c) ---- */
+
+/* Freezes every process of a running sandbox (the cgroup freezer) and
+ * returns once all are frozen; status "paused".  Pausing a paused one is
+ * not an error; any other status is ERR_NOT_RUNNING or ERR_CONFLICT.  The
+ * caller gets a reference. */
+int sandbox_pause(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+/* Thaws a paused sandbox (status "running" again); resuming a running one
+ * is not an error. */
+int sandbox_resume(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+
+/* ---- checkpoints and forks (sandbox_checkpoint.c) ---- */
+
+/* 1 if `name` is a usable checkpoint name: 1-64 of A-Z a-z 0-9 . _ -, not
+ * starting with '.' or '-'. */
+int sandbox_checkpoint_name_ok(const char *name);
+/* Captures the filesystem of sandbox `id` (running, paused or stopped; its
+ * processes frozen for the copy) as checkpoint `name`; *out describes it
+ * ({"name","created_at","size_bytes","frozen_ms"}, the caller's).
+ * ERR_CONFLICT if the name is taken or the sandbox has no disk of its
+ * own, ERR_LIMIT past 32. */
+int sandbox_checkpoint_create(struct sandboxes *s, const char *id, const char *name, cJSON **out,
+			      struct err *e);
+/* The checkpoints of `id`, a JSON array (the caller's). */
+int sandbox_checkpoints_list(struct sandboxes *s, const char *id, cJSON **out, struct err *e);
+int sandbox_checkpoint_delete(struct sandboxes *s, const char *id, const char *name, struct err *e);
+/* Rolls the filesystem back to checkpoint `name`: the container stops,
+ * the files become the checkpoint's, and a sandbox that ran (or was
+ * paused) starts again, answering once its desktop is ready.  The caller
+ * gets a reference. */
+int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *name,
+			       struct sandbox **out, struct err *e);
+/* A new sandbox with the spec of `id` and the files of its checkpoint
+ * `checkpoint` (NULL: of `id` as it is now), independent of it from then
+ * on; returns once its desktop is ready, as create does. */
+int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, struct sandbox **out,
+		 struct err *e);
+
+/* ---- templates (sandbox_template.c) ---- */
+
+#define SANDBOX_TEMPLATE_NAME_MAX 64
+
+struct sandbox_templates;
+
+/* What a template adds to a create: its files and startup commands
+ * (JSON arrays or NULL, owned). */
+struct sandbox_template_extra {
+	cJSON *files, *startup;
+};
+
+/* Loads the templates of <state>/templates and of `extra_dir` (NULL: none;
+ * bad files are logged and skipped). */
+int sandbox_templates_open(struct sandbox_templates **out, const char *state_dir,
+			   const char *extra_dir, struct err *e);
+void sandbox_templates_free(struct sandbox_templates *t);
+int sandbox_template_name_ok(const char *name);
+/* Validates `body` (unknown fields refused, naming them; a create it would
+ * make must be valid) and adds or replaces template `name`, persisted. */
+int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *body,
+			 struct err *e);
+/* A copy of template `name` with its "name" (the caller's). */
+int sandbox_template_get(struct sandbox_templates *t, const char *name, cJSON **out, struct err *e);
+cJSON *sandbox_templates_json(struct sandbox_templates *t);
+int sandbox_template_delete(struct sandbox_templates *t, const char *name, struct err *e);
+/* A create request {"template":N, overrides…} into the plain create request
+ * (*create, the caller's) and the template's files and startup commands;
+ * ERR_INVALID for an unknown template or field. */
+int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON **create,
+			    struct sandbox_template_extra *extra, struct err *e);
+void sandbox_template_extra_release(struct sandbox_template_extra *x);
+/* Places the files and runs the startup commands in the new sandbox `sb`
+ * (running); ERR_INVALID when a command exits non-zero. */
+int sandbox_template_apply(struct sandbox *sb, const struct sandbox_template_extra *x,
+			   struct err *e);
+
+/* "creating", "running", "stopped", "failed", "paused", "deleting". */
 const char *sandbox_status_name(enum sandbox_status status);
 
 /* How many listed sandboxes are in each status (GET /metrics). */

@@ -1,7 +1,7 @@
 /* sandbox_adopt: sandboxes that outlive deskboxd.
  *
  * A deskboxd that is told to stop (SIGTERM) with --on-exit keep leaves
- * running sandboxes running (sandboxes_detach): their containers, desktops
+ * running sandboxes running and paused ones paused (sandboxes_detach): their containers, desktops
  * and background programs go on; the mirror (bridge) ends, and so do
  * foreground runs and terminals, whose owners were deskboxd's threads.
  * The container's log pipe would lose its reader, and the desktop's next
@@ -25,46 +25,24 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "server/process/process.h"
 
-void sandboxes_detach(struct sandboxes *s)
+void sandbox_detach(struct sandbox *sb)
 {
-	sandbox_monitor_stop(s);
-	pthread_mutex_lock(&s->mu);
-	struct sandbox *list = s->list;
-	s->list = NULL;
-	s->count = 0;
-	pthread_mutex_unlock(&s->mu);
-	while (list) {
-		struct sandbox *sb = list;
-		list = sb->next;
-		pthread_rwlock_wrlock(&sb->op);
-		struct err e = ERR_INIT;
-		if (sb->status == SANDBOX_RUNNING) {
-			capture_free(sb->cap);
-			sb->cap = NULL;
-			if (sandbox_log_detach(sb, &sb->log_keeper, &e) < 0)
-				log_msg(LOG_LEVEL_WARN, "%s", e.msg);
-			err_clear(&e);
-			sb->detached = 1;
-			if (sandbox_persist(sb, SANDBOX_RUNNING, &e) < 0)
-				log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
-			log_msg(LOG_LEVEL_INFO, "sandbox %s left running", sb->id);
-		} else if (sb->status == SANDBOX_FAILED) {
-			sandbox_teardown_ex(sb, 1); /* sandbox.json keeps "failed" */
-		}
-		sb->status = SANDBOX_STOPPED;
-		pthread_rwlock_unlock(&sb->op);
-		sandbox_put(sb);
-	}
-	sandbox_monitor_free(s);
-	runtime_free(s->rt);
-	free(s->ranges);
-	free(s);
+	struct err e = ERR_INIT;
+	capture_free(sb->cap);
+	sb->cap = NULL;
+	if (sandbox_log_detach(sb, &sb->log_keeper, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
+	err_clear(&e);
+	sb->detached = 1;
+	/* A paused one stays frozen: its cgroup keeps it so. */
+	if (sandbox_persist(sb, sb->status, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+	log_msg(LOG_LEVEL_INFO, "sandbox %s left %s", sb->id, sandbox_status_names[sb->status]);
 }
 
 void sandbox_run_dir(const struct sandbox *sb, char *buf, size_t size)

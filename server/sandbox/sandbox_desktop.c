@@ -177,6 +177,7 @@ static int wait_desktop(struct sandbox *sb, const char *name, int timeout_ms, st
 void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 {
 	struct err e = ERR_INIT;
+	sandbox_thaw_quiet(sb);
 	sandbox_init_disown(sb);
 	capture_free(sb->cap);
 	sb->cap = NULL;

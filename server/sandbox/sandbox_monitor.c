@@ -140,7 +140,7 @@ static void on_exit_of(struct sandbox_monitor *m, struct watch *w)
 		sb->init_gen = 0;
 		sb->init_pid = -1;
 		snprintf(sb->reason, sizeof(sb->reason), "%s", reason);
-		if (sb->status == SANDBOX_RUNNING) {
+		if (sb->status == SANDBOX_RUNNING || sb->status == SANDBOX_PAUSED) {
 			sb->status = SANDBOX_FAILED;
 			sb->fail_gen = w->gen;
 			failed = 1;

@@ -43,6 +43,28 @@ static int parse_disk(const cJSON *req, struct sandbox_spec *spec, struct err *e
 	return 0;
 }
 
+/* "restart", and "timeout_s", "on_timeout" and "auto_resume"
+ * (sandbox_timeout.c). */
+static int parse_lifetime(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	static const char *const restarts[] = {"no", "on-failure", NULL};
+	int restart;
+	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
+		return err_code(e);
+	spec->restart_on_failure = restart == 1;
+	int64_t v;
+	if (args_int(req, "timeout_s", 0, SANDBOX_TIMEOUT_MAX, SANDBOX_TIMEOUT_DEFAULT, 0, &v, e) <
+	    0)
+		return err_code(e);
+	spec->timeout_s = v;
+	static const char *const actions[] = {"stop", "delete", "pause", NULL};
+	int a;
+	if (args_enum(req, "on_timeout", actions, 0, 0, &a, e) < 0)
+		return err_code(e);
+	spec->on_timeout = (enum sandbox_on_timeout)a;
+	return args_bool(req, "auto_resume", 0, &spec->auto_resume, e);
+}
+
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
 	memset(spec, 0, sizeof(*spec));
@@ -71,11 +93,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	spec->cpu_millis = (uint32_t)v;
 	if (parse_disk(req, spec, e) < 0)
 		return err_code(e);
-	static const char *const restarts[] = {"no", "on-failure", NULL};
-	int restart;
-	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
+	if (parse_lifetime(req, spec, e) < 0)
 		return err_code(e);
-	spec->restart_on_failure = restart == 1;
 	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
 	if (ad && !cJSON_IsNull(ad)) {
 		if (!cJSON_IsObject(ad))

@@ -84,9 +84,12 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 	int r = 0;
 	if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
-	else if (st != SANDBOX_RUNNING && st != SANDBOX_STOPPED && st != SANDBOX_FAILED)
+	else if (st != SANDBOX_RUNNING && st != SANDBOX_PAUSED && st != SANDBOX_STOPPED &&
+		 st != SANDBOX_FAILED)
 		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
 			    sandbox_status_names[st]);
+	else if (st == SANDBOX_PAUSED)
+		st = SANDBOX_RUNNING; /* its processes' root is there, frozen or not */
 	else if (st != SANDBOX_RUNNING)
 		r = sandbox_rootfs_mount(sb, e);
 	if (r < 0) {
@@ -143,6 +146,8 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
  * stay. */
 static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 {
+	/* Frozen tasks would take neither signal. */
+	sandbox_thaw_quiet(sb);
 	/* On purpose: the init's exit is no failure. */
 	sandbox_init_disown(sb);
 	/* SIGTERM first: the init stops the desktop (Xvfb removes its
@@ -157,6 +162,11 @@ static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	sb->reason[0] = '\0';
 	pthread_mutex_unlock(&sb->mu);
 	return sandbox_persist(sb, SANDBOX_STOPPED, e);
+}
+
+int sandbox_stop_locked(struct sandbox *sb, struct err *e)
+{
+	return stop_running(sb->owner, sb, e);
 }
 
 int sandbox_start_locked(struct sandbox *sb, struct err *e)
@@ -207,7 +217,8 @@ static int transition(struct sandboxes *s, const char *id, enum sandbox_status f
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);
 	int r = 0;
-	if (st == from || st == SANDBOX_FAILED)
+	/* A paused sandbox stops like a running one. */
+	if (st == from || st == SANDBOX_FAILED || (to == SANDBOX_STOPPED && st == SANDBOX_PAUSED))
 		r = act(s, sb, e);
 	else if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);

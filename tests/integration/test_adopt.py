@@ -67,6 +67,10 @@ try:
     stopped = srv.request("POST", "/v1/sandboxes", {"display": {"width": 640, "height": 480}})
     sid2 = stopped.json()["id"]
     srv.request("POST", "/v1/sandboxes/%s/stop" % sid2)
+    sid3 = srv.create({"display": {"width": 640, "height": 480}})["id"]
+    r = srv.request("POST", "/v1/sandboxes/%s/pause" % sid3)
+    t.ok(r.status == 200 and r.json()["status"] == "paused", "a third sandbox is paused",
+         r.body[:200])
     init = dbx.sandbox_init_pid(state, sid)
 
     # -- SIGTERM: deskboxd goes, the sandbox stays --
@@ -75,7 +79,7 @@ try:
     t.eq(rc, 0, "deskboxd exits 0 on SIGTERM")
     alive = init is not None and os.path.exists("/proc/%d" % init)
     t.ok(alive, "the sandbox's init still runs after deskboxd is gone", init)
-    t.eq(len(keepers(state)), 1, "one log keeper holds its log pipe meanwhile")
+    t.eq(len(keepers(state)), 2, "a log keeper for each, the paused one's too, holds its pipe")
     # The desktop's output while no deskboxd runs: the keeper writes it down.
     w = srv.root_exec(sid, ["sh", "-c", "echo said-while-away >/proc/$(pgrep -xo openbox)/fd/2"])
     t.ok(w["exit_code"] == 0, "the desktop can still write to its log pipe", w)
@@ -97,6 +101,11 @@ try:
     t.eq(dbx.sandbox_init_pid(state, sid), init, "the same init")
     r = srv.request("GET", "/v1/sandboxes/" + sid2)
     t.eq(r.json()["status"], "stopped", "a stopped sandbox stays stopped")
+    r = srv.request("GET", "/v1/sandboxes/" + sid3)
+    t.eq(r.json()["status"], "paused", "a paused sandbox is taken over paused")
+    r = srv.request("POST", "/v1/sandboxes/%s/resume" % sid3)
+    t.ok(r.status == 200 and r.json()["status"] == "running" and
+         srv.exec(sid3, ["echo", "thawed"])["stdout"] == "thawed\n", "and resumes", r.body[:200])
     t.eq(keepers(state), [], "the new deskboxd took the log pipe back from the keeper")
     srv.root_exec(sid, ["sh", "-c", "echo said-after >/proc/$(pgrep -xo openbox)/fd/2"])
     t.ok(dbx.wait_until(lambda: logged(b"said-after"), timeout=10),
@@ -138,6 +147,7 @@ try:
     t.eq(r["stdout"], "written before the restart\n", "over the same files")
     srv.request("DELETE", "/v1/sandboxes/" + sid)
     srv.request("DELETE", "/v1/sandboxes/" + sid2)
+    srv.request("DELETE", "/v1/sandboxes/" + sid3)
     t.ok(dbx.wait_until(lambda: not loops_of(img), timeout=10), "deleted: no loop device left")
     t.eq(keepers(state), [], "and no log keeper")
 finally:

@@ -485,3 +485,43 @@ def proc_mem_kib(pid):
 if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "kill":
     # For tests in other languages: dbx.py kill STATE_DIR SANDBOX_ID NAME
     sys.exit(0 if kill_in_sandbox(sys.argv[2], sys.argv[3], sys.argv[4]) else 1)
+
+
+class ReflinkStateDir:
+    """A state dir on a fresh XFS with reflinks (mkfs.xfs -m reflink=1 on a
+    sparse image, loop-mounted here), where checkpoints are reflinks
+    (docs/lifecycle.md).  .path is None, with .why, when it cannot be made."""
+
+    def __init__(self, size="64G"):
+        self.path, self.why = None, None
+        if not shutil.which("mkfs.xfs"):
+            self.why = "no mkfs.xfs (Debian xfsprogs)"
+            return
+        self.img = tempfile.mktemp(prefix="dbx-xfs-", suffix=".img")
+        d = tempfile.mkdtemp(prefix="dbx-xfs-")
+        try:
+            subprocess.run(["truncate", "-s", size, self.img], check=True)
+            subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", self.img], check=True,
+                           capture_output=True)
+            subprocess.run(["mount", "-o", "loop,discard", self.img, d], check=True,
+                           capture_output=True)
+            self.path = os.path.join(d, "state")
+            self.mount = d
+            os.mkdir(self.path, 0o700)
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.why = "cannot make an XFS: %s" % getattr(e, "stderr", e)
+            shutil.rmtree(d, ignore_errors=True)
+            if os.path.exists(self.img):
+                os.unlink(self.img)
+
+    def used(self):
+        """Bytes in use on the XFS."""
+        st = os.statvfs(self.mount)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+    def cleanup(self):
+        if self.path:
+            subprocess.run(["umount", "-l", self.mount], capture_output=True)
+            shutil.rmtree(self.mount, ignore_errors=True)
+            os.unlink(self.img)
+            self.path = None

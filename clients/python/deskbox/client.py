@@ -59,6 +59,44 @@ class Sandbox:
             if not missing_ok:
                 raise
 
+    def set_timeout(self, timeout_s: int) -> "Sandbox":
+        """Its on_timeout happens timeout_s seconds from now (0: never)."""
+        self.info = self._t.json("POST", self._base + "/timeout", body={"timeout_s": timeout_s})
+        return self
+
+    def pause(self) -> "Sandbox":
+        """Freezes every process (memory kept, no CPU); see resume()."""
+        self.info = self._t.json("POST", self._base + "/pause")
+        return self
+
+    def resume(self) -> "Sandbox":
+        self.info = self._t.json("POST", self._base + "/resume")
+        return self
+
+    def checkpoint(self, name: str) -> Dict[str, Any]:
+        """Captures the filesystem as checkpoint `name`; the desktop keeps running."""
+        return self._t.json("POST", self._base + "/checkpoints", body={"name": name},
+                            timeout=_CREATE_TIMEOUT_S)
+
+    def checkpoints(self) -> List[Dict[str, Any]]:
+        return list(self._t.json("GET", self._base + "/checkpoints")["checkpoints"])
+
+    def restore(self, name: str) -> "Sandbox":
+        """Rolls the filesystem back to checkpoint `name` (the desktop restarts)."""
+        self.info = self._t.json("POST", self._base + "/checkpoints/%s/restore" % quote(name),
+                                 timeout=_CREATE_TIMEOUT_S)
+        return self
+
+    def delete_checkpoint(self, name: str) -> None:
+        self._t.request("DELETE", self._base + "/checkpoints/" + quote(name))
+
+    def fork(self, checkpoint: Optional[str] = None) -> "Sandbox":
+        """A new, independent sandbox with this one's files (of `checkpoint`,
+        or as they are now)."""
+        body = {"checkpoint": checkpoint} if checkpoint else {}
+        info = self._t.json("POST", self._base + "/fork", body=body, timeout=_CREATE_TIMEOUT_S)
+        return Sandbox(self._t, info)
+
     def vnc_url(self, view_only: bool = True, ttl_s: int = 3600) -> str:
         """A browser URL (noVNC) that shows this desktop, with a fresh
         viewer token; view_only=False lets the viewer take over."""

@@ -1,0 +1,124 @@
+/* api_lifecycle: a sandbox's deadline, pause and resume (docs/lifecycle.md). */
+#include <stdlib.h>
+
+#include "api.h"
+#include "common/args.h"
+#include "common/clock.h"
+
+/* Answers `sb` (a reference this consumes) with the time the operation took. */
+static int reply_sandbox(struct http_response *res, struct sandbox *sb, uint64_t t0, struct err *e)
+{
+	cJSON *j = api_sandbox_view(sb);
+	sandbox_put(sb);
+	cJSON_AddNumberToObject(j, "duration_ms", (double)(clock_mono_ns() - t0) / 1e6);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	int64_t t;
+	int r = args_int(body, "timeout_s", 0, SANDBOX_TIMEOUT_MAX, 0, ARGS_REQUIRED, &t, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	struct sandbox *sb;
+	uint64_t t0 = clock_mono_ns();
+	if (sandbox_set_timeout(api->sandboxes, req->captures[0], t, &sb, e) < 0)
+		return err_code(e);
+	return reply_sandbox(res, sb, t0, e);
+}
+
+int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	uint64_t t0 = clock_mono_ns();
+	if (sandbox_pause(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	return reply_sandbox(res, sb, t0, e);
+}
+
+int api_sandbox_resume(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	uint64_t t0 = clock_mono_ns();
+	if (sandbox_resume(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	return reply_sandbox(res, sb, t0, e);
+}
+
+int api_checkpoint_create(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	const char *name;
+	cJSON *j = NULL;
+	uint64_t t0 = clock_mono_ns();
+	int r = args_string(body, "name", 64, ARGS_REQUIRED, &name, e);
+	if (r == 0)
+		r = sandbox_checkpoint_create(api->sandboxes, req->captures[0], name, &j, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	cJSON_AddNumberToObject(j, "duration_ms", (double)(clock_mono_ns() - t0) / 1e6);
+	return http_reply_json(res, 201, j, e);
+}
+
+int api_checkpoint_list(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *arr;
+	if (sandbox_checkpoints_list(api->sandboxes, req->captures[0], &arr, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddItemToObject(j, "checkpoints", arr);
+	return http_reply_json(res, 200, j, e);
+}
+
+int api_checkpoint_restore(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	uint64_t t0 = clock_mono_ns();
+	if (sandbox_checkpoint_restore(api->sandboxes, req->captures[0], req->captures[1], &sb, e) <
+	    0)
+		return err_code(e);
+	return reply_sandbox(res, sb, t0, e);
+}
+
+int api_checkpoint_delete(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	if (sandbox_checkpoint_delete(api->sandboxes, req->captures[0], req->captures[1], e) < 0)
+		return err_code(e);
+	http_reply_empty(res, 204);
+	return 0;
+}
+
+int api_sandbox_fork(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	const char *name;
+	struct sandbox *sb = NULL;
+	uint64_t t0 = clock_mono_ns();
+	int r = args_string(body, "checkpoint", 64, 0, &name, e);
+	if (r == 0)
+		r = sandbox_fork(api->sandboxes, req->captures[0], name, &sb, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	cJSON *j = api_sandbox_view(sb);
+	sandbox_put(sb);
+	cJSON_AddNumberToObject(j, "duration_ms", (double)(clock_mono_ns() - t0) / 1e6);
+	return http_reply_json(res, 201, j, e);
+}
