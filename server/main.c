@@ -19,6 +19,7 @@
 #include "server/api/api.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
+#include "server/network/network.h"
 #include "server/runtime/runtime.h"
 #include "server/sandbox/sandbox.h"
 #include "server/viewer/viewer.h"
@@ -39,6 +40,11 @@ struct options {
 	size_t n_pool;
 	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
 	const char *tls_cert, *tls_key;
+	/* The sandboxes' network (docs/network.md). */
+	enum network_mode default_network;
+	const char *sandbox_subnet, *uplink;
+	const char *dns[NETWORK_MAX_DNS + 1];
+	size_t n_dns;
 };
 
 static void usage(FILE *f)
@@ -53,6 +59,8 @@ static void usage(FILE *f)
 	    "                [--max-pending-headers N] [--config FILE]\n"
 	    "                [--log-format text|json] [--log-level LEVEL]\n"
 	    "                [--userns-base ID] [--allow-shared-uid]\n"
+	    "                [--default-network none|internet] [--sandbox-subnet CIDR]\n"
+	    "                [--uplink IFACE] [--dns-server IP]...\n"
 	    "\n"
 	    "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
 	    "                     port 0 picks a free port, printed at start)\n"
@@ -101,7 +109,17 @@ static void usage(FILE *f)
 	    "                     user (uid 1000 inside) that + 1000; nothing else on the\n"
 	    "                     host may use these ids\n"
 	    "  --allow-shared-uid run sandboxes without user namespaces when the kernel\n"
-	    "                     refuses them: all as host uid 1000, init included\n",
+	    "                     refuses them: all as host uid 1000, init included\n"
+	    "\n"
+	    "Network (docs/network.md):\n"
+	    "  --default-network  a sandbox's network when its spec names none: none\n"
+	    "                     (default: only lo) or internet\n"
+	    "  --sandbox-subnet   IPv4 network the sandboxes' addresses come from, a /30\n"
+	    "                     each (default 10.231.0.0/16)\n"
+	    "  --uplink           interface the sandboxes' traffic leaves by, NATed\n"
+	    "                     (default: the default route's)\n"
+	    "  --dns-server       upstream DNS server of the sandboxes' resolvers; repeat\n"
+	    "                     for more (default: the nameservers of /etc/resolv.conf)\n",
 	    f);
 }
 
@@ -208,7 +226,28 @@ static int set_string_option(int c, const char *arg, struct options *o)
 	case 'k':
 		o->tls_key = arg;
 		return 1;
+	case 'b':
+		o->sandbox_subnet = arg;
+		return 1;
+	case 'u':
+		o->uplink = arg;
+		return 1;
 	}
+	return 0;
+}
+
+/* --default-network and --dns-server (repeated); -1 on a bad value. */
+static int set_network_option(int c, const char *arg, struct options *o)
+{
+	if (c == 'd') {
+		if (o->n_dns >= NETWORK_MAX_DNS)
+			return -1;
+		o->dns[o->n_dns++] = arg;
+		return 0;
+	}
+	if (strcmp(arg, "none") && strcmp(arg, "internet"))
+		return -1;
+	o->default_network = strcmp(arg, "none") ? NETWORK_INTERNET : NETWORK_NONE;
 	return 0;
 }
 
@@ -329,33 +368,38 @@ static int expand_config(int *argc, char ***argv)
 	return 0;
 }
 
+static const struct option longopts[] = {
+    {"listen", required_argument, NULL, 'l'},
+    {"state-dir", required_argument, NULL, 's'},
+    {"token", required_argument, NULL, 't'},
+    {"runtime", required_argument, NULL, 'r'},
+    {"max-sandboxes", required_argument, NULL, 'm'},
+    {"warm-pool", required_argument, NULL, 'W'},
+    {"exec-timeout", required_argument, NULL, 'T'},
+    {"exec-timeout-max", required_argument, NULL, 'M'},
+    {"exec-max-output", required_argument, NULL, 'O'},
+    {"disk-quota-mb", required_argument, NULL, 'Q'},
+    {"max-connections", required_argument, NULL, 'C'},
+    {"max-connections-per-address", required_argument, NULL, 'P'},
+    {"header-timeout", required_argument, NULL, 'H'},
+    {"max-pending-headers", required_argument, NULL, 'N'},
+    {"tls-cert", required_argument, NULL, 'c'},
+    {"tls-key", required_argument, NULL, 'k'},
+    {"config", required_argument, NULL, 'F'},
+    {"log-format", required_argument, NULL, 'f'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"userns-base", required_argument, NULL, 'U'},
+    {"allow-shared-uid", no_argument, NULL, 'S'},
+    {"default-network", required_argument, NULL, 'n'},
+    {"sandbox-subnet", required_argument, NULL, 'b'},
+    {"uplink", required_argument, NULL, 'u'},
+    {"dns-server", required_argument, NULL, 'd'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-	    {"listen", required_argument, NULL, 'l'},
-	    {"state-dir", required_argument, NULL, 's'},
-	    {"token", required_argument, NULL, 't'},
-	    {"runtime", required_argument, NULL, 'r'},
-	    {"max-sandboxes", required_argument, NULL, 'm'},
-	    {"warm-pool", required_argument, NULL, 'W'},
-	    {"exec-timeout", required_argument, NULL, 'T'},
-	    {"exec-timeout-max", required_argument, NULL, 'M'},
-	    {"exec-max-output", required_argument, NULL, 'O'},
-	    {"disk-quota-mb", required_argument, NULL, 'Q'},
-	    {"max-connections", required_argument, NULL, 'C'},
-	    {"max-connections-per-address", required_argument, NULL, 'P'},
-	    {"header-timeout", required_argument, NULL, 'H'},
-	    {"max-pending-headers", required_argument, NULL, 'N'},
-	    {"tls-cert", required_argument, NULL, 'c'},
-	    {"tls-key", required_argument, NULL, 'k'},
-	    {"config", required_argument, NULL, 'F'},
-	    {"log-format", required_argument, NULL, 'f'},
-	    {"log-level", required_argument, NULL, 'v'},
-	    {"userns-base", required_argument, NULL, 'U'},
-	    {"allow-shared-uid", no_argument, NULL, 'S'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -367,6 +411,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return -1;
 			break;
 		case 'F': /* read before the command line: expand_config() */
+			break;
+		case 'n':
+		case 'd':
+			if (set_network_option(c, optarg, o) < 0)
+				goto bad;
 			break;
 		case 'f': {
 			enum log_format f;
@@ -473,6 +522,7 @@ struct host {
 
 /* The running server's parts; server_stop() stops them. */
 struct server {
+	struct network *net;
 	struct sandboxes *sbx;
 	struct api api; /* the HTTP handlers' context: its address is kept */
 	struct http *http;
@@ -556,7 +606,17 @@ static int setup_host(const struct options *o, struct host *h)
 /* The sandbox registry and the viewer sessions, into the API's context. */
 static int start_sandboxes(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
+	struct network_config nc = {
+	    .state_dir = h->state,
+	    .subnet = o->sandbox_subnet,
+	    .uplink = o->uplink,
+	    .dns = o->dns,
+	    .default_mode = o->default_network,
+	};
+	if (network_open(&s->net, &nc, e) < 0)
+		return err_wrap(e, "network");
 	struct sandboxes_config sc = {
+	    .network = s->net,
 	    .state_dir = h->state,
 	    .runtime_binary = o->runtime,
 	    .bridge_path = h->bridge,
@@ -569,8 +629,10 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .disk_mb = (uint64_t)o->disk_quota_mb,
 	    .userns_base = h->userns_base,
 	};
-	if (sandboxes_open(&s->sbx, &sc, e) < 0)
+	if (sandboxes_open(&s->sbx, &sc, e) < 0) {
+		network_close(s->net);
 		return err_code(e);
+	}
 	s->api = (struct api){
 	    .sandboxes = s->sbx,
 	    .exec_timeout_default_s = o->exec_timeout_default_s,
@@ -665,6 +727,7 @@ static void server_stop(struct server *s)
 	http_free(s->http);
 	pool_free(s->api.pool);
 	sandboxes_close(s->sbx);
+	network_close(s->net); /* after every sandbox detached */
 	vnc_free(s->api.vnc);
 	mcp_sessions_free(s->api.mcp);
 }

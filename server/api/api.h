@@ -43,6 +43,7 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e);
+int api_sandbox_network(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

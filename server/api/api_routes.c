@@ -25,6 +25,7 @@ const struct http_route api_routes[] = {
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
     ROUTE("POST", SB "/stop", api_sandbox_stop, 0),
     ROUTE("POST", SB "/start", api_sandbox_start, 0),
+    ROUTE("PUT", SB "/network", api_sandbox_network, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

@@ -105,6 +105,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 		cJSON_AddNumberToObject(ad, "height", sb->spec.agent_height);
 	}
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
+	sandbox_net_json((struct sandbox *)sb, j);
 	return j;
 }
 
@@ -234,12 +235,14 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled, st
 	}
 	sb->spec = *spec;
 	memset(spec->env, 0, sizeof(spec->env));
+	memset(&spec->network, 0, sizeof(spec->network));
 	if (sb->spec.disk_mb == SANDBOX_DISK_DEFAULT)
 		sb->spec.disk_mb = s->cfg.disk_mb;
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
 	sb->pooled = pooled;
-	if (sandbox_userns_claim(s, &sb->host_base, e) < 0) {
+	if (sandbox_net_resolve(sb, pooled, e) < 0 ||
+	    sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);
 	}
@@ -330,6 +333,16 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.agent_height = req->agent_height;
 	sb->spec.restart_on_failure = req->restart_on_failure;
 	pthread_mutex_unlock(&s->mu);
+	if (sandbox_net_claim(sb, req, e) < 0) {
+		/* Served cold instead (pool_take), where the error shows. */
+		pthread_mutex_lock(&s->mu);
+		s->count--;
+		sb->pooled = 1;
+		pthread_mutex_unlock(&s->mu);
+		pthread_rwlock_unlock(&sb->op);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: network at claim: %s", sb->id, e->msg);
+		return err_set(e, ERR_NOT_RUNNING, EAGAIN, "network at claim failed");
+	}
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
@@ -495,7 +508,9 @@ cJSON *sandbox_json(struct sandbox *sb)
 	enum sandbox_status st = sb->status;
 	memcpy(reason, sb->reason, sizeof(reason));
 	pthread_mutex_unlock(&sb->mu);
-	return spec_json(sb, st, reason);
+	cJSON *j = spec_json(sb, st, reason);
+	sandbox_net_json_address(sb, j);
+	return j;
 }
 
 void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1])

@@ -15,6 +15,7 @@ void sandbox_spec_release(struct sandbox_spec *spec)
 		free(spec->env[i]);
 		spec->env[i] = NULL;
 	}
+	network_policy_release(&spec->network);
 }
 
 static int env_name_ok(const char *k)
@@ -41,6 +42,18 @@ static int parse_disk(const cJSON *req, struct sandbox_spec *spec, struct err *e
 			       SANDBOX_DISK_MIN_MB);
 	spec->disk_mb = v < 0 ? SANDBOX_DISK_DEFAULT : (uint64_t)v;
 	return 0;
+}
+
+/* "restart" and "network" (server/network/network.h). */
+static int parse_policies(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	static const char *const restarts[] = {"no", "on-failure", NULL};
+	int restart;
+	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
+		return err_code(e);
+	spec->restart_on_failure = restart == 1;
+	return network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"),
+				    &spec->network, e);
 }
 
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
@@ -71,11 +84,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	spec->cpu_millis = (uint32_t)v;
 	if (parse_disk(req, spec, e) < 0)
 		return err_code(e);
-	static const char *const restarts[] = {"no", "on-failure", NULL};
-	int restart;
-	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
+	if (parse_policies(req, spec, e) < 0)
 		return err_code(e);
-	spec->restart_on_failure = restart == 1;
 	const cJSON *ad = cJSON_GetObjectItemCaseSensitive(req, "agent_display");
 	if (ad && !cJSON_IsNull(ad)) {
 		if (!cJSON_IsObject(ad))
