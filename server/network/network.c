@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/metrics.h"
 #include "common/fs.h"
 #include "common/log.h"
 
@@ -207,6 +209,7 @@ int network_attach(struct network *n, pid_t pid, const struct network_policy *p,
 {
 	if (!n)
 		return err_set(e, ERR_UNAVAILABLE, ENOTSUP, "networking is not set up in deskboxd");
+	uint64_t t0 = clock_mono_ns();
 	struct network_attachment *a = calloc(1, sizeof(*a));
 	if (!a)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -240,13 +243,18 @@ int network_attach(struct network *n, pid_t pid, const struct network_policy *p,
 		return err_wrap(e, "attaching the network");
 	}
 	pthread_mutex_unlock(&n->mu);
+	metrics_observe("deskbox_network_attach_seconds", "", (double)(clock_mono_ns() - t0) / 1e9);
 	*out = a;
 	return 0;
 }
 
 int network_wait_ready(struct network_attachment *a, int timeout_ms, struct err *e)
 {
-	return net_dns_probe(a, timeout_ms, e);
+	uint64_t t0 = clock_mono_ns();
+	int r = net_dns_probe(a, timeout_ms, e);
+	metrics_observe("deskbox_network_ready_wait_seconds", "",
+			(double)(clock_mono_ns() - t0) / 1e9);
+	return r;
 }
 
 int network_update(struct network *n, struct network_attachment *a, const struct network_policy *p,

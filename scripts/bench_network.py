@@ -1,0 +1,117 @@
+"""make bench's network figures (docs/network.md), measured where no packet
+can leave the machine: deskboxd runs in a network namespace whose only
+route leads to a test "internet" namespace (the world of
+tests/integration/test_network.py), and this script runs itself again
+inside it to drive deskboxd.
+
+Figures: the network's setup inside a create (link, addresses, route,
+filter, resolver start: deskbox_network_attach_seconds, per create from
+the /metrics deltas) and the wait for the resolver after the desktop is up
+(deskbox_network_ready_wait_seconds); a cold create with "internet" against
+one with "none" in the same run; the first name lookup right after create;
+a PUT network on a running sandbox."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+import dbx  # noqa: E402
+import test_network as world  # noqa: E402
+
+LOOKUP = ("import socket, time\nt = time.perf_counter()\n"
+          "a = socket.gethostbyname('site-a.test')\n"
+          "print(a, (time.perf_counter() - t) * 1000)")
+
+
+def histogram(srv, name):
+    text = srv.request("GET", "/metrics").body.decode()
+    s = re.search(r"^%s_sum (\S+)$" % name, text, re.M)
+    c = re.search(r"^%s_count (\S+)$" % name, text, re.M)
+    return (float(s.group(1)), int(c.group(1))) if s and c else (0.0, 0)
+
+
+def inner(n):
+    srv = dbx.Server(args=["--uplink", "up0", "--dns-server", world.DNS])
+    out = {"attach": [], "ready": [], "create_net": [], "create_none": [], "lookup": [],
+           "lookup_ok": 0, "put": []}
+    try:
+        # One of each first: the image, the table and caches are made.
+        for spec in ({}, {"network": "internet"}):
+            srv.request("DELETE", "/v1/sandboxes/" + srv.create(spec)["id"])
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sid = srv.create({})["id"]
+            out["create_none"].append((time.perf_counter() - t0) * 1000)
+            srv.request("DELETE", "/v1/sandboxes/" + sid)
+            a0, r0 = histogram(srv, "deskbox_network_attach_seconds"), histogram(
+                srv, "deskbox_network_ready_wait_seconds")
+            t0 = time.perf_counter()
+            sid = srv.create({"network": "internet"})["id"]
+            out["create_net"].append((time.perf_counter() - t0) * 1000)
+            a1, r1 = histogram(srv, "deskbox_network_attach_seconds"), histogram(
+                srv, "deskbox_network_ready_wait_seconds")
+            if a1[1] == a0[1] + 1 and r1[1] == r0[1] + 1:
+                out["attach"].append((a1[0] - a0[0]) * 1000)
+                out["ready"].append((r1[0] - r0[0]) * 1000)
+            r = srv.exec(sid, ["python3", "-c", LOOKUP], timeout_s=30)
+            words = (r.get("stdout") or "").split()
+            if len(words) == 2 and words[0] == world.SITE_A:
+                out["lookup_ok"] += 1
+                out["lookup"].append(float(words[1]))
+            t0 = time.perf_counter()
+            srv.request("PUT", "/v1/sandboxes/%s/network" % sid,
+                        {"network": {"allow": ["site-a.test"]}})
+            out["put"].append((time.perf_counter() - t0) * 1000)
+            srv.request("DELETE", "/v1/sandboxes/" + sid)
+    finally:
+        srv.cleanup()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run(report, quick):
+    """Builds the world, measures inside it, reports, cleans up."""
+    tag = uuid.uuid4().hex[:8]
+    host = inet = None
+    procs = []
+    n = 5 if quick else 10
+    try:
+        host, inet = world.build_world(tag)
+        procs = world.start_internet(inet)
+        p = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--", sys.executable,
+                            os.path.abspath(__file__), "--inner", str(n)],
+                           capture_output=True, text=True, timeout=900)
+        line = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+        if not line:
+            print("network bench failed: %s %s" % (p.stdout[-500:], p.stderr[-1500:]))
+            return
+        r = json.loads(line[0][7:])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        for ns in (host, inet):
+            if ns:
+                for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                          text=True).stdout.split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except OSError:
+                        pass
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    report("network setup at create (in deskboxd)", r["attach"], target="<= 20 ms")
+    report("network: resolver wait after the desktop", r["ready"])
+    report("create to ready, network internet", r["create_net"], naive=r["create_none"],
+           naive_name="none")
+    report("first lookup in a new sandbox (%d/%d ok)" % (r["lookup_ok"], n), r["lookup"])
+    report("PUT network internet -> allow (running)", r["put"])
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--inner"]:
+    inner(int(sys.argv[2]))
