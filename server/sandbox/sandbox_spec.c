@@ -44,7 +44,45 @@ static int parse_disk(const cJSON *req, struct sandbox_spec *spec, struct err *e
 	return 0;
 }
 
-/* "restart" and "network" (server/network/network.h). */
+/* "env": {K: V} into spec->env; on failure what was added is released. */
+static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
+	if (env && !cJSON_IsNull(env)) {
+		if (!cJSON_IsObject(env))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
+		size_t n = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, env)
+		{
+			if (n >= SANDBOX_MAX_ENV) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+					       SANDBOX_MAX_ENV);
+			}
+			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "bad env variable name '%.64s'", it->string);
+			}
+			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "env '%s' must be a string of at most 32768 bytes",
+					       it->string);
+			}
+			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
+				spec->env[n] = NULL;
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			n++;
+		}
+	}
+	return 0;
+}
+
+/* "restart". */
 static int parse_policies(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
 	static const char *const restarts[] = {"no", "on-failure", NULL};
@@ -52,8 +90,7 @@ static int parse_policies(const cJSON *req, struct sandbox_spec *spec, struct er
 	if (args_enum(req, "restart", restarts, 0, 0, &restart, e) < 0)
 		return err_code(e);
 	spec->restart_on_failure = restart == 1;
-	return network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"),
-				    &spec->network, e);
+	return 0;
 }
 
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
@@ -98,37 +135,13 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
-	if (env && !cJSON_IsNull(env)) {
-		if (!cJSON_IsObject(env))
-			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
-		size_t n = 0;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, env)
-		{
-			if (n >= SANDBOX_MAX_ENV) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
-					       SANDBOX_MAX_ENV);
-			}
-			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "bad env variable name '%.64s'", it->string);
-			}
-			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "env '%s' must be a string of at most 32768 bytes",
-					       it->string);
-			}
-			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
-				spec->env[n] = NULL;
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-			}
-			n++;
-		}
+	if (parse_env(req, spec, e) < 0)
+		return err_code(e);
+	/* Last: what failed before has no network to release. */
+	if (network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"), &spec->network,
+				 e) < 0) {
+		sandbox_spec_release(spec);
+		return err_code(e);
 	}
 	return 0;
 }
