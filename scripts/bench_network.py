@@ -72,7 +72,29 @@ def inner(n):
             srv.request("DELETE", "/v1/sandboxes/" + sid)
     finally:
         srv.cleanup()
+    pool(n, out)
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def pool(n, out):
+    """Claims from the warm pool (its desktops have none), with none and
+    with internet (attached at the claim)."""
+    srv = dbx.Server(args=["--uplink", "up0", "--dns-server", world.DNS,
+                           "--warm-pool", "1:320x200"])
+    out["claim_none"], out["claim_net"] = [], []
+    small = {"width": 320, "height": 200}
+    try:
+        for i in range(2 * n):
+            dbx.wait_until(lambda: re.search(r"^deskbox_warm_pool_ready 1$", srv.request(
+                "GET", "/metrics").body.decode(), re.M), 60)
+            spec = {"display": small, "network": "internet" if i % 2 else "none"}
+            t0 = time.perf_counter()
+            sid = srv.create(spec)["id"]
+            out["claim_net" if i % 2 else "claim_none"].append(
+                (time.perf_counter() - t0) * 1000)
+            srv.request("DELETE", "/v1/sandboxes/" + sid)
+    finally:
+        srv.cleanup()
 
 
 def run(report, quick):
@@ -111,6 +133,8 @@ def run(report, quick):
            naive_name="none")
     report("first lookup in a new sandbox (%d/%d ok)" % (r["lookup_ok"], n), r["lookup"])
     report("PUT network internet -> allow (running)", r["put"])
+    report("warm-pool claim with internet (attach at claim)", r["claim_net"],
+           naive=r["claim_none"], naive_name="claim none")
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inner"]:

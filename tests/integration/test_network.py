@@ -298,6 +298,39 @@ def churn(t, srv, n=50):
     t.ok(not errors, "%d creates and deletes with internet" % n, errors[:3])
 
 
+def check_init_death(t, srv, before):
+    """The init of a networked sandbox dies: its network goes with it."""
+    sb = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+    pid = dbx.sandbox_init_pid(srv.state_dir, sb["id"])
+    os.kill(pid, 9)
+    failed = dbx.wait_until(lambda: srv.request("GET", "/v1/sandboxes/" + sb["id"]).json()
+                            ["status"] == "failed", 30)
+    t.ok(failed, "a sandbox whose init was killed is failed")
+    t.ok(dbx.wait_until(lambda: inventory(srv.state_dir) == before, 30),
+         "and its link, filter and resolver are gone", inventory(srv.state_dir))
+    srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+
+
+def check_pool(t, args):
+    """A warm-pool desktop (network none) claimed with internet."""
+    srv = dbx.Server(args=args + ["--warm-pool", "1:320x200"])
+    try:
+        runtime = os.path.join(srv.state_dir, "runtime")
+        pooled = lambda: [d for d in os.listdir(runtime) if d.startswith("dbx-")]  # noqa: E731
+        ready_n = lambda: re.search(r"^deskbox_warm_pool_ready (\d+)",  # noqa: E731
+                                    srv.request("GET", "/metrics").body.decode(), re.M)
+        t.ok(dbx.wait_until(lambda: ready_n() and ready_n().group(1) == "1", 60),
+             "the pool holds a ready desktop")
+        ready = set(pooled())
+        sb = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+        t.ok("dbx-" + sb["id"] in ready and sb.get("network") == "internet"
+             and sb.get("network_address"), "a create with internet claims it", sb)
+        out = fetch(srv, sb["id"], "site-a.test")
+        t.ok(out.startswith("OK hello from " + SITE_A), "the claimed desktop is online", out)
+    finally:
+        srv.cleanup()
+
+
 def inner():
     t = dbx.Tap()
     only_world_routes(t)
@@ -324,6 +357,7 @@ def inner():
         churn(t, srv)
         after = inventory(srv.state_dir)
         t.eq(after, before, "links, addresses, nftables and resolvers are as before")
+        check_init_death(t, srv, before)
 
         # kill -9 with networked sandboxes, then a restart.
         for spec in ({"network": "internet"}, {"network": {"allow": ["site-a.test"]}}):
@@ -353,6 +387,7 @@ def inner():
     finally:
         srv.kill()
         shutil.rmtree(srv.state_dir, ignore_errors=True)
+    check_pool(t, args)
     only_world_routes(t)
     t.done()
 
