@@ -131,6 +131,9 @@ try:
 
     url = sbx.vnc_url(view_only=True)
     check(url.startswith(box.url + "/v1/sandboxes/" + sbx.id + "/vnc/?token="), "vnc_url", url)
+    # Only "none" here: other modes change this machine's network
+    # namespace (test_network.py tests them in namespaces of its own).
+    check(sbx.set_network("none").info["network"] == "none", "set_network")
     sbx.stop()
     check(sbx.status == "stopped", "stop")
     sbx.start()
