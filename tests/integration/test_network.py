@@ -382,6 +382,14 @@ def inner():
             t.eq(r.status, 200, "a stopped internet sandbox starts again")
             out = fetch(srv2, sid, "site-a.test")
             t.ok(out.startswith("OK hello from " + SITE_A), "with its network", out)
+            other = [s["id"] for s in sbs if s["id"] != sid][0]
+            r = srv2.request("PUT", "/v1/sandboxes/%s/network" % other, {"network": "internet"})
+            t.ok(r.status == 200 and r.json()["status"] == "stopped" and
+                 r.json()["network"] == "internet", "PUT network on a stopped sandbox",
+                 r.body[:300])
+            srv2.request("POST", "/v1/sandboxes/%s/start" % other)
+            out = fetch(srv2, other, "site-b.test")
+            t.ok(out.startswith("OK hello from " + SITE_B), "it applies at the next start", out)
         finally:
             srv2.cleanup()
     finally:
