@@ -312,8 +312,9 @@ def check_init_death(t, srv, before):
 
 
 def check_pool(t, args):
-    """A warm-pool desktop (network none) claimed with internet."""
-    srv = dbx.Server(args=args + ["--warm-pool", "1:320x200"])
+    """A warm-pool desktop (network none) claimed with internet; the
+    server's --default-network for a spec that names none."""
+    srv = dbx.Server(args=args + ["--warm-pool", "1:320x200", "--default-network", "internet"])
     try:
         runtime = os.path.join(srv.state_dir, "runtime")
         pooled = lambda: [d for d in os.listdir(runtime) if d.startswith("dbx-")]  # noqa: E731
@@ -327,6 +328,11 @@ def check_pool(t, args):
              and sb.get("network_address"), "a create with internet claims it", sb)
         out = fetch(srv, sb["id"], "site-a.test")
         t.ok(out.startswith("OK hello from " + SITE_A), "the claimed desktop is online", out)
+        sb2 = srv.create({"display": {"width": 320, "height": 200}})
+        t.ok(sb2["network"] == "internet" and sb2.get("network_address"),
+             "a spec without network gets --default-network internet", sb2)
+        out = fetch(srv, sb2["id"], SITE_B)
+        t.ok(out.startswith("OK hello from " + SITE_B), "and is online", out)
     finally:
         srv.cleanup()
 
@@ -390,11 +396,16 @@ def inner():
             srv2.request("POST", "/v1/sandboxes/%s/start" % other)
             out = fetch(srv2, other, "site-b.test")
             t.ok(out.startswith("OK hello from " + SITE_B), "it applies at the next start", out)
+            t.eq(srv2.stop(), 0, "deskboxd stops cleanly with networked sandboxes")
         finally:
             srv2.cleanup()
     finally:
         srv.kill()
         shutil.rmtree(srv.state_dir, ignore_errors=True)
+    clean = inventory(srv.state_dir)
+    t.ok(clean["links"] == ["lo", "up0"] and "deskbox" not in clean["nft"] and
+         not clean["dnsmasq"], "a clean stop of deskboxd leaves no link, table or resolver",
+         clean)
     check_pool(t, args)
     only_world_routes(t)
     t.done()
