@@ -268,6 +268,20 @@ def check_put(t, srv, sid):
     t.ok(out.startswith("ERR"), "and its address is dropped", out)
     out = fetch(srv, sid, "site-b.test")
     t.ok(out.startswith("OK hello from " + SITE_B), "the newly listed name passes", out)
+    r = srv.request("PUT", base + "/network", {"network": {"allow": [
+        "private.test", "metadata.test", PRIVATE + ":80", METADATA]}})
+    t.eq(r.status, 200, "PUT network allow with private and metadata entries")
+    out = fetch(srv, sid, PRIVATE)
+    t.ok(out.startswith("OK hello from " + PRIVATE), "a private address passes when named", out)
+    r = srv.request("PUT", base + "/network", {"network": {"allow": [
+        "private.test", "metadata.test", METADATA]}})
+    out = fetch(srv, sid, "private.test")
+    t.ok(out.startswith("ERR"), "a listed name that resolves to a private address reaches "
+         "nothing", out)
+    out = fetch(srv, sid, "metadata.test")
+    t.ok(out.startswith("ERR"), "nor one that resolves to the metadata address", out)
+    out = fetch(srv, sid, METADATA)
+    t.ok(out.startswith("ERR"), "the metadata address stays blocked even when named", out)
     r = srv.request("PUT", base + "/network", {"network": "none"})
     t.ok(r.status == 200 and "network_address" not in r.json(), "PUT network none", r.body[:300])
     out = fetch(srv, sid, SITE_B)
