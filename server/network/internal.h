@@ -29,7 +29,7 @@ struct network {
 	size_t n_dns;
 	const char *dnsmasq;
 
-	pthread_mutex_t mu; /* slots, the table's existence, nft */
+	pthread_mutex_t mu;  /* slots, the table's existence, nft */
 	unsigned char *used; /* n_slots flags */
 	int table_made;
 	struct nft_ctx *nft;

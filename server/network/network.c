@@ -87,8 +87,8 @@ int network_open(struct network **out, const struct network_config *cfg, struct 
 	r = r ?: parse_dns(n, e);
 	if (r == 0 && cfg->uplink) {
 		if (strlen(cfg->uplink) >= sizeof(n->uplink) || !*cfg->uplink)
-			r = err_set(e, ERR_INVALID, EINVAL, "--uplink '%s' is not an interface name",
-				    cfg->uplink);
+			r = err_set(e, ERR_INVALID, EINVAL,
+				    "--uplink '%s' is not an interface name", cfg->uplink);
 		else
 			snprintf(n->uplink, sizeof(n->uplink), "%s", cfg->uplink);
 	}
@@ -109,9 +109,9 @@ int network_open(struct network **out, const struct network_config *cfg, struct 
 	char marker[PATH_MAX];
 	snprintf(marker, sizeof(marker), "%s/" NETWORK_MARKER, n->state);
 	if (access(marker, F_OK) == 0) {
-		net_nft_run(n,
-			    "add table inet " NETWORK_TABLE "\ndelete table inet " NETWORK_TABLE "\n",
-			    NULL);
+		net_nft_run(
+		    n, "add table inet " NETWORK_TABLE "\ndelete table inet " NETWORK_TABLE "\n",
+		    NULL);
 		net_link_sweep();
 		unlink(marker);
 	}
@@ -138,8 +138,8 @@ void network_close(struct network *n)
 
 int network_default_policy(const struct network *n, struct network_policy *out, struct err *e)
 {
-	cJSON *v = cJSON_CreateString(n && n->cfg.default_mode == NETWORK_INTERNET ? "internet"
-										   : "none");
+	cJSON *v =
+	    cJSON_CreateString(n && n->cfg.default_mode == NETWORK_INTERNET ? "internet" : "none");
 	if (!v)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int r = network_policy_parse(v, out, e);
@@ -178,8 +178,8 @@ static int slot_take(struct network *n, struct network_attachment *a, struct err
 	while (s < n->n_slots && n->used[s])
 		s++;
 	if (s == n->n_slots)
-		return err_set(e, ERR_LIMIT, ENOSPC, "no free address in --sandbox-subnet (%u used)",
-			       n->n_slots);
+		return err_set(e, ERR_LIMIT, ENOSPC,
+			       "no free address in --sandbox-subnet (%u used)", n->n_slots);
 	n->used[s] = 1;
 	a->slot = s;
 	snprintf(a->link, sizeof(a->link), NETWORK_LINK_PREFIX "%u", s);

@@ -70,13 +70,13 @@ int network_policy_copy(struct network_policy *dst, const struct network_policy 
 void network_policy_release(struct network_policy *p);
 
 struct network_config {
-	const char *state_dir;	   /* pid files go to <state_dir>/network/ */
-	const char *subnet;	   /* IPv4 CIDR, a /30 per sandbox; NULL: 10.231.0.0/16 */
-	const char *uplink;	   /* the interface to NAT through; NULL: the default route's */
-	const char *const *dns;	   /* upstream servers (IPv4), NULL-terminated; NULL or
-				      empty: the nameservers of /etc/resolv.conf */
+	const char *state_dir;	/* pid files go to <state_dir>/network/ */
+	const char *subnet;	/* IPv4 CIDR, a /30 per sandbox; NULL: 10.231.0.0/16 */
+	const char *uplink;	/* the interface to NAT through; NULL: the default route's */
+	const char *const *dns; /* upstream servers (IPv4), NULL-terminated; NULL or
+				   empty: the nameservers of /etc/resolv.conf */
 	enum network_mode default_mode; /* for specs that name none: none or internet */
-	const char *dnsmasq;	   /* NULL: "dnsmasq" on the PATH */
+	const char *dnsmasq;		/* NULL: "dnsmasq" on the PATH */
 };
 
 struct network;

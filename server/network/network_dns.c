@@ -94,8 +94,9 @@ static int build_argv(struct network *n, const struct network_attachment *a,
 			continue;
 		for (size_t j = 0; j < n->n_dns; j++)
 			r = r ?: arg(argv, &c, "--server=/%s/%s", rule->name, n->dns[j]);
-		r = r ?: arg(argv, &c, "--nftset=/%s/4#inet#" NETWORK_TABLE "#sb%u_dns", rule->name,
-			     a->slot);
+		r = r
+			?: arg(argv, &c, "--nftset=/%s/4#inet#" NETWORK_TABLE "#sb%u_dns",
+			       rule->name, a->slot);
 	}
 	return r;
 }
@@ -164,8 +165,8 @@ void net_dns_stop(struct network *n, struct network_attachment *a)
  * every mode, so an answer means it listens. */
 static size_t probe_query(unsigned char *q, unsigned id)
 {
-	static const unsigned char tail[] = {7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 4, 'b', 'i',
-					     'n', 'd', 0, 0, 16, 0, 3};
+	static const unsigned char tail[] = {7,	  'v', 'e', 'r', 's', 'i', 'o', 'n', 4,
+					     'b', 'i', 'n', 'd', 0,   0,   16,	0,   3};
 	q[0] = (unsigned char)(id >> 8);
 	q[1] = (unsigned char)id;
 	q[2] = 1; /* RD */

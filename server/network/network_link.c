@@ -216,8 +216,7 @@ int net_link_make(const char *host, pid_t pid, uint32_t gw, uint32_t addr, struc
 	unsigned idx = 0;
 	_cleanup_nl_ struct mnl_socket *inner = nl_open_in(nsfd, &idx, e);
 	if (!inner || add_addr(inner, idx, addr, "addressing the sandbox's eth0", e) < 0 ||
-	    link_up(inner, idx, e) < 0 ||
-	    add_default_route(inner, idx, gw, e) < 0)
+	    link_up(inner, idx, e) < 0 || add_default_route(inner, idx, gw, e) < 0)
 		return err_code(e);
 	return 0;
 }

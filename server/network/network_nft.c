@@ -206,9 +206,10 @@ void net_nft_remove(struct network *n, const struct network_attachment *a)
 			   "delete chain %s sb%u_in\ndelete chain %s sb%u_out\n",
 			   t, a->link, t, a->link, t, s, t, s);
 	if (a->mode == NETWORK_ALLOW)
-		snprintf(cmds + len, sizeof(cmds) - (size_t)len,
-			 "delete set %s sb%u_net\ndelete set %s sb%u_port\ndelete set %s sb%u_dns\n",
-			 t, s, t, s, t, s);
+		snprintf(
+		    cmds + len, sizeof(cmds) - (size_t)len,
+		    "delete set %s sb%u_net\ndelete set %s sb%u_port\ndelete set %s sb%u_dns\n", t,
+		    s, t, s, t, s);
 	if (net_nft_run(n, cmds, NULL) == 0)
 		return;
 	/* Something is missing (an attach that failed half way): each part

@@ -122,7 +122,8 @@ static int parse_allow(const cJSON *v, struct network_policy *out, struct err *e
 	int n = cJSON_GetArraySize(allow);
 	if (n < 1 || n > NETWORK_MAX_ALLOW)
 		return err_set(e, ERR_INVALID, E2BIG,
-			       "field 'network.allow' must have 1 to %d entries", NETWORK_MAX_ALLOW);
+			       "field 'network.allow' must have 1 to %d entries",
+			       NETWORK_MAX_ALLOW);
 	out->rules = calloc((size_t)n, sizeof(*out->rules));
 	if (!out->rules)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -161,8 +162,7 @@ int network_policy_parse(const cJSON *v, struct network_policy *out, struct err 
 	return r;
 }
 
-int network_policy_copy(struct network_policy *dst, const struct network_policy *src,
-			struct err *e)
+int network_policy_copy(struct network_policy *dst, const struct network_policy *src, struct err *e)
 {
 	memset(dst, 0, sizeof(*dst));
 	dst->mode = src->mode;

@@ -18,8 +18,7 @@ int sandbox_net_resolve(struct sandbox *sb, int pooled, struct err *e)
 	if (sb->spec.network.json)
 		return 0;
 	/* Pooled ones get none, and a network at their claim. */
-	return network_default_policy(pooled ? NULL : sb->owner->cfg.network, &sb->spec.network,
-				      e);
+	return network_default_policy(pooled ? NULL : sb->owner->cfg.network, &sb->spec.network, e);
 }
 
 void sandbox_net_resolv_path(const struct sandbox *sb, char *buf, size_t size)
@@ -32,8 +31,7 @@ static void set_policy(struct sandbox *sb, struct network_policy *p);
 static void set_addr(struct sandbox *sb)
 {
 	pthread_mutex_lock(&sb->mu);
-	snprintf(sb->net_addr, sizeof(sb->net_addr), "%s",
-		 sb->net ? network_address(sb->net) : "");
+	snprintf(sb->net_addr, sizeof(sb->net_addr), "%s", sb->net ? network_address(sb->net) : "");
 	pthread_mutex_unlock(&sb->mu);
 }
 
@@ -77,8 +75,7 @@ int sandbox_net_claim(struct sandbox *sb, const struct sandbox_spec *req, struct
 	} else if (network_default_policy(sb->owner->cfg.network, &p, e) < 0) {
 		return err_code(e);
 	}
-	if (p.mode != NETWORK_NONE &&
-	    (attach(sb, &p, e) < 0 || sandbox_net_ready(sb, e) < 0)) {
+	if (p.mode != NETWORK_NONE && (attach(sb, &p, e) < 0 || sandbox_net_ready(sb, e) < 0)) {
 		sandbox_net_detach(sb);
 		network_policy_release(&p);
 		return err_code(e);

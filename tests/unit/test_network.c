@@ -79,8 +79,8 @@ int main(void)
 	refused("{\"allow\":[\"a.test\"],\"x\":1}", "'x'");
 	char big[2048] = "{\"allow\":[";
 	for (int i = 0; i < 65; i++)
-		snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s\"a%d.test\"", i ? "," : "",
-			 i);
+		snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s\"a%d.test\"",
+			 i ? "," : "", i);
 	strcat(big, "]}");
 	refused(big, "1 to 64");
 	char longname[400] = "{\"allow\":[\"";
