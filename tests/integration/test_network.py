@@ -135,7 +135,11 @@ def outer():
     host = inet = None
     procs = []
     try:
-        host, inet = build_world(tag)
+        try:
+            host, inet = build_world(tag)
+        except subprocess.CalledProcessError as e:
+            dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
+                " ".join(e.cmd), (e.stderr or "").strip()))
         procs = start_internet(inet)
         env = dict(os.environ, DBX_NETTEST_INNER=host)
         r = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--",
