@@ -157,11 +157,11 @@ def pool(n, out):
 def run(report, quick):
     """Builds the world, measures inside it, reports, cleans up."""
     tag = uuid.uuid4().hex[:8]
-    host = inet = None
+    host, inet = world.world_names(tag)
     procs = []
     n = 5 if quick else 10
     try:
-        host, inet = world.build_world(tag)
+        world.build_world(tag)
         procs = world.start_internet(inet)
         p = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--", sys.executable,
                             os.path.abspath(__file__), "--inner", str(n)],
@@ -176,14 +176,13 @@ def run(report, quick):
             proc.kill()
             proc.wait()
         for ns in (host, inet):
-            if ns:
-                for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
-                                          text=True).stdout.split():
-                    try:
-                        os.kill(int(pid), 9)
-                    except OSError:
-                        pass
-                subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                      text=True).stdout.split():
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     report("network setup at create (in deskboxd)", r["attach"], naive=r["naive"],
            naive_name="ip+nft", target="<= 20 ms")
     report("network: resolver wait after the desktop", r["ready"])

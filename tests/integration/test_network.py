@@ -92,8 +92,12 @@ def sh(*argv, check=True):
 
 # ---------------------------------------------------------------- outside
 
+def world_names(tag):
+    return "dbxt-host-" + tag, "dbxt-inet-" + tag
+
+
 def build_world(tag):
-    host, inet = "dbxt-host-" + tag, "dbxt-inet-" + tag
+    host, inet = world_names(tag)
     sh("ip", "netns", "add", host)
     sh("ip", "netns", "add", inet)
     sh("ip", "-n", host, "link", "add", "up0", "type", "veth", "peer", "name", "in0",
@@ -132,11 +136,11 @@ def outer():
         if not shutil.which(tool):
             dbx.skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
     tag = uuid.uuid4().hex[:8]
-    host = inet = None
+    host, inet = world_names(tag)  # removed at the end whatever was made
     procs = []
     try:
         try:
-            host, inet = build_world(tag)
+            build_world(tag)
         except subprocess.CalledProcessError as e:
             dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
                 " ".join(e.cmd), (e.stderr or "").strip()))
@@ -150,14 +154,13 @@ def outer():
             p.kill()
             p.wait()
         for ns in (host, inet):
-            if ns:
-                pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
-                for pid in pids:
-                    try:
-                        os.kill(int(pid), 9)
-                    except OSError:
-                        pass
-                sh("ip", "netns", "del", ns, check=False)
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
+            sh("ip", "netns", "del", ns, check=False)
 
 
 # ----------------------------------------------------------------- inside
