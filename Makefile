@@ -95,6 +95,8 @@ $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
+# So are the terminal page's files (xterm.js).
+$(call obj,server/viewer/viewer_term_page.c): $(wildcard server/viewer/xterm/*.js server/viewer/xterm/*.css)
 # So is the API's description.
 $(call obj,server/api/api_openapi.c): docs/openapi.yaml
 

@@ -128,6 +128,7 @@ int cli_cmd_rm(struct cli *c, int argc, char **argv);
 int cli_cmd_stop(struct cli *c, int argc, char **argv);
 int cli_cmd_start(struct cli *c, int argc, char **argv);
 int cli_cmd_vnc(struct cli *c, int argc, char **argv);
+int cli_cmd_port(struct cli *c, int argc, char **argv);
 int cli_cmd_exec(struct cli *c, int argc, char **argv);
 int cli_cmd_run(struct cli *c, int argc, char **argv);
 int cli_cmd_screenshot(struct cli *c, int argc, char **argv);

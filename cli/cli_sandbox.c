@@ -1,4 +1,4 @@
-/* Verbs on sandboxes: create, ls, get, rm, stop, start, vnc. */
+/* Verbs on sandboxes: create, ls, get, rm, stop, start, vnc, port. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -331,22 +331,13 @@ static void open_browser(const char *url)
 	fprintf(stderr, "deskbox: found no xdg-open or sensible-browser that opened the URL\n");
 }
 
-int cli_cmd_vnc(struct cli *c, int argc, char **argv)
+/* POSTs `body` to the sandbox's `tokens` path and prints the server URL of
+ * the answer's "url" (the whole answer with --json); opens it with
+ * `open`. */
+static int print_token_url(struct cli *c, const char *id, const char *tokens, const char *body,
+			   int open)
 {
-	static const struct option opts[] = {{"view-only", no_argument, NULL, OPT_VIEW_ONLY},
-					     {"open", no_argument, NULL, OPT_OPEN},
-					     {"ttl", required_argument, NULL, OPT_TTL},
-					     {0}};
-	struct vnc_opts o = {.ttl = 3600};
-	int first, rc = cli_parse(c, argc, argv, opts, vnc_opt, &o, &first);
-	if (rc)
-		return rc == 1 ? CLI_OK : rc;
-	if (argc - first != 1)
-		return cli_usage_error(argv[0], "needs exactly one sandbox id");
-	char body[96];
-	snprintf(body, sizeof(body), "{\"view_only\":%s,\"ttl_s\":%ld}",
-		 o.view_only ? "true" : "false", o.ttl);
-	_cleanup_free_ char *path = cli_sandbox_path(argv[first], "/vnc/tokens");
+	_cleanup_free_ char *path = cli_sandbox_path(id, tokens);
 	struct cli_reply r;
 	struct err e = ERR_INIT;
 	if (cli_request(c, "POST", path, body, &r, &e) < 0)
@@ -364,10 +355,49 @@ int cli_cmd_vnc(struct cli *c, int argc, char **argv)
 	else
 		printf("%s\n", url ? url : "?");
 	fflush(stdout);
-	if (o.open && url)
+	if (open && url)
 		open_browser(url);
 	free(url);
 	cJSON_Delete(j);
 	cli_reply_free(&r);
 	return CLI_OK;
+}
+
+int cli_cmd_vnc(struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {{"view-only", no_argument, NULL, OPT_VIEW_ONLY},
+					     {"open", no_argument, NULL, OPT_OPEN},
+					     {"ttl", required_argument, NULL, OPT_TTL},
+					     {0}};
+	struct vnc_opts o = {.ttl = 3600};
+	int first, rc = cli_parse(c, argc, argv, opts, vnc_opt, &o, &first);
+	if (rc)
+		return rc == 1 ? CLI_OK : rc;
+	if (argc - first != 1)
+		return cli_usage_error(argv[0], "needs exactly one sandbox id");
+	char body[96];
+	snprintf(body, sizeof(body), "{\"view_only\":%s,\"ttl_s\":%ld}",
+		 o.view_only ? "true" : "false", o.ttl);
+	return print_token_url(c, argv[first], "/vnc/tokens", body, o.open);
+}
+
+int cli_cmd_port(struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {{"open", no_argument, NULL, OPT_OPEN},
+					     {"ttl", required_argument, NULL, OPT_TTL},
+					     {0}};
+	struct vnc_opts o = {.ttl = 3600};
+	int first, rc = cli_parse(c, argc, argv, opts, vnc_opt, &o, &first);
+	if (rc)
+		return rc == 1 ? CLI_OK : rc;
+	if (argc - first != 2)
+		return cli_usage_error(argv[0], "needs a sandbox id and a port");
+	char *end;
+	long port = strtol(argv[first + 1], &end, 10);
+	if (*end || port < 1 || port > 65535)
+		return cli_usage_error(argv[0], "the port must be a number from 1 to 65535");
+	char body[64], tokens[64];
+	snprintf(body, sizeof(body), "{\"ttl_s\":%ld}", o.ttl);
+	snprintf(tokens, sizeof(tokens), "/ports/%ld/tokens", port);
+	return print_token_url(c, argv[first], tokens, body, o.open);
 }

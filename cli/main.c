@@ -61,6 +61,12 @@ static const struct cli_verb verbs[] = {
      "  --view-only          the viewer may watch but not type or click\n"
      "  --ttl S              the token's lifetime (default 3600)\n"
      "  --open               open the URL with xdg-open or sensible-browser\n"},
+    {"port", cli_cmd_port, "port ID PORT [--ttl S] [--open]",
+     "make a share URL for a port of the sandbox and print it",
+     "Creates a share token for 127.0.0.1:PORT inside the sandbox (an app, a dev\n"
+     "server) and prints the URL that opens it in any browser without the API token.\n"
+     "  --ttl S              the token's lifetime (default 3600)\n"
+     "  --open               open the URL with xdg-open or sensible-browser\n"},
 };
 
 static const char global_help[] =

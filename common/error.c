@@ -22,6 +22,7 @@ static const char *const kind_names[] = {
     [ERR_TIMEOUT] = "timeout",
     [ERR_NO_SPACE] = "insufficient_storage",
     [ERR_NOT_RUNNING] = "sandbox_not_running",
+    [ERR_BAD_GATEWAY] = "bad_gateway",
 };
 
 int err_code(const struct err *e)

@@ -35,6 +35,7 @@ enum err_kind {
 	ERR_TIMEOUT,	  /* timeout */
 	ERR_NO_SPACE,	  /* insufficient_storage: quota */
 	ERR_NOT_RUNNING,  /* sandbox_not_running: stopped or failed; start it first */
+	ERR_BAD_GATEWAY,  /* bad_gateway: a service in the sandbox did not answer */
 };
 
 #define ERR_MSG_MAX 512

@@ -79,7 +79,7 @@ static size_t header_size(const struct ws_parser *ps)
 }
 
 /* Checks a complete header and starts its frame. */
-static int begin_frame(struct ws_parser *ps, int *close_code)
+static int begin_frame(struct ws_parser *ps, const struct ws_handler *hd, int *close_code)
 {
 	const unsigned char *h = ps->hdr;
 	int fin = h[0] & 0x80, opcode = h[0] & 0x0f;
@@ -112,19 +112,21 @@ static int begin_frame(struct ws_parser *ps, int *close_code)
 		ps->ctl_len = 0;
 		break;
 	case WS_OP_BINARY:
+	case WS_OP_TEXT:
+		/* RFB is binary; the "base64" text subprotocol of old
+		 * websockify is not offered.  Terminals take text. */
+		if (opcode == WS_OP_TEXT && !hd->text)
+			return fail(close_code, WS_CLOSE_UNSUPPORTED);
 		if (ps->in_message)
 			return fail(close_code, WS_CLOSE_PROTOCOL);
 		ps->in_message = !fin;
+		ps->msg_text = opcode == WS_OP_TEXT;
 		break;
 	case WS_OP_CONT:
 		if (!ps->in_message)
 			return fail(close_code, WS_CLOSE_PROTOCOL);
 		ps->in_message = !fin;
 		break;
-	case WS_OP_TEXT:
-		/* RFB is binary; the "base64" text subprotocol of old
-		 * websockify is not offered. */
-		return fail(close_code, WS_CLOSE_UNSUPPORTED);
 	default:
 		return fail(close_code, WS_CLOSE_PROTOCOL);
 	}
@@ -142,6 +144,8 @@ static int end_frame(struct ws_parser *ps, const struct ws_handler *h)
 	ps->in_frame = 0;
 	if (ps->opcode == WS_OP_CLOSE || ps->opcode == WS_OP_PING || ps->opcode == WS_OP_PONG)
 		return h->control(h->cls, ps->opcode, ps->ctl, ps->ctl_len);
+	if (ps->msg_text && ps->fin)
+		return h->text(h->cls, NULL, 0, 1);
 	return 0;
 }
 
@@ -157,7 +161,7 @@ int ws_parse(struct ws_parser *ps, unsigned char *buf, size_t n, const struct ws
 				ps->hdr[ps->hdr_len++] = buf[i++];
 			if (ps->hdr_len < header_size(ps))
 				return 0;
-			int r = begin_frame(ps, close_code);
+			int r = begin_frame(ps, h, close_code);
 			if (r < 0)
 				return r;
 		}
@@ -170,9 +174,11 @@ int ws_parse(struct ws_parser *ps, unsigned char *buf, size_t n, const struct ws
 		ps->mask_pos = (unsigned)((ps->mask_pos + take) & 3);
 		ps->remaining -= take;
 		i += take;
-		if (ps->opcode == WS_OP_BINARY || ps->opcode == WS_OP_CONT) {
+		if (ps->opcode == WS_OP_BINARY || ps->opcode == WS_OP_CONT ||
+		    ps->opcode == WS_OP_TEXT) {
 			if (take) {
-				int r = h->data(h->cls, p, take);
+				int r = ps->msg_text ? h->text(h->cls, p, take, 0)
+						     : h->data(h->cls, p, take);
 				if (r < 0)
 					return r;
 			}

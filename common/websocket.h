@@ -50,6 +50,10 @@ struct ws_handler {
 	/* A whole ping, pong or close frame. */
 	int (*control)(void *cls, int opcode, const unsigned char *p, size_t n);
 	void *cls;
+	/* Payload bytes of a text message as they come, then a call with
+	 * `end` set once it is complete.  NULL: text messages are refused
+	 * (close code 1003). */
+	int (*text)(void *cls, const unsigned char *p, size_t n, int end);
 };
 
 struct ws_parser {
@@ -61,6 +65,7 @@ struct ws_parser {
 	unsigned char mask[4];
 	unsigned mask_pos;
 	int in_message; /* a fragmented data message is open */
+	int msg_text;	/* the data message being read is text */
 	unsigned char ctl[WS_MAX_CONTROL];
 	size_t ctl_len;
 };

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -74,9 +75,10 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* The request from CONN_FD: its length header with the stdio fds attached,
- * then the body, NUL-terminated, into *req (*len bytes). */
-static int recv_request(int fds[3], char **req, uint32_t *len)
+/* The request from CONN_FD: its length header with the stdio fds attached
+ * (none for a terminal: *pty is set), then the body, NUL-terminated, into
+ * *req (*len bytes). */
+static int recv_request(int fds[3], char **req, uint32_t *len, int *pty)
 {
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	struct iovec iov = {len, sizeof(*len)};
@@ -86,10 +88,17 @@ static int recv_request(int fds[3], char **req, uint32_t *len)
 	while ((n = recvmsg(CONN_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
 		;
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	if (n != sizeof(*len) || !cm || cm->cmsg_type != SCM_RIGHTS ||
-	    cm->cmsg_len != CMSG_LEN(3 * sizeof(int)))
+	if (n != sizeof(*len))
 		return -1;
-	memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
+	*pty = (*len & EXEC_AGENT_PTY) != 0;
+	*len &= ~EXEC_AGENT_PTY;
+	if (*pty && cm)
+		return -1;
+	if (!*pty &&
+	    (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(3 * sizeof(int))))
+		return -1;
+	if (!*pty)
+		memcpy(fds, CMSG_DATA(cm), 3 * sizeof(int));
 	if (*len < 8 || *len > REQUEST_MAX)
 		return -1;
 	*req = malloc((size_t)*len + 1);
@@ -147,34 +156,59 @@ static int parse_request(char *req, uint32_t len, const char **cwd, char ***argv
 	return 0;
 }
 
-/* Who we are, in deskboxd's terms: our pid, sent with SCM_CREDENTIALS. */
-static int send_pid(void)
+/* Who we are, in deskboxd's terms: our pid, sent with SCM_CREDENTIALS;
+ * a terminal's master fd goes along (master >= 0). */
+static int send_pid(int master)
 {
 	int32_t me = (int32_t)getpid();
 	struct ucred uc = {getpid(), getuid(), getgid()};
-	char ccbuf[CMSG_SPACE(sizeof(uc))];
+	char ccbuf[CMSG_SPACE(sizeof(uc)) + CMSG_SPACE(sizeof(int))];
 	memset(ccbuf, 0, sizeof(ccbuf));
 	struct iovec iov = {&me, sizeof(me)};
 	struct msghdr mh = {.msg_iov = &iov,
 			    .msg_iovlen = 1,
 			    .msg_control = ccbuf,
-			    .msg_controllen = sizeof(ccbuf)};
+			    .msg_controllen = CMSG_SPACE(sizeof(uc))};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_CREDENTIALS;
 	c->cmsg_len = CMSG_LEN(sizeof(uc));
 	memcpy(CMSG_DATA(c), &uc, sizeof(uc));
+	if (master >= 0) {
+		mh.msg_controllen = sizeof(ccbuf);
+		c = CMSG_NXTHDR(&mh, c);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &master, sizeof(int));
+	}
 	return sendmsg(CONN_FD, &mh, MSG_NOSIGNAL) == sizeof(me) ? 0 : -1;
+}
+
+/* A new pseudo-terminal pair of the sandbox's devpts: the master in
+ * *master, the slave (not yet our controlling terminal) in fds[0..2]. */
+static int open_pty(int *master, int fds[3])
+{
+	*master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*master < 0 || grantpt(*master) < 0 || unlockpt(*master) < 0)
+		return -1;
+	int slave = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0)
+		return -1;
+	fds[0] = fds[1] = fds[2] = slave;
+	return 0;
 }
 
 /* Execs the program in a new session, with the stdio fds, in `cwd`, the
  * signal state reset and no other fds.  Never returns. */
-static void exec_program(const int fds[3], const char *cwd, char **argv, char **envp)
+static void exec_program(const int fds[3], int pty, const char *cwd, char **argv, char **envp)
 {
 	setsid();
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			_exit(125);
+	if (pty && ioctl(0, TIOCSCTTY, 0) < 0)
+		_exit(125);
 	if (cwd[0] && chdir(cwd) < 0) {
 		dprintf(2, "cannot enter '%s': %s\n", cwd, strerror(errno));
 		_exit(126);
@@ -213,14 +247,18 @@ static void child(void)
 	char *req = NULL;
 	const char *cwd;
 	char **argv, **envp;
-	if (recv_request(fds, &req, &len) < 0 || parse_request(req, len, &cwd, &argv, &envp) < 0 ||
-	    send_pid() < 0)
+	int pty = 0, master = -1;
+	if (recv_request(fds, &req, &len, &pty) < 0 ||
+	    parse_request(req, len, &cwd, &argv, &envp) < 0 ||
+	    (pty && open_pty(&master, fds) < 0) || send_pid(master) < 0)
 		_exit(125);
+	if (master >= 0)
+		close(master);
 	/* Nothing of the program may run before deskboxd placed us. */
 	char go;
 	if (read_full(CONN_FD, &go, 1) < 0 || go != 'g')
 		_exit(125);
-	exec_program(fds, cwd, argv, envp);
+	exec_program(fds, pty, cwd, argv, envp);
 }
 
 /* SECURITY: only deskboxd may ask; it connects from outside the sandbox's

@@ -17,6 +17,14 @@
  * status (i32) to the connection and closes it.  deskboxd closing the
  * connection early changes nothing: runs are killed through their cgroup.
  *
+ *
+ * A terminal (EXEC_AGENT_PTY set in the length word, no fds attached): the
+ * child opens a pseudo-terminal pair itself, so it is the sandbox's own
+ * (its /dev/pts, owned by the user), and sends the master back with its pid
+ * (SCM_RIGHTS next to SCM_CREDENTIALS); deskboxd sets the window size on it
+ * before the 'g'.  The program then runs with the slave as its stdin,
+ * stdout, stderr and controlling terminal.
+ *
  * Who may ask: only deskboxd.  The socket is 0600 in /run/deskbox, which
  * deskboxd makes the container root's alone (0700) when the sandbox has a
  * user namespace, and the agent refuses any peer whose pid it can see
@@ -32,6 +40,8 @@
 #define EXEC_AGENT_SOCK "/run/deskbox/exec.sock"
 #define EXEC_AGENT_UID	1000
 #define EXEC_AGENT_GID	1000
+/* In the request's length word: the program gets a new terminal. */
+#define EXEC_AGENT_PTY 0x80000000u
 
 struct exec_agent;
 

@@ -320,6 +320,26 @@ static int x_io_error(Display *dpy)
 	_exit(1);
 }
 
+/* The empty desktop's colour: an all-black screen looks like a viewer that
+ * lost its connection.  openbox leaves the root window's background alone,
+ * and it outlives this connection (it is the window's attribute). */
+#define ROOT_RGB 0x2f3e4e
+
+static void paint_root(Display *dpy)
+{
+	XColor c = {.red = ((ROOT_RGB >> 16) & 0xff) * 0x101,
+		    .green = ((ROOT_RGB >> 8) & 0xff) * 0x101,
+		    .blue = (ROOT_RGB & 0xff) * 0x101,
+		    .flags = DoRed | DoGreen | DoBlue};
+	if (!XAllocColor(dpy, DefaultColormap(dpy, DefaultScreen(dpy)), &c)) {
+		say("cannot allocate the desktop's background colour");
+		return;
+	}
+	XSetWindowBackground(dpy, DefaultRootWindow(dpy), c.pixel);
+	XClearWindow(dpy, DefaultRootWindow(dpy));
+	XSync(dpy, False);
+}
+
 static void check_wm(struct init *in)
 {
 	Atom type;
@@ -356,13 +376,17 @@ static void on_displayfd(struct init *in)
 	close(in->displayfd);
 	in->displayfd = -1;
 	say("Xvfb ready on :%s after %lld ms", in->display_buf, clock_mono_ms() - in->t0);
-	start_wm(in);
-	start_vnc(in);
 	in->dpy = XOpenDisplay(DISPLAY_NAME);
 	if (!in->dpy) {
 		begin_stop(in, 1, "cannot connect to Xvfb");
 		return;
 	}
+	/* Before the VNC server starts, whose first picture of the screen
+	 * then has the colour already (painted later, the first screenshot
+	 * could still show black). */
+	paint_root(in->dpy);
+	start_wm(in);
+	start_vnc(in);
 	in->wm_check = XInternAtom(in->dpy, "_NET_SUPPORTING_WM_CHECK", False);
 	XSelectInput(in->dpy, DefaultRootWindow(in->dpy), PropertyChangeMask);
 	check_wm(in);

@@ -20,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import dbx  # noqa: E402
+from bench_ports import bench_ports  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -148,6 +149,61 @@ def idle_cost(srv, sids, seconds=5.0):
     used = sum(cpu_ticks(p) - t0[p] for p in pids) / hz
     cpu = used / seconds * 100.0 / len(sids)
     return pss, cpu
+
+
+def host_pty_echo(n):
+    """Keystroke echo through a pseudo-terminal on the host (`cat` on the
+    slave, the line discipline echoing): the floor for a terminal."""
+    import pty
+    import select
+    import subprocess
+    master, slave = pty.openpty()
+    p = subprocess.Popen(["cat"], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    out = []
+    try:
+        for i in range(n):
+            ch = bytes([97 + i % 26])
+            t0 = time.perf_counter()
+            os.write(master, ch)
+            got = b""
+            while ch not in got:
+                select.select([master], [], [], 5)
+                got += os.read(master, 4096)
+            out.append((time.perf_counter() - t0) * 1000)
+    finally:
+        p.kill()
+        p.wait()
+        os.close(master)
+    return out
+
+
+def terminal_echo(srv, sid, n):
+    """Keystroke echo through a terminal's WebSocket: a byte in, the tty's
+    echo of it out (docs/terminals.md)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+    from test_terminals import Term
+    r = srv.request("POST", "/v1/sandboxes/%s/terminals" % sid, {"command": ["cat"]})
+    if r.status != 201:
+        print("terminal echo: cannot start a terminal: %s" % r.body[:200])
+        return
+    tid = r.json()["id"]
+    c = Term(srv, sid, tid)
+    ours = []
+    try:
+        for i in range(n):
+            ch = bytes([97 + i % 26])
+            seen = len(c.out)
+            t0 = time.perf_counter()
+            c.send(ch)
+            while ch not in c.out[seen:]:
+                c.pump(5)
+            ours.append((time.perf_counter() - t0) * 1000)
+    finally:
+        c.close()
+        srv.request("DELETE", "/v1/sandboxes/%s/terminals/%s" % (sid, tid))
+    report("terminal keystroke echo (WebSocket)", ours, naive=host_pty_echo(n),
+           naive_name="host pty")
 
 
 def main():
@@ -308,7 +364,11 @@ def main():
         report("%s print(1)" % route, ours)
         report("%s print(1) overhead over host python3 -c" % route,
                [o - hm for o in ours], target="< 10 ms")
+        terminal_echo(srv, sid, 50 if QUICK else 200)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
+
+        # ---- the port proxy ----
+        bench_ports(srv, report, QUICK)
 
         # ---- idle cost, 1 and 20 sandboxes ----
         one = srv.create({})["id"]

@@ -45,6 +45,7 @@ struct options {
 	const char *sandbox_subnet, *uplink;
 	const char *dns[NETWORK_MAX_DNS + 1];
 	size_t n_dns;
+	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
 };
 
 static void usage(FILE *f)
@@ -82,6 +83,7 @@ static void usage(FILE *f)
 	    "  --tls-cert, --tls-key  serve HTTPS with this PEM certificate (chain) and\n"
 	    "                     key; without them on a non-loopback address the token\n"
 	    "                     crosses the network in clear text (a warning says so)\n"
+	    "  --ports-domain D   also route Host {port}-{id}.D to that sandbox port\n"
 	    "  --max-connections  open connections at most (default 512)\n"
 	    "  --max-connections-per-address  from one client IP address (default 64;\n"
 	    "                     0: no cap); raise it for one client driving many\n"
@@ -231,6 +233,9 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		return 1;
 	case 'u':
 		o->uplink = arg;
+		return 1;
+	case 'D':
+		o->ports_domain = arg;
 		return 1;
 	}
 	return 0;
@@ -385,6 +390,7 @@ static const struct option longopts[] = {
     {"max-pending-headers", required_argument, NULL, 'N'},
     {"tls-cert", required_argument, NULL, 'c'},
     {"tls-key", required_argument, NULL, 'k'},
+    {"ports-domain", required_argument, NULL, 'D'},
     {"config", required_argument, NULL, 'F'},
     {"log-format", required_argument, NULL, 'f'},
     {"log-level", required_argument, NULL, 'v'},
@@ -639,13 +645,20 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_timeout_max_s = o->exec_timeout_max_s,
 	    .exec_max_output = o->exec_max_output,
 	    .png_level = 1,
+	    .ports_domain = o->ports_domain,
 	};
+	if (shares_new(&s->api.shares, e) < 0) {
+		sandboxes_close(s->sbx);
+		return err_code(e);
+	}
 	if (vnc_new(&s->api.vnc, h->token, e) < 0) {
+		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
 	if (mcp_sessions_new(&s->api.mcp, e) < 0) {
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		return err_code(e);
 	}
@@ -669,10 +682,12 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .max_waiting = o->max_pending,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
+	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
 	};
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
 		return err_code(e);
 	}
@@ -705,6 +720,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		http_free(s->http);
 		sandboxes_close(s->sbx);
 		vnc_free(s->api.vnc);
+		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
 		return -1;
 	}
@@ -729,6 +745,7 @@ static void server_stop(struct server *s)
 	sandboxes_close(s->sbx);
 	network_close(s->net); /* after every sandbox detached */
 	vnc_free(s->api.vnc);
+	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
 }
 

@@ -8,6 +8,7 @@
 
 struct vnc;
 struct mcp_sessions;
+struct shares;
 
 /* What every handler reaches through http_request.app. */
 struct pool;
@@ -21,6 +22,8 @@ struct api {
 	struct vnc *vnc;	  /* browser viewers: tokens and connected viewers */
 	struct pool *pool;	  /* warm desktops (server/sandbox/sandbox.h); NULL: none */
 	struct mcp_sessions *mcp; /* MCP sessions (server/mcp/mcp.h) */
+	struct shares *shares;	  /* share tokens of ports (server/viewer/viewer.h) */
+	const char *ports_domain; /* --ports-domain, or NULL */
 };
 
 extern const struct http_route api_routes[];
@@ -83,9 +86,39 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 int api_process_status(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_kill(struct http_request *req, struct http_response *res, struct err *e);
 int api_process_logs(struct http_request *req, struct http_response *res, struct err *e);
+int api_process_stdin(struct http_request *req, struct http_response *res, struct err *e);
+/* api_terminals.c (docs/terminals.md) */
+int api_terminal_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_token_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_page(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_static(struct http_request *req, struct http_response *res, struct err *e);
+int api_terminal_websocket(struct http_request *req, struct http_response *res, struct err *e);
+/* api_sessions.c (docs/terminals.md) */
+int api_session_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_exec(struct http_request *req, struct http_response *res, struct err *e);
+int api_session_delete(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_restart(struct http_request *req, struct http_response *res, struct err *e);
 int api_context_delete(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_ports.c: a URL for every port of a sandbox (docs/ports.md) */
+int api_port_proxy_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_port_proxy(struct http_request *req, struct http_response *res, struct err *e);
+int api_port_slash(struct http_request *req, struct http_response *res, struct err *e);
+int api_port_token_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_port_token_revoke(struct http_request *req, struct http_response *res, struct err *e);
+/* http_opts.rewrite for --ports-domain: "{port}-{id}.DOMAIN" hosts. */
+int api_ports_rewrite(void *app, const char *host, char *prefix, size_t size);
+
+/* api_cdp.c: the in-sandbox browser over the DevTools protocol */
+int api_browser_cdp(struct http_request *req, struct http_response *res, struct err *e);
+int api_browser_devtools_begin(struct http_request *req, struct http_body_sink *sink,
+			       struct err *e);
+int api_browser_devtools(struct http_request *req, struct http_response *res, struct err *e);
 
 #endif

@@ -56,7 +56,7 @@ static int parse_argv(const cJSON *body, struct exec_args *a, struct err *e)
 	return 0;
 }
 
-static int parse_env(const cJSON *body, struct exec_args *a, struct err *e)
+int api_parse_env(const cJSON *body, struct exec_args *a, struct err *e)
 {
 	const cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
 	a->env_kv[0] = NULL;
@@ -109,12 +109,21 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 			struct process_opts *o, int background, struct err *e)
 {
 	struct api *api = req->app;
-	const char *cwd, *stdin_data;
+	const char *cwd, *stdin_data = NULL;
 	double timeout_s;
 	/* Background runs have no timeout unless one is asked for. */
 	double def = background ? 0 : api->exec_timeout_default_s;
-	if (parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
-	    args_string(body, "stdin", EXEC_MAX_STDIN, 0, &stdin_data, e) < 0 ||
+	/* "stdin": true keeps a background run's stdin open for
+	 * POST …/process/{pid}/stdin; a string is fed to it whole. */
+	const cJSON *sj = cJSON_GetObjectItemCaseSensitive(body, "stdin");
+	int keep_stdin = cJSON_IsTrue(sj);
+	if (cJSON_IsBool(sj) && keep_stdin && !background)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "\"stdin\": true needs \"background\": true (give the input as a "
+			       "string otherwise)");
+	if (api_parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
+	    (!cJSON_IsBool(sj) &&
+	     args_string(body, "stdin", EXEC_MAX_STDIN, 0, &stdin_data, e) < 0) ||
 	    args_double(body, "timeout_s", 0.001, api->exec_timeout_max_s, def, 0, &timeout_s, e) <
 		0)
 		return err_code(e);
@@ -127,6 +136,7 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 	o->cwd = cwd;
 	o->stdin_data = stdin_data;
 	o->stdin_len = stdin_data ? strlen(stdin_data) : 0;
+	o->keep_stdin_open = keep_stdin;
 	o->timeout_ms = (int)(timeout_s * 1000.0);
 	return 0;
 }
@@ -337,5 +347,30 @@ int api_process_logs(struct http_request *req, struct http_response *res, struct
 	cJSON_AddNumberToObject(j, "stderr_bytes", (double)l.err_total);
 	cJSON_AddBoolToObject(j, "truncated", l.out_total > l.out_len || l.err_total > l.err_len);
 	process_logs_release(&l);
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/process/{pid}/stdin: the raw body goes to the run's stdin;
+ * ?close=1 then closes it (EOF), an empty body with ?close=1 only closes. */
+int api_process_stdin(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct sandbox *sb;
+	pid_t pid;
+	int64_t close_after, timeout_ms;
+	if (http_query_int(req, "close", 0, 1, 0, 0, &close_after, e) < 0 ||
+	    http_query_int(req, "timeout_ms", 1, 600000, 30000, 0, &timeout_ms, e) < 0)
+		return err_code(e);
+	if (bg_lookup(req, &sb, &pid, e) < 0)
+		return err_code(e);
+	size_t written = 0;
+	int r = process_bg_stdin(sandbox_procs(sb), pid, req->body, req->body_len,
+				 (int)close_after, (int)timeout_ms, &written, e);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", pid);
+	cJSON_AddNumberToObject(j, "written", (double)written);
+	cJSON_AddBoolToObject(j, "closed", close_after != 0);
 	return http_reply_json(res, 200, j, e);
 }

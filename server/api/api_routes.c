@@ -14,6 +14,12 @@
 		method, pattern, handler, HTTP_STREAM_BODY, begin                                  \
 	}
 
+/* Any method, body streamed, credentials checked by the handler. */
+#define PROXY(pattern, begin, handler)                                                             \
+	{                                                                                          \
+		"*", pattern, handler, HTTP_NO_AUTH | HTTP_STREAM_BODY, begin                      \
+	}
+
 const struct http_route api_routes[] = {
     ROUTE("GET", "/healthz", api_health, HTTP_NO_AUTH),
     ROUTE("GET", "/metrics", api_metrics, 0),
@@ -66,6 +72,18 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/vnc/", api_vnc_page, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/websockify", api_vnc_websocket, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/{path*}", api_vnc_static, HTTP_NO_AUTH),
+    /* Ports (docs/ports.md): share tokens first, since the proxy's
+     * pattern would take their paths too; the proxy checks its own
+     * credentials (API token or share token) and streams bodies. */
+    ROUTE("POST", SB "/ports/{port}/tokens", api_port_token_create, 0),
+    ROUTE("DELETE", SB "/ports/{port}/tokens/{token}", api_port_token_revoke, 0),
+    ROUTE("*", SB "/ports/{port}", api_port_slash, HTTP_NO_AUTH),
+    PROXY(SB "/ports/{port}/", api_port_proxy_begin, api_port_proxy),
+    PROXY(SB "/ports/{port}/{path*}", api_port_proxy_begin, api_port_proxy),
+    ROUTE("GET", SB "/browser/cdp", api_browser_cdp, 0),
+    ROUTE("GET", SB "/browser/cdp/json/{path*}", api_browser_cdp, 0),
+    STREAM("GET", SB "/browser/cdp/devtools/{path*}", api_browser_devtools_begin,
+	   api_browser_devtools),
     ROUTE("POST", SB "/process/code_run", api_process_code_run, 0),
     /* Before {pid}, which would match "contexts" too. */
     ROUTE("GET", SB "/process/contexts", api_context_list, 0),
@@ -75,6 +93,24 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/process/{pid}", api_process_status, 0),
     ROUTE("POST", SB "/process/{pid}/kill", api_process_kill, 0),
     ROUTE("GET", SB "/process/{pid}/logs", api_process_logs, 0),
+    ROUTE("POST", SB "/process/{pid}/stdin", api_process_stdin, 0),
+
+    /* Terminals (docs/terminals.md).  The page, its files and the
+     * WebSocket check viewer tokens themselves, like the desktop's. */
+    ROUTE("POST", SB "/terminals", api_terminal_create, 0),
+    ROUTE("GET", SB "/terminals", api_terminal_list, 0),
+    ROUTE("GET", SB "/terminals/{tid}", api_terminal_get, 0),
+    ROUTE("DELETE", SB "/terminals/{tid}", api_terminal_delete, 0),
+    ROUTE("POST", SB "/terminals/{tid}/tokens", api_terminal_token_create, 0),
+    ROUTE("GET", SB "/terminals/{tid}/", api_terminal_page, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/terminals/{tid}/ws", api_terminal_websocket, HTTP_NO_AUTH),
+    ROUTE("GET", SB "/terminals/{tid}/{file}", api_terminal_static, HTTP_NO_AUTH),
+
+    /* Shell sessions (docs/terminals.md): cwd and env persist. */
+    ROUTE("POST", SB "/sessions", api_session_create, 0),
+    ROUTE("GET", SB "/sessions", api_session_list, 0),
+    ROUTE("POST", SB "/sessions/{sid}/exec", api_session_exec, 0),
+    ROUTE("DELETE", SB "/sessions/{sid}", api_session_delete, 0),
 };
 
 const size_t api_n_routes = sizeof(api_routes) / sizeof(api_routes[0]);

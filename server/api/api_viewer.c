@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "api.h"
+#include "internal.h"
 #include "common/args.h"
 #include "server/viewer/viewer.h"
 #include "common/websocket.h"
@@ -89,6 +89,12 @@ int api_vnc_token_revoke(struct http_request *req, struct http_response *res, st
  * API token as a bearer header (interactive unless ?view_only=1). */
 static int authorize(struct http_request *req, struct vnc_grant *g, struct err *e)
 {
+	return api_viewer_authorize(req, "", g, e);
+}
+
+int api_viewer_authorize(struct http_request *req, const char *scope, struct vnc_grant *g,
+			 struct err *e)
+{
 	struct api *api = req->app;
 	const char *sid = req->captures[0];
 	const char *token = http_query(req, "token");
@@ -106,7 +112,7 @@ static int authorize(struct http_request *req, struct vnc_grant *g, struct err *
 		}
 		token = b;
 	}
-	if (vnc_token_check(api->vnc, sid, token, g, e) < 0)
+	if (vnc_token_check_scoped(api->vnc, sid, scope, token, g, e) < 0)
 		return err_code(e);
 	return 0;
 }
@@ -316,16 +322,12 @@ static void ws_session_run(void *cls, int fd, const char *extra, size_t extra_le
 	vnc_session_run(&o);
 }
 
-int api_vnc_websocket(struct http_request *req, struct http_response *res, struct err *e)
+int api_ws_handshake(struct http_request *req, char *accept, struct err *e)
 {
-	struct api *api = req->app;
-	const char *sid = req->captures[0];
 	const char *upgrade = http_header(req, "Upgrade");
 	const char *connection = http_header(req, "Connection");
 	const char *version = http_header(req, "Sec-WebSocket-Version");
 	const char *key = http_header(req, "Sec-WebSocket-Key");
-	const char *protocols = http_header(req, "Sec-WebSocket-Protocol");
-	char accept[WS_ACCEPT_LEN + 1];
 	if (!upgrade || !header_has(upgrade, "websocket") || !connection ||
 	    !header_has(connection, "upgrade"))
 		return err_set(e, ERR_INVALID, 0, "a WebSocket upgrade is required here");
@@ -335,6 +337,28 @@ int api_vnc_websocket(struct http_request *req, struct http_response *res, struc
 		return err_set(e, ERR_INVALID, 0, "bad Sec-WebSocket-Key");
 	if (!origin_ok(http_header(req, "Origin"), http_header(req, "Host")))
 		return err_set(e, ERR_FORBIDDEN, 0, "Origin does not match Host");
+	return 0;
+}
+
+int api_ws_accept(struct http_request *req, struct http_response *res, const char *accept,
+		  struct err *e)
+{
+	const char *protocols = http_header(req, "Sec-WebSocket-Protocol");
+	if (http_add_header(res, "Upgrade", "websocket", e) < 0 ||
+	    http_add_header(res, "Sec-WebSocket-Accept", accept, e) < 0 ||
+	    (protocols && header_has(protocols, "binary") &&
+	     http_add_header(res, "Sec-WebSocket-Protocol", "binary", e) < 0))
+		return err_code(e);
+	return 0;
+}
+
+int api_vnc_websocket(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	const char *sid = req->captures[0];
+	char accept[WS_ACCEPT_LEN + 1];
+	if (api_ws_handshake(req, accept, e) < 0)
+		return err_code(e);
 
 	struct ws_session *ws = calloc(1, sizeof(*ws));
 	if (!ws)
@@ -359,10 +383,5 @@ int api_vnc_websocket(struct http_request *req, struct http_response *res, struc
 		return err_code(e);
 	}
 	http_reply_upgrade(res, ws_session_run, ws, ws_session_release);
-	if (http_add_header(res, "Upgrade", "websocket", e) < 0 ||
-	    http_add_header(res, "Sec-WebSocket-Accept", accept, e) < 0 ||
-	    (protocols && header_has(protocols, "binary") &&
-	     http_add_header(res, "Sec-WebSocket-Protocol", "binary", e) < 0))
-		return err_code(e);
-	return 0;
+	return api_ws_accept(req, res, accept, e);
 }

@@ -41,4 +41,27 @@ int api_stream_run(struct http_response *res, struct process_run *run, struct er
 int api_context_run(struct http_request *req, struct http_response *res, const char *cid,
 		    const char *code, const struct process_opts *o, struct err *e);
 
+/* api_ports.c: {port} (1..65535) from a capture; and a connection to
+ * 127.0.0.1:port inside sandbox `sid` into o->fd. */
+int api_port_parse(const char *s, unsigned *port, struct err *e);
+int api_proxy_open(struct http_request *req, const char *sid, unsigned port,
+		   struct http_proxy_opts *o, struct err *e);
+
+/* The process routes' argument parsers, shared with terminals and
+ * sessions (api_terminals.c). */
+int api_parse_env(const cJSON *body, struct exec_args *a, struct err *e);
+
+/* Browser-facing pieces of api_viewer.c shared with api_terminals.c. */
+struct vnc_grant;
+/* A viewer token of `scope` ("" the desktop) in ?token= or as a bearer
+ * header, or the API token as a bearer header. */
+int api_viewer_authorize(struct http_request *req, const char *scope, struct vnc_grant *g,
+			 struct err *e);
+/* Checks a WebSocket upgrade request (and its Origin); `accept` receives
+ * WS_ACCEPT_LEN + 1 bytes for api_ws_accept(). */
+int api_ws_handshake(struct http_request *req, char *accept, struct err *e);
+/* The 101's WebSocket headers (after http_reply_upgrade). */
+int api_ws_accept(struct http_request *req, struct http_response *res, const char *accept,
+		  struct err *e);
+
 #endif

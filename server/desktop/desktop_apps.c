@@ -79,10 +79,9 @@ static int argv_of(const cJSON *jargv, const char **argv, const char *what, stru
 	return 0;
 }
 
-/* Starts argv in the background and waits up to `timeout` ms for a new
- * top-level window: {"pid","window":{…}|null,"timed_out"}. */
-static int launch_argv(struct desk *d, const char *const *argv, int64_t timeout, cJSON *out,
-		       struct err *e)
+/* internal.h */
+int desk_launch_argv(struct desk *d, const char *const *argv, int64_t timeout, cJSON *out,
+		     struct err *e)
 {
 	/* The windows there before, so the new one can be told apart. */
 	char *known = NULL;
@@ -138,7 +137,7 @@ static int launch_resolved(struct desk *d, const char *cmd, const char *arg, int
 		e->kind = ERR_INTERNAL; /* deskbox-xtool's answer, not the request */
 		err_wrap(e, "deskbox-xtool %s", cmd);
 	} else {
-		r = launch_argv(d, argv, timeout, out, e);
+		r = desk_launch_argv(d, argv, timeout, out, e);
 	}
 	if (r == 0 && cJSON_IsString(id))
 		cJSON_AddStringToObject(out, "app", id->valuestring);
@@ -179,7 +178,7 @@ static int launch(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 	const char *argv[LAUNCH_MAX_ARGS + 1];
 	if (argv_of(jargv, argv, "field 'argv'", e) < 0)
 		return err_code(e);
-	return launch_argv(d, argv, timeout, out, e);
+	return desk_launch_argv(d, argv, timeout, out, e);
 }
 
 static int open_target(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
@@ -219,5 +218,7 @@ int desk_apps_action(struct desk *d, const char *name, const cJSON *args, cJSON 
 		return open_target(d, args, out, e);
 	if (strcmp(name, "apps") == 0)
 		return apps(d, out, e);
+	if (strcmp(name, "browser") == 0)
+		return desk_browser(d, args, out, e);
 	return err_set(e, ERR_NOT_FOUND, ENOENT, "no desktop action '%.64s'", name);
 }

@@ -41,7 +41,18 @@ int desk_xtool(struct desk *d, const char *const *args, const char *const *env, 
 /* A window object's geometry from real pixels into the agent's space. */
 void desk_window_to_agent(struct desk *d, cJSON *w);
 
-/* launch, open and apps (desktop_apps.c); ERR_NOT_FOUND for other names. */
+/* Starts argv in the background and waits up to `timeout` ms for a new
+ * top-level window: out gets {"pid","window":{…}|null,"timed_out"}. */
+int desk_launch_argv(struct desk *d, const char *const *argv, int64_t timeout, cJSON *out,
+		     struct err *e);
+
+/* The browser action (desktop_browser.c): starts chromium on args' "url"
+ * or opens it in a new tab of the running one; out gets {"window",
+ * "started","url"} and, when started, "pid". */
+int desk_browser(struct desk *d, const cJSON *args, cJSON *out, struct err *e);
+
+/* launch, open, apps and browser (desktop_apps.c); ERR_NOT_FOUND for other
+ * names. */
 int desk_apps_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
 		     struct err *e);
 

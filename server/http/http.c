@@ -14,34 +14,6 @@
 #include "common/log.h"
 #include "common/clock.h"
 
-#define HTTP_PATH_MAX 4096
-
-/* Per-request state, from the first call of the access handler to the
- * completion notification. */
-struct request_ctx {
-	struct http *h;
-	const struct http_route *route;
-	char pathbuf[HTTP_PATH_MAX];
-	const char *captures[HTTP_MAX_CAPTURES];
-	size_t n_captures;
-	char *body;
-	size_t body_len, body_cap;
-	int too_large;
-	/* HTTP_STREAM_BODY routes */
-	struct http_body_sink sink;
-	int sink_active;       /* begin() succeeded and nobody finished or aborted it */
-	struct err stream_err; /* a write failure, answered once the body is in */
-	/* An upgrade answered but not yet run (see upgrade_run). */
-	http_upgrade_fn upgrade;
-	http_release upgrade_release;
-	void *upgrade_cls;
-	int upgraded; /* a 101 was queued: the connection is not HTTP any more */
-	/* X-Request-Id: the client's when it sent a sane one, else ours; in
-	 * every answer and every log line about the request. */
-	char rid[HTTP_REQUEST_ID_MAX + 1];
-	long long t0_ns;
-};
-
 int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
 		     const char **captures, size_t *n_captures)
 {
@@ -91,7 +63,7 @@ static const struct http_route *route_find(const struct http *h, const char *met
 		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
 				      &c->n_captures))
 			continue;
-		if (strcmp(r->method, method) == 0)
+		if (strcmp(r->method, method) == 0 || strcmp(r->method, "*") == 0)
 			return r;
 		path_matched = 1;
 	}
@@ -102,7 +74,7 @@ static const struct http_route *route_find(const struct http *h, const char *met
 	return NULL;
 }
 
-static int check_auth(const struct http *h, struct MHD_Connection *conn, struct err *e)
+int http_auth_conn(const struct http *h, struct MHD_Connection *conn, struct err *e)
 {
 	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	if (!auth)
@@ -126,8 +98,10 @@ static void response_release(struct http_response *res)
 	res->reader = NULL;
 	res->release = NULL;
 	res->reader_cls = NULL;
-	for (size_t i = 0; i < res->n_headers; i++)
+	for (size_t i = 0; i < res->n_headers; i++) {
 		free(res->headers[i].value);
+		free(res->headers[i].owned_name);
+	}
 	res->n_headers = 0;
 	if (res->upgrade && res->upgrade_release)
 		res->upgrade_release(res->upgrade_cls);
@@ -145,7 +119,23 @@ int http_add_header(struct http_response *res, const char *name, const char *val
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	res->headers[res->n_headers].name = name;
 	res->headers[res->n_headers].value = v;
+	res->headers[res->n_headers].owned_name = NULL;
 	res->n_headers++;
+	return 0;
+}
+
+int http_add_header_copy(struct http_response *res, const char *name, const char *value,
+			 struct err *e)
+{
+	char *n = strdup(name);
+	if (!n)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = http_add_header(res, n, value, e);
+	if (r < 0) {
+		free(n);
+		return r;
+	}
+	res->headers[res->n_headers - 1].owned_name = n;
 	return 0;
 }
 
@@ -226,6 +216,8 @@ static int status_of(enum err_kind kind)
 		return 416;
 	case ERR_LIMIT:
 		return 429;
+	case ERR_BAD_GATEWAY:
+		return 502;
 	case ERR_UNAVAILABLE:
 		return 503;
 	case ERR_TIMEOUT:
@@ -263,53 +255,6 @@ static void reply_error(struct http_response *res, const struct err *e)
 		char *copy = strdup(fallback);
 		http_reply_data(res, 500, "application/json", copy, copy ? strlen(copy) : 0);
 	}
-}
-
-const char *http_query(const struct http_request *req, const char *name)
-{
-	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-const char *http_query_n(const struct http_request *req, const char *name, size_t *len)
-{
-	const char *v = NULL;
-	size_t n = 0;
-	enum MHD_Result found = MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND,
-							      name, strlen(name), &v, &n);
-	if (found != MHD_YES || !v)
-		return NULL;
-	*len = n;
-	return v;
-}
-
-const char *http_header(const struct http_request *req, const char *name)
-{
-	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-}
-
-int http_json_body(const struct http_request *req, cJSON **out, struct err *e)
-{
-	*out = NULL;
-	size_t i = 0;
-	while (i < req->body_len && (req->body[i] == ' ' || req->body[i] == '\n' ||
-				     req->body[i] == '\r' || req->body[i] == '\t'))
-		i++;
-	if (i == req->body_len) {
-		*out = cJSON_CreateObject();
-		return *out ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	const char *end = NULL;
-	cJSON *j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, 0);
-	if (!j) {
-		size_t off = end && end >= req->body ? (size_t)(end - req->body) : 0;
-		return err_set(e, ERR_INVALID, 0, "malformed JSON body near byte %zu", off);
-	}
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		return err_set(e, ERR_INVALID, 0, "JSON body must be an object");
-	}
-	*out = j;
-	return 0;
 }
 
 /* What MHD's content reader calls: our reader and release behind MHD's
@@ -546,6 +491,9 @@ static void request_view(const struct http *h, const struct request_ctx *c,
 	    .body = c->body ? c->body : "",
 	    .body_len = c->body_len,
 	    .app = h->o.app,
+	    .raw_uri = c->raw_uri ? c->raw_uri : url,
+	    .host_routed = c->host_routed,
+	    .layer = (void *)h,
 	};
 	memcpy(req->captures, c->captures, sizeof(req->captures));
 }
@@ -596,17 +544,52 @@ static int has_body(struct MHD_Connection *conn)
 	return f.has_te || (f.n_length && strcmp(f.length, "0") != 0);
 }
 
+/* The path to route: with opts.rewrite, a Host header it knows (a port of
+ * a sandbox by name) turns into a path under the API, and the raw target
+ * gets the same prefix.  Copied into c->path; NULL (e filled) when too
+ * long. */
+static const char *routed_path(struct http *h, struct request_ctx *c, struct MHD_Connection *conn,
+			       const char *url, struct err *e)
+{
+	char prefix[256];
+	const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+	if (h->o.rewrite && host && h->o.rewrite(h->o.app, host, prefix, sizeof(prefix)) == 1) {
+		const char *raw = c->raw_uri ? c->raw_uri : url;
+		size_t pl = strlen(prefix), rl = strlen(raw);
+		char *nraw = malloc(pl + rl + 1);
+		if (!nraw || snprintf(c->path, sizeof(c->path), "%s%s", prefix, url) >=
+				 (int)sizeof(c->path)) {
+			free(nraw);
+			err_set(e, ERR_INVALID, 0, "request path too long");
+			return NULL;
+		}
+		memcpy(nraw, prefix, pl);
+		memcpy(nraw + pl, raw, rl + 1);
+		free(c->raw_uri);
+		c->raw_uri = nraw;
+		c->host_routed = 1;
+		return c->path;
+	}
+	if (strlen(url) >= sizeof(c->path)) {
+		err_set(e, ERR_NOT_FOUND, 0, "no route for a path this long");
+		return NULL;
+	}
+	strcpy(c->path, url);
+	return c->path;
+}
+
 /* The first call for a request, with the headers in and no body byte read:
  * route, framing, auth, and the stream's begin() or the body size cap. */
 static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 				  struct MHD_Connection *conn, const char *method, const char *url)
 {
 	struct err e = ERR_INIT;
-	c->route = route_find(h, method, url, c, &e);
+	url = routed_path(h, c, conn, url, &e);
+	c->route = url ? route_find(h, method, url, c, &e) : NULL;
 	if (c->route)
 		check_framing(conn, &e);
 	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH))
-		check_auth(h, conn, &e);
+		http_auth_conn(h, conn, &e);
 	if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
 		struct http_request req;
 		request_view(h, c, conn, method, url, &req);
@@ -690,11 +673,13 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
 	struct http *h = cls;
 	struct request_ctx *c = *con_cls;
 	if (!c) {
-		c = calloc(1, sizeof(*c));
+		c = http_on_uri(h, NULL, conn);
 		if (!c)
 			return MHD_NO;
-		c->h = h;
 		*con_cls = c;
+	}
+	if (!c->started) {
+		c->started = 1;
 		c->t0_ns = clock_mono_ns();
 		http_trace_request_id(
 		    c->rid, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"));
@@ -709,7 +694,7 @@ enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const ch
 		return r;
 	}
 	log_set_request_id(c->rid);
-	enum MHD_Result r = on_complete(h, c, conn, method, url);
+	enum MHD_Result r = on_complete(h, c, conn, method, c->path);
 	log_set_request_id(NULL);
 	return r;
 }
@@ -729,25 +714,20 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		if (c->upgrade_release) /* the connection ended before the upgrade */
 			c->upgrade_release(c->upgrade_cls);
 		free(c->body);
+		free(c->raw_uri);
 		free(c);
 		*con_cls = NULL;
 	}
 }
 
-int http_query_int(const struct http_request *req, const char *name, int64_t min, int64_t max,
-		   int64_t def, unsigned flags, int64_t *out, struct err *e)
+void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	const char *s = http_query(req, name);
-	*out = def;
-	if (!s) {
-		if (flags & ARGS_REQUIRED)
-			return err_set(e, ERR_INVALID, EINVAL, "query parameter '%s' is required",
-				       name);
-		return 0;
-	}
-	if (args_parse_int(s, min, max, out) < 0)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "query parameter '%s' must be an integer between %lld and %lld",
-			       name, (long long)min, (long long)max);
-	return 0;
+	(void)conn;
+	struct request_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->h = cls;
+	if (uri && strlen(uri) < HTTP_PATH_MAX * 2)
+		c->raw_uri = strdup(uri);
+	return c;
 }

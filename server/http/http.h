@@ -27,7 +27,7 @@
 #include "common/error.h"
 
 #define HTTP_MAX_CAPTURES 4
-#define HTTP_MAX_HEADERS  8
+#define HTTP_MAX_HEADERS  40
 /* The longest X-Request-Id taken from a client. */
 #define HTTP_REQUEST_ID_MAX 64
 
@@ -42,6 +42,12 @@ struct http_request {
 	size_t body_len;
 	void *app;    /* the application context given to http_new() */
 	void *stream; /* HTTP_STREAM_BODY routes: the sink's cls from the route's begin() */
+	/* The request target as the client sent it (path and query, not
+	 * decoded); with host-based routing (http_opts.rewrite) the prefix
+	 * the Host header stood for comes first, and host_routed is 1. */
+	const char *raw_uri;
+	int host_routed;
+	void *layer; /* the http layer's own */
 };
 
 /* Where a streamed request body goes (HTTP_STREAM_BODY routes).  write() is
@@ -77,7 +83,8 @@ typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t ext
 
 struct http_header {
 	const char *name;
-	char *value; /* owned (malloc'd) */
+	char *value;	  /* owned (malloc'd) */
+	char *owned_name; /* the name's copy when http_add_header_copy made it */
 };
 
 struct http_response {
@@ -141,6 +148,10 @@ struct http_opts {
 	/* HTTPS with this PEM certificate (chain) and key; both or neither. */
 	const char *tls_cert_file;
 	const char *tls_key_file;
+	/* Host-based routing: given a request's Host header, returns 1 with a
+	 * path prefix in `prefix` (the request is then routed as prefix +
+	 * path, e.g. "/v1/sandboxes/ID/ports/8000"), or 0.  NULL: none. */
+	int (*rewrite)(void *app, const char *host, char *prefix, size_t size);
 };
 
 struct http;
@@ -172,8 +183,11 @@ void http_reply_stream(struct http_response *res, int status, const char *conten
  * the connection ends before the upgrade. */
 void http_reply_upgrade(struct http_response *res, http_upgrade_fn fn, void *cls,
 			http_release release);
-/* Adds a header; `value` is copied. */
+/* Adds a header; `value` is copied, `name` must outlive the response
+ * (a literal); http_add_header_copy copies the name too. */
 int http_add_header(struct http_response *res, const char *name, const char *value, struct err *e);
+int http_add_header_copy(struct http_response *res, const char *name, const char *value,
+			 struct err *e);
 
 /* A query-string argument, or NULL. */
 const char *http_query(const struct http_request *req, const char *name);
@@ -186,6 +200,20 @@ int http_query_int(const struct http_request *req, const char *name, int64_t min
 		   int64_t def, unsigned flags, int64_t *out, struct err *e);
 /* A request header, or NULL. */
 const char *http_header(const struct http_request *req, const char *name);
+/* Calls fn for every request header in the order sent; a non-zero return
+ * stops the walk and is returned. */
+int http_each_header(const struct http_request *req,
+		     int (*fn)(void *cls, const char *name, const char *value), void *cls);
+/* The query string as sent (after '?', not decoded), "" when none. */
+const char *http_raw_query(const struct http_request *req);
+/* 0 when the request carries the API token (Authorization: Bearer), else
+ * ERR_UNAUTHORIZED saying what is wrong: for HTTP_NO_AUTH routes that
+ * accept other credentials too. */
+int http_check_token(const struct http_request *req, struct err *e);
+/* The client's IP address as text ("" when unknown). */
+void http_client_addr(const struct http_request *req, char *buf, size_t size);
+/* Whether the connection is HTTPS. */
+int http_request_tls(const struct http_request *req);
 
 /* multipart/form-data bodies (streamed POST uploads).  The callback gets
  * each part's bytes as they arrive: `name` is the form field, `filename`
@@ -205,6 +233,31 @@ int http_multipart_feed(struct http_multipart *mp, const char *data, size_t len,
  * ended inside a part.  The caller still frees. */
 int http_multipart_finish(struct http_multipart *mp, struct err *e);
 void http_multipart_free(struct http_multipart *mp);
+
+/* Reverse proxy (http_proxy.c): a request passed on to an upstream
+ * connection, its answer passed back, WebSocket and other upgrades piped
+ * both ways.  Use from an HTTP_STREAM_BODY route: its begin() calls
+ * http_proxy_begin() (which sends the request head and makes `sink` pass
+ * the body on as it arrives), its handler http_proxy_finish() (which reads
+ * the answer's head and streams the body back).  Hop-by-hop headers are
+ * dropped both ways; X-Forwarded-For/-Proto/-Host (and -Prefix) added. */
+struct http_proxy_opts {
+	int fd;			  /* the upstream connection; owned by the proxy from the call on */
+	const char *target;	  /* request target to send: "/path?query" */
+	const char *host;	  /* Host header to send; NULL: the client's */
+	const char *prefix;	  /* X-Forwarded-Prefix, or NULL */
+	int strip_authorization;  /* the client's Authorization is deskboxd's: not passed on */
+	int strip_origin;	  /* no Origin header upstream */
+	const char *strip_cookie; /* a cookie of deskboxd's, not passed on; NULL: none */
+};
+int http_proxy_begin(struct http_request *req, const struct http_proxy_opts *o,
+		     struct http_body_sink *sink, struct err *e);
+/* req->stream is the sink's cls; on failure everything is released. */
+int http_proxy_finish(struct http_request *req, struct http_response *res, struct err *e);
+/* The request is known to come from someone entitled to it (an HTTP_NO_AUTH
+ * route that checked its own credential): its body is no longer under the
+ * header deadline that keeps strangers from holding connections. */
+void http_request_trusted(struct http_request *req);
 
 /* Parses the body as a JSON object (an empty body is an empty object).
  * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */

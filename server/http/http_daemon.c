@@ -102,11 +102,12 @@ static struct MHD_Daemon *start_daemon(struct http *h, const struct sockaddr_in 
 	return MHD_start_daemon(
 	    flags, 0, NULL, NULL, http_on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
 	    MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)sa, MHD_OPTION_NOTIFY_COMPLETED,
-	    http_on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, h->guard,
-	    MHD_OPTION_CONNECTION_LIMIT, o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-	    o->max_per_address, MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+	    http_on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, http_on_uri, h,
+	    MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, h->guard, MHD_OPTION_CONNECTION_LIMIT,
+	    o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_address,
+	    MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)(128 * 1024), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_ARRAY, tls,
+	    MHD_OPTION_END);
 }
 
 static void daemon_release(struct http *h)

@@ -25,12 +25,52 @@ struct http {
 	unsigned n_sessions;
 };
 
+#define HTTP_PATH_MAX 4096
+
+/* Per-request state, from the first call of the access handler to the
+ * completion notification. */
+struct request_ctx {
+	struct http *h;
+	/* The request line's target exactly as the client sent it (path and
+	 * query, nothing decoded), from MHD's URI callback; with host-based
+	 * routing, the rewritten path's prefix in front. */
+	char *raw_uri;
+	int started;		  /* the access handler saw the headers */
+	int host_routed;	  /* the path came from the Host header (opts.rewrite) */
+	char path[HTTP_PATH_MAX]; /* the decoded path routed on */
+	const struct http_route *route;
+	char pathbuf[HTTP_PATH_MAX];
+	const char *captures[HTTP_MAX_CAPTURES];
+	size_t n_captures;
+	char *body;
+	size_t body_len, body_cap;
+	int too_large;
+	/* HTTP_STREAM_BODY routes */
+	struct http_body_sink sink;
+	int sink_active;       /* begin() succeeded and nobody finished or aborted it */
+	struct err stream_err; /* a write failure, answered once the body is in */
+	/* An upgrade answered but not yet run (see upgrade_run). */
+	http_upgrade_fn upgrade;
+	http_release upgrade_release;
+	void *upgrade_cls;
+	int upgraded; /* a 101 was queued: the connection is not HTTP any more */
+	/* X-Request-Id: the client's when it sent a sane one, else ours; in
+	 * every answer and every log line about the request. */
+	char rid[HTTP_REQUEST_ID_MAX + 1];
+	long long t0_ns;
+};
+
 /* http.c: what MHD calls for each request. */
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				const char *method, const char *version, const char *upload_data,
 				size_t *upload_data_size, void **con_cls);
 void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		       enum MHD_RequestTerminationCode toe);
+/* MHD_OPTION_URI_LOG_CALLBACK's: the request's context, made as soon as the
+ * request line is in, keeping the target as sent (http.c). */
+void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn);
+/* The API token check of a request (http.c); 0 when it carries it. */
+int http_auth_conn(const struct http *h, struct MHD_Connection *conn, struct err *e);
 
 /* The connection guard: keeps clients that are slow to send a request
  * header from holding connection slots.

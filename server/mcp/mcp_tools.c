@@ -120,6 +120,11 @@ static int wait(const struct mcp_ctx *c, const cJSON *args, cJSON *content, stru
 	return action(c, "wait", args, content, e);
 }
 
+static int browser(const struct mcp_ctx *c, const cJSON *args, cJSON *content, struct err *e)
+{
+	return action(c, "browser", args, content, e);
+}
+
 /* ---- the table ---- */
 
 #define XY                                                                                         \
@@ -195,6 +200,13 @@ const struct mcp_tool mcp_tools[] = {
 	    "\"default\":10000}",
 	    NONE_REQUIRED),
      DESK, wait},
+    {"browser",
+     "Opens a URL in the sandbox's web browser (chromium): starts it, or opens a new tab in the "
+     "one running, and answers once its window is up.",
+     OBJECT("\"url\":{\"type\":\"string\",\"maxLength\":8192,\"description\":"
+	    "\"an http://, https://, file:// or about: URL; default about:blank\"}",
+	    NONE_REQUIRED),
+     DESK, browser},
     {"exec",
      "Runs a command in the sandbox (a shell command line, or argv) and answers its exit code, "
      "stdout and stderr; with background, starts it and answers its pid at once (for programs "

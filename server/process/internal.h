@@ -44,7 +44,7 @@ struct process_run {
 	char *stdin_copy; /* background runs own their stdin */
 	size_t stdin_len, stdin_off;
 	int keep_stdin;
-	struct process_stream_buf so, se;
+	struct process_stream_buf so, se; /* a terminal's master is so.fd */
 	uint64_t total[2];
 
 	long long start_ms, end_ms, deadline_ms, started_at_ms;
@@ -65,6 +65,8 @@ struct process_table {
 	pthread_mutex_t mu;
 	struct process_run *runs;
 	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */
+	struct process_term *terms; /* terminals (process_term.c), newest first */
+	struct process_session *sessions; /* shell sessions (process_session.c) */
 	int bg_threads;		  /* background owners still running, under mu */
 	pthread_cond_t bg_done;	  /* signalled when bg_threads drops */
 	atomic_int refs;

@@ -65,6 +65,8 @@ void process_table_unref(struct process_table *t)
 {
 	if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
 		return;
+	/* Ended terminals may be listed still (their owners are gone). */
+	process_term_drop_all(t);
 	/* Only finished background records can be left: every live run
 	 * holds a reference. */
 	while (t->runs) {
@@ -94,6 +96,8 @@ void process_table_kill_all(struct process_table *t)
 			break;
 	pthread_mutex_unlock(&t->mu);
 	process_ctx_drop_all(t);
+	process_term_drop_all(t);
+	process_session_drop_all(t);
 }
 
 static void table_add(struct process_table *t, struct process_run *r)
@@ -412,6 +416,9 @@ static int start_program(struct process_table *t, struct process_run *r,
 	int a = process_agent_start(t, r, o, stdio, e);
 	if (a <= 0)
 		return a;
+	if (o->pty)
+		return err_set(e, ERR_UNAVAILABLE, ENOTSUP,
+			       "terminals need the sandbox's exec agent (deskbox-init)");
 	char pidfile[PATH_MAX] = "";
 	if (start_via_runtime(t, r, o, stdio, pidfile, sizeof(pidfile), e) < 0) {
 		r->client = -1;
@@ -431,7 +438,9 @@ int process_start(struct process_table *t, const struct process_opts *o, struct 
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	int rc = 0;
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)
+	/* A terminal's one fd, its master, comes from the agent. */
+	if (!o->pty &&
+	    (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0))
 		rc = err_sys(e, ERR_INTERNAL, errno, "pipe");
 	/* Our copies of the pipes' ends are set before the start, so that a
 	 * failure anywhere closes them with the run. */
@@ -473,9 +482,10 @@ static void conclude(struct process_run *r, process_output_fn fn, void *cls)
 	pthread_mutex_lock(&r->table->mu);
 	if (r->cg_live)
 		run_cgroup_kill(&r->cg);
+	/* Under the lock: process_bg_stdin() may be about to dup it. */
+	close_fd(&r->in_fd);
 	pthread_mutex_unlock(&r->table->mu);
 	reap_client(r, KILL_GRACE_MS);
-	close_fd(&r->in_fd);
 	long long until = clock_mono_ms() + DRAIN_MS;
 	while ((r->so.fd >= 0 || r->se.fd >= 0) && clock_mono_ms() < until) {
 		struct pollfd p[2] = {{r->so.fd, POLLIN, 0}, {r->se.fd, POLLIN, 0}};

@@ -72,6 +72,11 @@ struct process_opts {
 	size_t max_output;   /* per stream */
 	int keep_stdin_open; /* contexts: stdin stays open for process_write() */
 	int want_pid;	     /* find out the program's pid (process_pid) */
+	/* A terminal: the program gets a new pseudo-terminal of the sandbox
+	 * (cols x rows) as stdin, stdout, stderr and controlling tty; its
+	 * output is the run's stdout.  Needs the exec agent. */
+	int pty;
+	unsigned short cols, rows;
 };
 
 struct process_result {
@@ -152,6 +157,14 @@ int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *log
 		    struct process_info *info, struct err *e);
 void process_logs_release(struct process_logs *l);
 
+/* Writes `len` bytes to the stdin of background run `pid` (started with
+ * keep_stdin_open), waiting at most `timeout_ms` for the program to take
+ * them, then closes its stdin (EOF) when `close_after`.  ERR_CONFLICT when
+ * the run has no open stdin or has ended, ERR_TIMEOUT when the program took
+ * not all of it in time (*written says how much it took). */
+int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_t len,
+		     int close_after, int timeout_ms, size_t *written, struct err *e);
+
 /* ---- Python contexts (process_ctx.c) ---- */
 
 #define PROCESS_CTX_ID_LEN 16
@@ -182,6 +195,108 @@ struct process_ctx_info {
 };
 /* Up to `max` contexts into `out`; returns how many. */
 size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, size_t max);
+
+/* ---- terminals (process_term.c) ----
+ *
+ * A terminal is a program (a login shell by default) on a pseudo-terminal
+ * of the sandbox, in a run cgroup of its own, owned by a thread that reads
+ * its output into a ring of the last PROCESS_TERM_REPLAY bytes.  Clients
+ * attach and detach at will (the terminal outlives them): an attached
+ * client first reads what the ring holds, then what follows.  A client that
+ * falls more than the ring behind loses the oldest bytes (it is told how
+ * many); the program never waits for a client.  An ended terminal stays
+ * listed (with its exit code and last output) until deleted. */
+
+#define PROCESS_TERM_ID_LEN 16
+#define PROCESS_TERM_MAX    16 /* per sandbox, ended ones included */
+#define PROCESS_TERM_REPLAY (64u << 10)
+#define PROCESS_TERM_CMD_MAX 256
+
+struct process_term_info {
+	char id[PROCESS_TERM_ID_LEN + 1];
+	pid_t pid; /* inside the sandbox */
+	unsigned short cols, rows;
+	int running, exit_code; /* exit_code valid when !running */
+	long long created_at_ms;
+	unsigned attached; /* clients attached now */
+	uint64_t output_bytes;
+	char command[PROCESS_TERM_CMD_MAX]; /* argv joined by spaces, cut */
+};
+
+/* Starts o->argv on a new terminal (o->pty, cols, rows set by the caller,
+ * who is inside an operation on the sandbox).  ERR_LIMIT past
+ * PROCESS_TERM_MAX (ended terminals are dropped first, oldest first). */
+int process_term_create(struct process_table *t, const struct process_opts *o,
+			struct process_term_info *info, struct err *e);
+/* Up to `max` terminals, newest first; returns how many. */
+size_t process_term_list(struct process_table *t, struct process_term_info *out, size_t max);
+int process_term_get(struct process_table *t, const char *id, struct process_term_info *info,
+		     struct err *e);
+/* Kills the terminal's program and everything it started, waits until
+ * they are gone, forgets it (attached clients see it end). */
+int process_term_delete(struct process_table *t, const char *id, struct process_term_info *info,
+			struct err *e);
+
+struct process_term_client;
+/* Attaches a client; it reads from the oldest byte the ring holds. */
+int process_term_attach(struct process_table *t, const char *id,
+			struct process_term_client **out, struct err *e);
+/* Readable (an eventfd) when there is output to read or the terminal
+ * ended; process_term_read() clears it. */
+int process_term_client_fd(const struct process_term_client *c);
+/* Up to `max` bytes of output not yet read; 0 when there is none now, -1
+ * when the terminal ended and everything was read (*exit_code set).
+ * *lost adds bytes that fell out of the ring before they were read. */
+long process_term_read(struct process_term_client *c, char *buf, size_t max, uint64_t *lost,
+		       int *exit_code);
+/* Input bytes for the program (waits at most `timeout_ms` for room). */
+int process_term_write(struct process_term_client *c, const void *data, size_t len,
+		       int timeout_ms, struct err *e);
+/* A new window size (the program gets SIGWINCH). */
+int process_term_resize(struct process_term_client *c, unsigned cols, unsigned rows,
+			struct err *e);
+void process_term_detach(struct process_term_client *c);
+
+/* Ends every terminal of the table (sandbox teardown). */
+void process_term_drop_all(struct process_table *t);
+
+/* ---- sessions (process_session.c) ----
+ *
+ * A session is a persistent bash (Daytona-style): each command runs in the
+ * same shell with eval, so `cd`, `export`, variables and functions persist
+ * to the next.  Commands arrive on the shell's stdin (fd 3 inside; the
+ * command's own stdin is /dev/null); after each, the shell prints a random
+ * per-command marker with $? on stdout and on stderr, which ends its output.
+ * A command past its timeout, or one that ends the shell (`exit`), costs
+ * the session: it is killed (its whole cgroup) and started afresh, and the
+ * answer says so. */
+
+#define PROCESS_SESSION_ID_LEN 16
+#define PROCESS_SESSION_MAX    16 /* per sandbox */
+
+struct process_session_info {
+	char id[PROCESS_SESSION_ID_LEN + 1];
+	long long created_at_ms;
+	uint64_t commands;
+	int busy;
+};
+
+/* Starts a session's shell (o: cwd and env for it; the caller is inside an
+ * operation on the sandbox).  ERR_LIMIT past PROCESS_SESSION_MAX. */
+int process_session_create(struct process_table *t, const struct process_opts *o,
+			   struct process_session_info *info, struct err *e);
+/* Runs `command` in session `id` (o: timeout_ms, max_output).  ERR_CONFLICT
+ * while another command runs in it.  *restarted when the shell had to be
+ * started afresh (after this command, or before it).  Like
+ * process_ctx_run(), the caller holds a reference to the table and is not
+ * inside an operation on the sandbox. */
+int process_session_exec(struct process_table *t, const char *id, const char *command,
+			 const struct process_opts *o, struct process_result *res, int *restarted,
+			 struct err *e);
+int process_session_delete(struct process_table *t, const char *id, struct err *e);
+size_t process_session_list(struct process_table *t, struct process_session_info *out,
+			    size_t max);
+void process_session_drop_all(struct process_table *t);
 
 /* ---- code_run's languages (process_code.c) ---- */
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,6 +22,9 @@
 #include "common/cleanup.h"
 #include "common/fs.h"
 
+/* In the request's length word: a terminal (EXEC_AGENT_PTY of
+ * desktop-image/exec_agent.h, the other side of this protocol). */
+#define EXEC_AGENT_PTY 0x80000000u
 /* How long the agent's child may take to say who it is. */
 #define HELLO_TIMEOUT_MS 10000
 
@@ -119,6 +123,62 @@ static int in_sandbox(pid_t pid, const char *cid)
 	return 0;
 }
 
+/* The child's hello: its pid with SCM_CREDENTIALS and, for a terminal, the
+ * master fd (SCM_RIGHTS; *master stays -1 without one).  Any other fd sent
+ * along is closed. */
+static int recv_hello(int conn, int32_t *nspid, struct ucred *uc, int *master)
+{
+	struct pollfd p = {conn, POLLIN, 0};
+	int pr;
+	while ((pr = poll(&p, 1, HELLO_TIMEOUT_MS)) < 0 && errno == EINTR)
+		;
+	union {
+		char buf[CMSG_SPACE(sizeof(*uc)) + CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} cc;
+	memset(&cc, 0, sizeof(cc));
+	struct iovec iov = {nspid, sizeof(*nspid)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cc.buf, .msg_controllen = sizeof(cc)};
+	ssize_t n = pr > 0 ? recvmsg(conn, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) : -1;
+	int have_creds = 0;
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET)
+			continue;
+		if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(*uc))) {
+			memcpy(uc, CMSG_DATA(c), sizeof(*uc));
+			have_creds = 1;
+		} else if (c->cmsg_type == SCM_RIGHTS) {
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int fd;
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (*master < 0 && i == 0)
+					*master = fd;
+				else
+					close(fd);
+			}
+		}
+	}
+	return n == sizeof(*nspid) && have_creds ? 0 : -1;
+}
+
+/* SECURITY: the fd came from inside the sandbox: it must be a terminal's
+ * master (TIOCGPTN answers only on one), else it is refused; then it gets
+ * its window size and is made non-blocking. */
+static int pty_setup(int master, const struct process_opts *o)
+{
+	struct stat st;
+	unsigned ptn;
+	if (fstat(master, &st) < 0 || !S_ISCHR(st.st_mode) || ioctl(master, TIOCGPTN, &ptn) < 0)
+		return -1;
+	struct winsize ws = {.ws_row = o->rows, .ws_col = o->cols};
+	if (ioctl(master, TIOCSWINSZ, &ws) < 0)
+		return -1;
+	int fl = fcntl(master, F_GETFL);
+	return fl < 0 ? -1 : fcntl(master, F_SETFL, fl | O_NONBLOCK);
+}
+
 int process_agent_start(struct process_table *t, struct process_run *r,
 			const struct process_opts *o, const int stdio[3], struct err *e)
 {
@@ -136,7 +196,8 @@ int process_agent_start(struct process_table *t, struct process_run *r,
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	memset(cbuf, 0, sizeof(cbuf));
-	struct iovec iov = {&len, sizeof(len)};
+	uint32_t word = len | (o->pty ? EXEC_AGENT_PTY : 0);
+	struct iovec iov = {&word, sizeof(word)};
 	struct msghdr mh = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
@@ -144,38 +205,34 @@ int process_agent_start(struct process_table *t, struct process_run *r,
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
 	memcpy(CMSG_DATA(cm), stdio, 3 * sizeof(int));
-	if (sendmsg(conn, &mh, MSG_NOSIGNAL) != sizeof(len) || write_all(conn, req, len) < 0)
+	if (o->pty) {
+		mh.msg_control = NULL;
+		mh.msg_controllen = 0;
+	}
+	if (sendmsg(conn, &mh, MSG_NOSIGNAL) != sizeof(word) || write_all(conn, req, len) < 0)
 		return PROCESS_NO_AGENT; /* a stale socket of a stopped init */
 
-	struct pollfd p = {conn, POLLIN, 0};
-	int pr;
-	while ((pr = poll(&p, 1, HELLO_TIMEOUT_MS)) < 0 && errno == EINTR)
-		;
 	int32_t nspid = 0;
 	struct ucred uc = {0};
-	char ccbuf[CMSG_SPACE(sizeof(uc))];
-	struct iovec iov2 = {&nspid, sizeof(nspid)};
-	struct msghdr mh2 = {.msg_iov = &iov2,
-			     .msg_iovlen = 1,
-			     .msg_control = ccbuf,
-			     .msg_controllen = sizeof(ccbuf)};
-	ssize_t n = pr > 0 ? recvmsg(conn, &mh2, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) : -1;
-	struct cmsghdr *c2 = n == sizeof(nspid) ? CMSG_FIRSTHDR(&mh2) : NULL;
-	if (!c2 || c2->cmsg_level != SOL_SOCKET || c2->cmsg_type != SCM_CREDENTIALS)
+	_cleanup_fd_ int master = -1;
+	if (recv_hello(conn, &nspid, &uc, &master) < 0 || (o->pty && master < 0))
 		return err_set(e, ERR_UNAVAILABLE, EPROTO,
 			       "the sandbox could not start the process (at its pids limit?)");
-	memcpy(&uc, CMSG_DATA(c2), sizeof(uc));
 	/* SECURITY: the kernel checked the pid the child claimed (it may only
 	 * name itself) and translated it; 0 means it is not in our pid
 	 * namespace's view. */
 	if (uc.pid <= 1 || !in_sandbox(uc.pid, t->container_id))
 		return err_set(e, ERR_INTERNAL, EPROTO, "exec agent: no usable pid");
+	if (o->pty && pty_setup(master, o) < 0)
+		return err_set(e, ERR_INTERNAL, EPROTO, "exec agent: not a terminal's master");
 	if (run_cgroup_attach(&r->cg, uc.pid, e) < 0)
 		return err_code(e);
 	if (write_all(conn, "g", 1) < 0)
 		return err_set(e, ERR_INTERNAL, EPIPE, "the sandbox's exec agent went away");
 	r->pid = nspid;
 	r->agent_fd = TAKE_FD(conn);
+	if (o->pty)
+		r->so.fd = TAKE_FD(master);
 	return 0;
 }
 

@@ -6,9 +6,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 
@@ -269,4 +272,71 @@ void process_logs_release(struct process_logs *l)
 	free(l->out);
 	free(l->err);
 	l->out = l->err = NULL;
+}
+
+/* Writes to a dup of the run's stdin made under the lock, so that the
+ * owner closing its own fd at the run's end never closes ours under us. */
+static int write_until(int fd, const char *p, size_t len, long long until, size_t *written)
+{
+	*written = 0;
+	while (*written < len) {
+		ssize_t n = write(fd, p + *written, len - *written);
+		if (n > 0) {
+			*written += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EPIPE)
+			return -EPIPE;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		long long left = until - clock_mono_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pf = {fd, POLLOUT, 0};
+		poll(&pf, 1, (int)(left > 1000 ? 1000 : left));
+	}
+	return 0;
+}
+
+int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_t len,
+		     int close_after, int timeout_ms, size_t *written, struct err *e)
+{
+	*written = 0;
+	pthread_mutex_lock(&t->mu);
+	struct process_run *r = find_locked(t, pid);
+	int fd = -1, found = r != NULL, open_in = r && !r->bg_finished && r->in_fd >= 0;
+	if (open_in && len)
+		fd = fcntl(r->in_fd, F_DUPFD_CLOEXEC, 3);
+	if (open_in && close_after && !len) {
+		close(r->in_fd);
+		r->in_fd = -1;
+	}
+	pthread_mutex_unlock(&t->mu);
+	if (!found)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no background process %d", (int)pid);
+	if (!open_in)
+		return err_set(e, ERR_CONFLICT, EPIPE,
+			       "process %d has no open stdin (started without \"stdin\": true, "
+			       "closed, or ended)",
+			       (int)pid);
+	if (!len)
+		return 0;
+	if (fd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "dup");
+	int rc = write_until(fd, data, len, clock_mono_ms() + timeout_ms, written);
+	close(fd);
+	if (rc == -EPIPE)
+		return err_set(e, ERR_CONFLICT, EPIPE, "process %d closed its stdin", (int)pid);
+	if (rc == -ETIMEDOUT)
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+			       "process %d took %zu of %zu bytes in %d ms", (int)pid, *written, len,
+			       timeout_ms);
+	if (rc < 0)
+		return err_sys(e, ERR_INTERNAL, -rc, "writing to the stdin of process %d",
+			       (int)pid);
+	if (close_after) {
+		size_t none;
+		return process_bg_stdin(t, pid, NULL, 0, 1, 0, &none, e);
+	}
+	return 0;
 }

@@ -129,6 +129,14 @@ struct runtime_exec {
 int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_exec *x,
 		       pid_t *client_pid, struct err *e);
 
+/* A TCP connection to 127.0.0.1:`port` inside the network namespace of
+ * the container whose init is `pid` (runtime_netns.c): the socket is made
+ * in that namespace, so it works whatever the sandbox's network mode, and
+ * the sandbox never needs a route to the host.  Waits up to `timeout_ms`
+ * for the connect.  ERR_BAD_GATEWAY when nothing accepts there; the fd
+ * (blocking, O_CLOEXEC, TCP_NODELAY) is the caller's. */
+int runtime_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e);
+
 /* ---- the root filesystem (runtime_image.c) ---- */
 
 /* image: the sandbox's root filesystem.

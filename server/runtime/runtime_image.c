@@ -312,6 +312,51 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	return r;
 }
 
+/* Chromium (Debian's package) as a user types it: /usr/bin/chromium, the
+ * wrapper, sources every file in /etc/chromium.d (and stops when there is
+ * none) and passes $CHROMIUM_FLAGS, split on blanks, to the real binary.
+ * The flags fit a sandbox: no user namespaces for its own sandbox, no GLX
+ * in Xvfb, a 64 MiB /dev/shm, no D-Bus (whose errors would be all it
+ * logs), nothing sent to outside services unasked, the profile in the
+ * home directory, and DevTools on the sandbox's own loopback for
+ * deskboxd's CDP route (docs/browser.md).  Later flags on the command line
+ * win over these. */
+#define CHROMIUM_WRAPPER "/usr/bin/chromium"
+static const char chromium_flags[] =
+    "# Written by deskbox for its sandboxes; see deskbox's docs/browser.md.\n"
+    "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --disable-gpu --disable-dev-shm-usage\"\n"
+    "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-first-run --no-default-browser-check"
+    " --password-store=basic --log-level=3\"\n"
+    "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --disable-background-networking --disable-component-update"
+    " --disable-sync --disable-breakpad --metrics-recording-only --disable-domain-reliability"
+    " --disable-client-side-phishing-detection --disable-default-apps --no-pings"
+    " --disable-features=Translate,MediaRouter,OptimizationHints\"\n"
+    "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --user-data-dir=${HOME:-/home/user}/.config/chromium\"\n"
+    "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --remote-debugging-port=9222"
+    " --remote-debugging-address=127.0.0.1\"\n"
+    "export CHROMIUM_FLAGS\n";
+
+/* The flags above, and x-www-browser (which xdg-open falls back to) leading
+ * to chromium whatever the host chose, when the host's /usr has it. */
+static int browser_etc(struct builder *b)
+{
+	if (access(CHROMIUM_WRAPPER, X_OK) < 0)
+		return 0;
+	static const char *const links[] = {"etc/alternatives/x-www-browser",
+					    "etc/alternatives/gnome-www-browser"};
+	int r = make_dir(b, "etc/chromium.d", 0755);
+	r = r ?: make_text(b, "etc/chromium.d/deskbox", chromium_flags);
+	r = r ?: make_dir(b, "etc/alternatives", 0755);
+	for (size_t i = 0; r == 0 && i < sizeof(links) / sizeof(links[0]); i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", b->root, links[i]);
+		if (unlink(p) < 0 && errno != ENOENT)
+			return err_sys(b->e, ERR_INTERNAL, errno, "removing '%s'", p);
+		r = make_link(b, links[i], CHROMIUM_WRAPPER);
+	}
+	return r;
+}
+
 static int build_tree(struct builder *b, const char *state_dir)
 {
 	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
@@ -342,6 +387,7 @@ static int build_tree(struct builder *b, const char *state_dir)
 	}
 	int r = generate_etc(b, state_dir);
 	r = r ?: copy_allowlist(b);
+	r = r ?: browser_etc(b);
 	/* Without the host's font cache every new desktop rebuilds it: openbox
 	 * then spends ~1.5 s of CPU at start (measured), which is most of a
 	 * create under load.  The cache describes the same read-only /usr. */

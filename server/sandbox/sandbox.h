@@ -198,6 +198,13 @@ void sandbox_unuse(struct sandbox *sb);
  * caller closes).  Call between sandbox_use() and sandbox_unuse(). */
 int sandbox_vnc_connect(const struct sandbox *sb, struct err *e);
 
+/* A TCP connection to 127.0.0.1:`port` inside the sandbox, made from its
+ * own network namespace (runtime_connect_inside), whatever its network
+ * mode.  Returns the fd (caller closes); ERR_BAD_GATEWAY when nothing
+ * accepts within `timeout_ms`.  Call between sandbox_use() and
+ * sandbox_unuse(); the connection may outlive that. */
+int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, struct err *e);
+
 const char *sandbox_id(const struct sandbox *sb);
 const char *sandbox_container_id(const struct sandbox *sb);
 const char *sandbox_dir(const struct sandbox *sb);

@@ -101,6 +101,16 @@ int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
 	return vnc_connect(sb, e);
 }
 
+int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, struct err *e)
+{
+	pthread_mutex_lock(&sb->mu);
+	pid_t pid = sb->init_pid;
+	pthread_mutex_unlock(&sb->mu);
+	int fd = -1;
+	int r = runtime_connect_inside(pid, port, timeout_ms, &fd, e);
+	return r < 0 ? r : fd;
+}
+
 /* Connects a new bridge to the sandbox's VNC server; returns at once. */
 static int capture_begin(struct sandbox *sb, struct capture **out, struct err *e)
 {

@@ -16,6 +16,7 @@
 
 struct vnc_token {
 	char hash[2 * SHA1_DIGEST_SIZE + 1]; /* hex SHA-1 of the token */
+	char scope[VNC_SCOPE_MAX + 1];	     /* "": the desktop */
 	int view_only;
 	long long expires_at;
 	unsigned id;
@@ -138,6 +139,14 @@ int vnc_is_api_token(const struct vnc *v, const char *token)
 int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
 		     long long *expires_at, struct err *e)
 {
+	return vnc_token_create_scoped(v, sid, "", view_only, ttl_s, token, expires_at, e);
+}
+
+int vnc_token_create_scoped(struct vnc *v, const char *sid, const char *scope, int view_only,
+			    long long ttl_s, char *token, long long *expires_at, struct err *e)
+{
+	if (strlen(scope) > VNC_SCOPE_MAX)
+		return err_set(e, ERR_INVALID, EINVAL, "viewer token scope too long");
 	char hash[2 * SHA1_DIGEST_SIZE + 1];
 	do {
 		if (fs_random_hex(token, VNC_TOKEN_HEX / 2, e) < 0)
@@ -162,6 +171,7 @@ int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long tt
 	}
 	struct vnc_token *t = &en->tokens[en->n_tokens++];
 	memcpy(t->hash, hash, sizeof(hash));
+	snprintf(t->scope, sizeof(t->scope), "%s", scope);
 	t->view_only = view_only;
 	t->expires_at = now + ttl_s;
 	t->id = v->next_id++;
@@ -219,6 +229,12 @@ int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct e
 int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vnc_grant *g,
 		    struct err *e)
 {
+	return vnc_token_check_scoped(v, sid, "", token, g, e);
+}
+
+int vnc_token_check_scoped(struct vnc *v, const char *sid, const char *scope, const char *token,
+			   struct vnc_grant *g, struct err *e)
+{
 	if (!token || !*token)
 		return err_set(e, ERR_UNAUTHORIZED, 0, "a viewer token is required");
 	if (strlen(token) > VNC_TOKEN_MAX_LEN)
@@ -232,6 +248,10 @@ int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vn
 		entry_expire(en, now_s());
 		i = token_lookup(en, hash);
 	}
+	/* A token opens what it was made for only: a terminal's token not
+	 * the desktop, nor another terminal. */
+	if (i >= 0 && strcmp(en->tokens[i].scope, scope) != 0)
+		i = -1;
 	if (i >= 0) {
 		g->view_only = en->tokens[i].view_only;
 		g->expires_at = en->tokens[i].expires_at;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "server/process/process.h"
 
 /* The longest sandbox id a viewer may be bound to (server/sandbox/ ids are
  * 32 hex characters). */
@@ -52,6 +53,13 @@ void vnc_free(struct vnc *v);
 int vnc_token_create(struct vnc *v, const char *sid, int view_only, long long ttl_s, char *token,
 		     long long *expires_at, struct err *e);
 
+/* The same for one part of the sandbox only: `scope` names it ("" is the
+ * desktop, "terminal/<tid>" one terminal); a token is accepted only where
+ * its scope is asked for (vnc_token_check_scoped). */
+#define VNC_SCOPE_MAX 48
+int vnc_token_create_scoped(struct vnc *v, const char *sid, const char *scope, int view_only,
+			    long long ttl_s, char *token, long long *expires_at, struct err *e);
+
 /* Revokes a token of `sid` and disconnects the viewers using it.
  * ERR_NOT_FOUND when there is no such live token. */
 int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct err *e);
@@ -61,6 +69,9 @@ int vnc_token_revoke(struct vnc *v, const char *sid, const char *token, struct e
  * expired or revoked. */
 int vnc_token_check(struct vnc *v, const char *sid, const char *token, struct vnc_grant *g,
 		    struct err *e);
+
+int vnc_token_check_scoped(struct vnc *v, const char *sid, const char *scope, const char *token,
+			   struct vnc_grant *g, struct err *e);
 
 /* 1 when `token` is the API token (constant time). */
 int vnc_is_api_token(const struct vnc *v, const char *token);
@@ -92,6 +103,32 @@ struct vnc_session_opts {
 };
 void vnc_session_run(const struct vnc_session_opts *o);
 
+/* ---- terminals (viewer_term.c, viewer_term_page.c) ---- */
+
+struct process_term_client;
+
+/* One terminal client over a WebSocket on `ws_fd` (after the 101); the
+ * protocol is in viewer_term.c and docs/terminals.md.  Runs until the
+ * browser leaves, the terminal ends, `stop_fd` becomes readable (-1: none)
+ * or the grant expires.  Owns neither the fd nor the client. */
+struct vnc_term_session_opts {
+	int ws_fd, stop_fd;
+	int view_only;
+	long long expires_at; /* unix seconds, 0: none */
+	const char *extra;
+	size_t extra_len;
+	struct process_term_client *client;
+	const char *sid; /* for log lines */
+};
+void vnc_term_session_run(const struct vnc_term_session_opts *o);
+
+/* The terminal page (xterm.js, built in): "%s" in the template stands for
+ * "1" (view-only) or "0".  malloc'd, NULL without memory. */
+char *vnc_term_page_render(int view_only, size_t *len);
+/* The files next to the page ("xterm.js", "xterm.css", "addon-fit.js",
+ * "terminal.js"), built in: NULL for any other name. */
+const char *vnc_term_static(const char *name, size_t *len, const char **type);
+
 /* ---- the viewer page (viewer_page.c) ---- */
 
 /* vnc_page: the viewer page and its script, built into deskboxd.  The page
@@ -106,5 +143,31 @@ char *vnc_page_render(int view_only, size_t *len);
  * next to the page). */
 extern const char vnc_page_css[];
 extern const char vnc_page_js[];
+
+/* ---- share tokens for ports (viewer_share.c) ---- */
+
+/* shares: tokens that open one port of one sandbox (its
+ * /v1/sandboxes/{id}/ports/{port}/ URLs) without the API token, so a link
+ * works in any browser.  Like viewer tokens: 256 random bits in hex, only
+ * a SHA-256 kept, in memory, valid until expired or revoked. */
+#define SHARE_MAX_TOKENS      256
+#define SHARE_MAX_PER_SANDBOX 32
+
+struct shares;
+
+int shares_new(struct shares **out, struct err *e);
+void shares_free(struct shares *s);
+/* A new token for `port` of `sid`, valid `ttl_s` seconds; `token`
+ * receives VNC_TOKEN_HEX + 1 bytes.  ERR_LIMIT past the caps. */
+int share_token_create(struct shares *s, const char *sid, unsigned port, long long ttl_s,
+		       char *token, long long *expires_at, struct err *e);
+/* 0 when `token` is live for exactly (sid, port), else ERR_UNAUTHORIZED. */
+int share_token_check(struct shares *s, const char *sid, unsigned port, const char *token,
+		      struct err *e);
+/* ERR_NOT_FOUND when no such live token. */
+int share_token_revoke(struct shares *s, const char *sid, unsigned port, const char *token,
+		       struct err *e);
+/* Forgets expired tokens and those of sandboxes for which alive() is 0. */
+void shares_sweep(struct shares *s, int (*alive)(void *cls, const char *sid), void *cls);
 
 #endif

@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
@@ -137,6 +139,18 @@ def test_desktop(t, cli, sid, tmp):
     rc, out, _ = cli("vnc", sid, "--view-only")
     t.ok(rc == 0 and out.startswith(cli.env["DESKBOX_URL"] + "/v1/sandboxes/" + sid + "/vnc/?token="),
          "vnc prints a full viewer URL", out)
+    rc, out, _ = cli("port", sid, "8765", "--ttl", "60")
+    url = out.strip()
+    t.ok(rc == 0 and url.startswith(cli.env["DESKBOX_URL"] + "/v1/sandboxes/" + sid +
+                                    "/ports/8765/?deskbox_token="), "port prints a share URL", out)
+    try:
+        status = urllib.request.urlopen(url, timeout=30).status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    # Nothing listens on 8765: 502 from the proxy, not 401, so the share
+    # token alone got through.
+    t.eq(status, 502, "the share URL needs no API token")
+    t.eq(cli("port", sid, "70000")[0], 2, "port with a bad port number exits 2")
 
 
 def test_lifecycle(t, cli, srv):

@@ -49,7 +49,7 @@ def raw_checks(t, srv, sid):
     r = rpc(srv, path, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h)
     t.ok(r.status == 202 and r.body == b"", "notifications/initialized: 202, no body", (r.status, r.body))
     r = rpc(srv, path, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, h)
-    t.ok(r.status == 200 and len(r.json()["result"]["tools"]) == 14, "tools/list in the session", r.body[:300])
+    t.ok(r.status == 200 and len(r.json()["result"]["tools"]) == 15, "tools/list in the session", r.body[:300])
 
     r = rpc(srv, path, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
             {"Mcp-Session-Id": "0" * 32})

@@ -28,6 +28,7 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SPEC = os.path.join(TOP, "docs", "openapi.yaml")
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 ACTION_ROUTE = "/v1/sandboxes/{id}/desktop/{action}"
+ANY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
 def table_routes():
@@ -35,17 +36,23 @@ def table_routes():
     src = open(os.path.join(TOP, "server", "api", "api_routes.c")).read()
     sb = re.search(r'#define SB "([^"]+)"', src).group(1)
     routes = {}
-    for m in re.finditer(r'\b(ROUTE|STREAM)\("([A-Z]+)",\s*((?:SB\s*)?(?:"[^"]*")?)\s*,([^)]*)\)',
-                         src):
+    for m in re.finditer(r'\b(ROUTE|STREAM|PROXY)\((?:"([A-Z]+|\*)",\s*)?'
+                         r'((?:SB\s*)?(?:"[^"]*")?)\s*,([^)]*)\)', src):
         kind, method, pat, rest = m.groups()
+        if kind == "PROXY":
+            method = "*"
+        elif method is None:
+            continue
         path = ""
         if pat.startswith("SB"):
             path = sb
             pat = pat[2:].strip()
         if pat:
             path += pat.strip('"')
-        no_auth = kind == "ROUTE" and "HTTP_NO_AUTH" in rest
-        routes[(method, path)] = no_auth
+        no_auth = kind == "PROXY" or (kind == "ROUTE" and "HTTP_NO_AUTH" in rest)
+        # "*" takes any method: the spec lists the usual ones.
+        for mm in ANY_METHOD if method == "*" else [method]:
+            routes[(mm, path)] = no_auth
     return routes
 
 

@@ -19,7 +19,7 @@ SDK = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "clien
 
 # Runs inside the venv; prints "CHECK 1|0 name [detail]" per check.
 SCRIPT = r'''
-import hashlib, io, os, struct, sys, time
+import hashlib, io, os, struct, sys, time, urllib.error, urllib.request
 import deskbox
 from deskbox import Deskbox, DeskboxError, NotFound, Unauthorized
 
@@ -134,6 +134,15 @@ try:
     # Only "none" here: other modes change this machine's network
     # namespace (test_network.py tests them in namespaces of its own).
     check(sbx.set_network("none").info["network"] == "none", "set_network")
+    url = sbx.port_url(8765, ttl_s=60)
+    try:
+        status = urllib.request.urlopen(url, timeout=30).status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    check(url.startswith(box.url + "/v1/sandboxes/" + sbx.id + "/ports/8765/?deskbox_token=")
+          and status == 502, "port_url opens the port without the API token (502: nothing there)",
+          (url, status))
+    check(sbx.cdp_url() == box.url + "/v1/sandboxes/" + sbx.id + "/browser/cdp", "cdp_url")
     sbx.stop()
     check(sbx.status == "stopped", "stop")
     sbx.start()

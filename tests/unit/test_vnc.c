@@ -34,6 +34,38 @@ static int on_control(void *cls, int op, const unsigned char *p, size_t n)
 	return 0;
 }
 
+/* Text messages next to a sink for the rest. */
+struct text_sink {
+	struct sink *s;
+	char text[64];
+	size_t len;
+	int ends;
+};
+
+static int on_text(void *cls, const unsigned char *p, size_t n, int end)
+{
+	struct text_sink *t = cls;
+	if (end) {
+		t->ends++;
+		return 0;
+	}
+	if (t->len + n > sizeof(t->text))
+		return -1;
+	memcpy(t->text + t->len, p, n);
+	t->len += n;
+	return 0;
+}
+
+static int on_data_ts(void *cls, const unsigned char *p, size_t n)
+{
+	return on_data(((struct text_sink *)cls)->s, p, n);
+}
+
+static int on_control_ts(void *cls, int op, const unsigned char *p, size_t n)
+{
+	return on_control(((struct text_sink *)cls)->s, op, p, n);
+}
+
 /* A masked client frame. */
 static size_t client_frame(unsigned char *out, int fin, int op, const void *payload, size_t n)
 {
@@ -58,7 +90,7 @@ static size_t client_frame(unsigned char *out, int fin, int op, const void *payl
 static int parse_bytewise(struct ws_parser *ps, unsigned char *buf, size_t n, struct sink *s,
 			  int *code)
 {
-	struct ws_handler h = {on_data, on_control, s};
+	struct ws_handler h = {on_data, on_control, s, NULL};
 	for (size_t i = 0; i < n; i++) {
 		int r = ws_parse(ps, buf + i, 1, &h, code);
 		if (r < 0)
@@ -130,6 +162,33 @@ int main(void)
 	ok(parse_bytewise(&ps, buf, n, &s, &code) == WS_ERR_PROTOCOL &&
 	       code == WS_CLOSE_UNSUPPORTED,
 	   "text frame refused");
+	{
+		/* With a text handler: a fragmented text message with a binary
+		 * message after it, byte by byte. */
+		struct text_sink ts = {0};
+		struct ws_handler th = {on_data, on_control, &s, on_text};
+		memset(&s, 0, sizeof(s));
+		ts.s = &s;
+		th.cls = &ts;
+		th.data = on_data_ts;
+		th.control = on_control_ts;
+		n = client_frame(buf, 0, WS_OP_TEXT, "{\"type\":", 8);
+		n += client_frame(buf + n, 1, WS_OP_CONT, "\"resize\"}", 10);
+		n += client_frame(buf + n, 1, WS_OP_BINARY, "ab", 2);
+		ws_parser_init(&ps);
+		int r = 0;
+		for (size_t i = 0; i < n && r == 0; i++)
+			r = ws_parse(&ps, buf + i, 1, &th, &code);
+		is_int(r, 0, "text message with a handler parses");
+		ok(ts.len == 18 && memcmp(ts.text, "{\"type\":\"resize\"}", 18) == 0 && ts.ends == 1,
+		   "text payload reassembled, its end reported once");
+		ok(s.len == 2 && memcmp(s.data, "ab", 2) == 0, "the binary message after it is data");
+		n = client_frame(buf, 0, WS_OP_TEXT, "a", 1);
+		n += client_frame(buf + n, 1, WS_OP_BINARY, "b", 1);
+		ws_parser_init(&ps);
+		ok(ws_parse(&ps, buf, n, &th, &code) == WS_ERR_PROTOCOL,
+		   "a new message inside a fragmented text message refused");
+	}
 	n = client_frame(buf, 1, WS_OP_BINARY, "a", 1);
 	buf[0] |= 0x40;
 	ws_parser_init(&ps);

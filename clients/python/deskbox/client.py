@@ -74,6 +74,20 @@ class Sandbox:
                          body={"view_only": view_only, "ttl_s": ttl_s})
         return self._t.url + j["url"]
 
+    def port_url(self, port: int, ttl_s: int = 3600) -> str:
+        """A URL for 127.0.0.1:port inside the sandbox (an app, a dev
+        server) that works in any browser without the API token, with a
+        fresh share token for that port."""
+        j = self._t.json("POST", "%s/ports/%d/tokens" % (self._base, int(port)),
+                         body={"ttl_s": ttl_s})
+        return self._t.url + j["url"]
+
+    def cdp_url(self) -> str:
+        """The endpoint for Playwright's connectOverCDP / puppeteer's
+        browserURL (send the API token as a bearer header); start the
+        browser first with desktop.browser()."""
+        return self._t.url + self._base + "/browser/cdp"
+
 
 def _size(v: Optional[Tuple[int, int]]) -> Optional[Dict[str, int]]:
     return None if v is None else {"width": int(v[0]), "height": int(v[1])}

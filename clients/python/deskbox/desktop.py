@@ -95,6 +95,13 @@ class Desktop:
         {"pid", "window", "timed_out"}."""
         return self._post("launch", {"argv": list(argv), "timeout_ms": timeout_ms})
 
+    def browser(self, url: Optional[str] = None,
+                timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Starts chromium on url (default about:blank), or opens url in a
+        new tab of the running one, and returns once its window is up:
+        {"window", "started", "url"} (and "pid" when started)."""
+        return self._post("browser", {"url": url, "timeout_ms": timeout_ms})
+
     def clipboard(self) -> str:
         return self._t.json("GET", self._base + "/clipboard")["text"]
 
