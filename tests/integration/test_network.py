@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -130,6 +131,50 @@ def start_internet(inet):
     return [http, dns]
 
 
+# Addresses only the test's world uses: a packet to or from one of them on
+# an interface of the machine's own namespace would have left the world.
+# Exact addresses for the documentation ranges: the machine itself may talk
+# to others in them (this one does, to 203.0.113.80).
+WORLD_NETS = [("10.231.0.0", 16), ("100.127.0.0", 30)] + [
+    (a, 32) for a in (SITE_A, SITE_B, PORTED, DNS)]
+
+
+def in_world(addr):
+    a = int.from_bytes(addr, "big")
+    for net, bits in WORLD_NETS:
+        n = int.from_bytes(socket.inet_aton(net), "big")
+        if a >> (32 - bits) == n >> (32 - bits):
+            return True
+    return False
+
+
+def watch_host(path, stop):
+    """Notes in `path` every IPv4 packet of the machine's own namespace
+    (every interface but lo) from or to the world's addresses, until
+    `stop` is set.  The socket is open before this returns."""
+    # ETH_P_ALL: a socket for one protocol sees only what comes in, not
+    # what goes out.
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0003))
+    s.settimeout(0.2)
+    open(path, "w").close()
+
+    def run():
+        with s:
+            while not stop.is_set():
+                try:
+                    data, addr = s.recvfrom(65535)
+                except socket.timeout:
+                    continue
+                if addr[0] != "lo" and addr[1] == 0x0800 and len(data) >= 20 and (
+                        in_world(data[12:16]) or in_world(data[16:20])):
+                    with open(path, "a") as f:
+                        f.write("%s %s -> %s\n" % (addr[0], socket.inet_ntoa(data[12:16]),
+                                                   socket.inet_ntoa(data[16:20])))
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
 def outer():
     dbx.require_root_and_tools()
     for tool in ("ip", "nsenter", "dnsmasq", "nft"):
@@ -138,6 +183,8 @@ def outer():
     tag = uuid.uuid4().hex[:8]
     host, inet = world_names(tag)  # removed at the end whatever was made
     procs = []
+    leaks = "/tmp/dbxt-%s.leaks" % tag
+    stop, watcher = threading.Event(), None
     try:
         try:
             build_world(tag)
@@ -145,11 +192,19 @@ def outer():
             dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
                 " ".join(e.cmd), (e.stderr or "").strip()))
         procs = start_internet(inet)
-        env = dict(os.environ, DBX_NETTEST_INNER=host)
+        env = dict(os.environ, DBX_NETTEST_INNER=host, DBX_NETTEST_LEAKS=leaks)
+        watcher = watch_host(leaks, stop)
         r = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--",
                             sys.executable, os.path.abspath(__file__)], env=env)
         return r.returncode
     finally:
+        stop.set()
+        if watcher:
+            watcher.join()
+        try:
+            os.unlink(leaks)
+        except OSError:
+            pass
         for p in procs:
             p.kill()
             p.wait()
@@ -429,6 +484,9 @@ def inner():
          clean)
     check_pool(t, args)
     only_world_routes(t)
+    with open(os.environ["DBX_NETTEST_LEAKS"]) as f:
+        seen = f.read().splitlines()
+    t.ok(not seen, "the machine's own interfaces carried no packet of the test's world", seen[:5])
     t.done()
 
 
