@@ -71,6 +71,9 @@ static int parse_dns(struct network *n, struct err *e)
 	}
 	if (!n->n_dns)
 		host_resolvers(n);
+	if (!n->n_dns)
+		log_msg(LOG_LEVEL_WARN, "no upstream DNS server (none in /etc/resolv.conf): "
+					"sandboxes' lookups will fail; use --dns-server");
 	return 0;
 }
 
