@@ -52,7 +52,29 @@ int cli_env_add(cJSON *env, const char *kv)
 	return 0;
 }
 
-enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV };
+enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV, OPT_NETWORK };
+
+/* --network none|internet, or an allow list "NAME,CIDR,ADDR:PORT,...". */
+static int network_opt(cJSON *body, const char *arg)
+{
+	if (!*arg)
+		return -1;
+	cJSON_DeleteItemFromObjectCaseSensitive(body, "network");
+	if (!strcmp(arg, "none") || !strcmp(arg, "internet")) {
+		cJSON_AddStringToObject(body, "network", arg);
+		return 0;
+	}
+	cJSON *allow = cJSON_AddArrayToObject(cJSON_AddObjectToObject(body, "network"), "allow");
+	for (const char *p = arg; *p;) {
+		size_t n = strcspn(p, ",");
+		char *entry = strndup(p, n);
+		if (entry && *entry)
+			cJSON_AddItemToArray(allow, cJSON_CreateString(entry));
+		free(entry);
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
 
 static int create_opt(void *ctx, int opt, const char *arg)
 {
@@ -80,6 +102,8 @@ static int create_opt(void *ctx, int opt, const char *arg)
 			env = cJSON_AddObjectToObject(body, "env");
 		return cli_env_add(env, arg);
 	}
+	case OPT_NETWORK:
+		return network_opt(body, arg);
 	}
 	return -1;
 }
@@ -90,6 +114,7 @@ int cli_cmd_create(struct cli *c, int argc, char **argv)
 					     {"agent-display", required_argument, NULL, OPT_AGENT},
 					     {"memory", required_argument, NULL, OPT_MEMORY},
 					     {"env", required_argument, NULL, OPT_ENV},
+					     {"network", required_argument, NULL, OPT_NETWORK},
 					     {0}};
 	cJSON *body = cJSON_CreateObject();
 	int first, rc = cli_parse(c, argc, argv, opts, create_opt, body, &first);

@@ -494,6 +494,9 @@ def main():
         print("bench took %.0f s" % (time.time() - t_start))
     finally:
         srv.cleanup()
+    # ---- networks, in namespaces of their own (scripts/bench_network.py) ----
+    import bench_network
+    bench_network.run(report, QUICK)
     out = os.path.join(dbx.BUILD, "bench.json")
     with open(out, "w") as f:
         json.dump({"time": time.time(), "results": RESULTS}, f, indent=1)

@@ -10,6 +10,7 @@ crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-
 fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 xfsprogs
+nftables dnsmasq-base libnftables-dev libmnl-dev
 chromium"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs

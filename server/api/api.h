@@ -71,6 +71,7 @@ int api_template_delete(struct http_request *req, struct http_response *res, str
  * expanded request; `extra` gets the files and startup commands. */
 int api_template_expand(struct api *api, cJSON **body, struct sandbox_template_extra *extra,
 			struct err *e);
+int api_sandbox_network(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

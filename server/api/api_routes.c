@@ -44,6 +44,7 @@ const struct http_route api_routes[] = {
     ROUTE("GET", "/v1/templates", api_template_list, 0),
     ROUTE("GET", "/v1/templates/{name}", api_template_get, 0),
     ROUTE("DELETE", "/v1/templates/{name}", api_template_delete, 0),
+    ROUTE("PUT", SB "/network", api_sandbox_network, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -143,4 +144,24 @@ int api_sandbox_delete(struct http_request *req, struct http_response *res, stru
 		return err_code(e);
 	http_reply_empty(res, 204);
 	return 0;
+}
+
+/* PUT /v1/sandboxes/{id}/network {"network": ...} (docs/network.md). */
+int api_sandbox_network(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	struct sandbox *sb;
+	int r = cJSON_IsObject(body)
+		    ? sandbox_set_network(api->sandboxes, req->captures[0],
+					  cJSON_GetObjectItemCaseSensitive(body, "network"), &sb, e)
+		    : err_set(e, ERR_INVALID, EINVAL, "the body must be a JSON object");
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	cJSON *j = with_urls(sandbox_json(sb));
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
 }

@@ -297,8 +297,9 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	r = r ?: make_text(b, "etc/hosts", "127.0.0.1\tlocalhost deskbox\n::1\tlocalhost\n");
 	r = r
 		?: make_text(b, "etc/nsswitch.conf",
-			     "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+			     "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 			     "networks: files\nprotocols: files\nservices: files\n");
+	/* The mount point of the sandbox's own resolv.conf (its network). */
 	r = r ?: make_text(b, "etc/resolv.conf", "");
 	r = r ?: make_text(b, "etc/machine-id", machine_id);
 	r = r ?: make_text(b, "etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n");

@@ -69,6 +69,11 @@ struct sandbox {
 	 * found by id and not counted against max_sandboxes until claimed. */
 	int pooled;
 
+	/* Its network (sandbox_network.c) while attached, under op held
+	 * exclusively; its address under mu for the JSON view. */
+	struct network_attachment *net;
+	char net_addr[16];
+
 	struct sandbox *next;
 };
 
@@ -91,6 +96,15 @@ struct sandboxes {
 };
 
 extern const char *const sandbox_status_names[];
+
+/* A sandbox directory being deleted is first renamed to this prefix + id. */
+#define TRASH_PREFIX ".deleting-"
+
+/* A new sandbox object for `id` (not listed, no files touched). */
+struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id);
+/* Reads every sandbox under `dir` (<state>/sandboxes) into the registry
+ * (sandbox_load.c). */
+void sandbox_load_all(struct sandboxes *s, const char *dir);
 
 /* <dir>/<name> into buf. */
 void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *name);
@@ -201,6 +215,22 @@ void sandbox_thaw_quiet(struct sandbox *sb);
 /* Under the exclusive lock: freezes a running one / thaws a paused one. */
 int sandbox_pause_locked(struct sandbox *sb, struct err *e);
 int sandbox_resume_locked(struct sandbox *sb, struct err *e);
+/* ---- the network (sandbox_network.c), under op held exclusively ---- */
+/* Fills a spec that names no network with the server's default (none
+ * for a pooled sandbox). */
+int sandbox_net_resolve(struct sandbox *sb, int pooled, struct err *e);
+/* <dir>/resolv.conf: bind-mounted over the sandbox's /etc/resolv.conf. */
+void sandbox_net_resolv_path(const struct sandbox *sb, char *buf, size_t size);
+/* Attaches the running container per its spec (nothing for none); ready
+ * waits for its resolver; detach undoes attach (nothing if detached). */
+int sandbox_net_attach(struct sandbox *sb, struct err *e);
+int sandbox_net_ready(struct sandbox *sb, struct err *e);
+void sandbox_net_detach(struct sandbox *sb);
+/* A pooled sandbox's network at its claim, from the request's spec. */
+int sandbox_net_claim(struct sandbox *sb, const struct sandbox_spec *req, struct err *e);
+/* Adds "network" (as given), and "network_address" while attached. */
+void sandbox_net_json(struct sandbox *sb, cJSON *j);
+void sandbox_net_json_address(struct sandbox *sb, cJSON *j);
 
 /* ---- the monitor (sandbox_monitor.c) ---- */
 

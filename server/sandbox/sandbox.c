@@ -28,7 +28,6 @@
 
 #define RECONNECT_TIMEOUT_MS 3000
 /* A sandbox's directory while delete removes it (swept at start-up). */
-#define TRASH_PREFIX ".deleting-"
 
 const char *const sandbox_status_names[] = {
     [SANDBOX_CREATING] = "creating", [SANDBOX_RUNNING] = "running", [SANDBOX_STOPPED] = "stopped",
@@ -106,6 +105,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 	}
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
 	sandbox_timeout_json((struct sandbox *)sb, j);
+	sandbox_net_json((struct sandbox *)sb, j);
 	return j;
 }
 
@@ -157,7 +157,7 @@ static void procs_leave(void *cls)
 	sandbox_unuse(cls);
 }
 
-static struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
+struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 {
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
@@ -238,12 +238,14 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	}
 	sb->spec = *spec;
 	memset(spec->env, 0, sizeof(spec->env));
+	memset(&spec->network, 0, sizeof(spec->network));
 	if (sb->spec.disk_mb == SANDBOX_DISK_DEFAULT)
 		sb->spec.disk_mb = s->cfg.disk_mb;
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
 	sb->pooled = pooled;
-	if (sandbox_userns_claim(s, &sb->host_base, e) < 0) {
+	if (sandbox_net_resolve(sb, pooled, e) < 0 ||
+	    sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);
 	}
@@ -346,6 +348,16 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.on_timeout = req->on_timeout;
 	sb->spec.auto_resume = req->auto_resume;
 	pthread_mutex_unlock(&s->mu);
+	if (sandbox_net_claim(sb, req, e) < 0) {
+		/* Served cold instead (pool_take), where the error shows. */
+		pthread_mutex_lock(&s->mu);
+		s->count--;
+		sb->pooled = 1;
+		pthread_mutex_unlock(&s->mu);
+		pthread_rwlock_unlock(&sb->op);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: network at claim: %s", sb->id, e->msg);
+		return err_set(e, ERR_NOT_RUNNING, EAGAIN, "network at claim failed");
+	}
 	sandbox_timeout_arm(sb);
 	struct err e2 = ERR_INIT;
 	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
@@ -526,7 +538,9 @@ cJSON *sandbox_json(struct sandbox *sb)
 	enum sandbox_status st = sb->status;
 	memcpy(reason, sb->reason, sizeof(reason));
 	pthread_mutex_unlock(&sb->mu);
-	return spec_json(sb, st, reason);
+	cJSON *j = spec_json(sb, st, reason);
+	sandbox_net_json_address(sb, j);
+	return j;
 }
 
 void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1])
@@ -555,132 +569,6 @@ cJSON *sandboxes_json(struct sandboxes *s)
 }
 
 /* ---- opening and closing the registry ---- */
-
-/* The persisted uid range of a sandbox being loaded.  None (made before
- * user namespaces) or one that clashes: host_base stays 0 and
- * migrate_loaded() gives it a fresh one. */
-static void load_userns_base(struct sandboxes *s, struct sandbox *sb, const cJSON *v)
-{
-	if (!cJSON_IsNumber(v))
-		return;
-	double d = v->valuedouble;
-	int r = d >= 1 && d <= UINT32_MAX ? sandbox_userns_take(s, (uint32_t)d) : -EINVAL;
-	if (r == 0)
-		sb->host_base = (uint32_t)d;
-	else
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: unusable uid range %.0f: %s", sb->id, d,
-			strerror(-r));
-}
-
-/* Gives the loaded sandboxes without a uid range one (after all are loaded,
- * so no persisted range is handed out twice). */
-static void migrate_loaded(struct sandboxes *s)
-{
-	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
-		struct err e = ERR_INIT;
-		if (sb->host_base || !s->cfg.userns_base)
-			continue;
-		if (sandbox_userns_migrate(sb, &e) < 0 ||
-		    sandbox_persist(sb, SANDBOX_STOPPED, &e) < 0)
-			log_msg(LOG_LEVEL_WARN, "%s", e.msg);
-	}
-}
-
-/* A sandbox a stopping deskboxd left running ("detached" in its
- * sandbox.json) is taken over when its container still runs: 0 then. */
-static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
-{
-	const cJSON *det = cJSON_GetObjectItemCaseSensitive(j, "detached");
-	int paused = strcmp(st->valuestring, "paused") == 0;
-	if ((strcmp(st->valuestring, "running") != 0 && !paused) || !cJSON_IsObject(det))
-		return -1;
-	struct err e = ERR_INIT;
-	if (sandbox_adopt(sb, det, &e) < 0) {
-		log_msg(LOG_LEVEL_WARN, "sandbox %s was left %s, but %s", sb->id, st->valuestring,
-			e.msg);
-		return -1;
-	}
-	err_clear(&e);
-	if (paused) /* still frozen by its cgroup */
-		sb->status = SANDBOX_PAUSED;
-	if (sandbox_persist(sb, sb->status, &e) < 0)
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
-	log_msg(LOG_LEVEL_INFO, "sandbox %s: taken over, running (init pid %d)", sb->id,
-		(int)sb->init_pid);
-	return 0;
-}
-
-static int load_one(struct sandboxes *s, const char *id)
-{
-	struct err e = ERR_INIT;
-	struct sandbox *sb = sandbox_alloc(s, id);
-	if (!sb)
-		return -ENOMEM;
-	char path[PATH_MAX];
-	sandbox_path(sb, path, sizeof(path), "sandbox.json");
-	_cleanup_free_ char *text = NULL;
-	cJSON *j = NULL;
-	const cJSON *st = NULL;
-	if (fs_read_file(path, 1 << 20, &text, NULL, &e) == 0 && (j = cJSON_Parse(text)) &&
-	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
-	    strcmp(st->valuestring, "creating") != 0 &&
-	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooled")) &&
-	    sandbox_spec_parse(j, &sb->spec, &e) == 0) {
-		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
-		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
-		sandbox_disk_loaded(sb);
-		sandbox_timeout_load(sb, j);
-		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
-		if (load_adopt(sb, st, j) == 0) {
-			cJSON_Delete(j);
-			goto listed;
-		}
-		/* Whatever ran before this deskboxd started is gone or stale:
-		 * make sure of it, keep the files, report it stopped (or
-		 * failed, with its reason). */
-		sandbox_teardown_ex(sb, 1);
-		sandbox_sweep_uploads(sb);
-		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "reason");
-		sb->status = strcmp(st->valuestring, "failed") ? SANDBOX_STOPPED : SANDBOX_FAILED;
-		if (sb->status == SANDBOX_FAILED && cJSON_IsString(rs))
-			snprintf(sb->reason, sizeof(sb->reason), "%s", rs->valuestring);
-		if (sandbox_persist(sb, sb->status, &e) < 0)
-			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
-		cJSON_Delete(j);
-	listed:
-		pthread_mutex_lock(&s->mu);
-		sb->next = s->list;
-		s->list = sb;
-		s->count++;
-		pthread_mutex_unlock(&s->mu);
-		return 0;
-	}
-	/* Half-created (or unreadable): roll back. */
-	cJSON_Delete(j);
-	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s%s%s", id,
-		e.msg[0] ? ": " : "", e.msg);
-	err_clear(&e);
-	sandbox_teardown_ex(sb, 1);
-	if (fs_remove_tree(sb->dir, &e) < 0)
-		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
-	sandbox_put(sb);
-	return 0;
-}
-
-/* Finishes a delete a crash cut short. */
-static void sweep_trash(const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	struct err e = ERR_INIT;
-	/* Its overlay may still be mounted here if the crash came first. */
-	char rootfs[PATH_MAX];
-	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", path);
-	if (image_umount_rootfs(rootfs, &e) < 0 || fs_remove_tree(path, &e) < 0)
-		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
-	else
-		log_msg(LOG_LEVEL_INFO, "finished deleting '%s'", name + strlen(TRASH_PREFIX));
-}
 
 int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, struct err *e)
 {
@@ -713,22 +601,7 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		free(s);
 		return err_code(e);
 	}
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			if (strncmp(de->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)) == 0) {
-				sweep_trash(dir, de->d_name);
-				continue;
-			}
-			if (strlen(de->d_name) != SANDBOX_ID_LEN ||
-			    strspn(de->d_name, "0123456789abcdef") != SANDBOX_ID_LEN)
-				continue;
-			load_one(s, de->d_name);
-		}
-		closedir(d);
-	}
-	migrate_loaded(s);
+	sandbox_load_all(s, dir);
 	/* After the load: deadlines that passed while deskboxd was down fire
 	 * now. */
 	if (sandbox_timer_new(s, e) < 0) {

@@ -21,6 +21,7 @@
 
 #include "capture/capture.h"
 #include "common/error.h"
+#include "server/network/network.h"
 #include "server/runtime/runtime.h"
 
 #define SANDBOX_ID_LEN 32 /* hex characters: 128 random bits */
@@ -67,6 +68,10 @@ struct sandbox_spec {
 	/* "auto_resume": desktop and process calls resume a paused sandbox
 	 * instead of answering ERR_PAUSED. */
 	int auto_resume;
+	/* "network": "none" | "internet" | {"allow": [...]}; json NULL
+	 * when the request named none (the server's default, resolved at
+	 * create). */
+	struct network_policy network;
 };
 
 #define SANDBOX_TIMEOUT_DEFAULT (-1)
@@ -93,6 +98,9 @@ struct sandboxes_config {
 	/* Seconds a sandbox lives when its spec names no timeout_s; 0: no
 	 * limit (--default-timeout). */
 	int64_t default_timeout_s;
+	/* The host-wide network manager (server/network/network.h); NULL:
+	 * every sandbox has network none. */
+	struct network *network;
 };
 
 struct sandbox;
@@ -125,7 +133,7 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
  * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
- * "restart":"no"|"on-failure"}); on
+ * "restart":"no"|"on-failure", "network": see network.h}); on
  * failure nothing is left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
@@ -168,6 +176,12 @@ int sandbox_stop(struct sandboxes *s, const char *id, struct sandbox **out, stru
  * running one is not an error.  The caller gets a reference.  Stopping a
  * failed one makes it stopped (and ends automatic restarts). */
 int sandbox_start(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
+
+/* Changes the sandbox's network policy (`v`: the "network" value): a
+ * running sandbox gets it at once (attached, updated or detached), a
+ * stopped one at its next start; persisted.  The caller gets a reference. */
+int sandbox_set_network(struct sandboxes *s, const char *id, const cJSON *v, struct sandbox **out,
+			struct err *e);
 
 /* An O_PATH fd of the sandbox's "/" for the files API (server/files/files.h)
  * and the host ids of its user, for running and stopped sandboxes alike:

@@ -18,7 +18,9 @@
  * second loop device), the overlay is not (the container holds it; the
  * files API reaches the sandbox through its init's root, as for any
  * running sandbox), and /run/deskbox is reached through the init's root
- * too.  The mirror reconnects on the first screenshot.  A sandbox whose
+ * too.  Its network (docs/network.md) is taken down at the detach, since
+ * its filter needs a deskboxd, and attached again here.  The mirror
+ * reconnects on the first screenshot.  A sandbox whose
  * container ended meanwhile is stopped as after a crash.
  */
 #include "internal.h"
@@ -35,6 +37,9 @@ void sandbox_detach(struct sandbox *sb)
 	struct err e = ERR_INIT;
 	capture_free(sb->cap);
 	sb->cap = NULL;
+	/* Its link, filter and resolver go: with no deskboxd to keep the
+	 * filter, it has no network until the next one attaches it again. */
+	sandbox_net_detach(sb);
 	if (sandbox_log_detach(sb, &sb->log_keeper, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
 	err_clear(&e);
@@ -78,6 +83,10 @@ int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e)
 		if (r < 0)
 			goto fail;
 	}
+	struct err ne = ERR_INIT;
+	if (sandbox_net_attach(sb, &ne) < 0 || sandbox_net_ready(sb, &ne) < 0)
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: no network after the takeover: %s", sb->id,
+			ne.msg);
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(detached, "log_keeper");
 	struct err le = ERR_INIT;
 	if (!cJSON_IsNumber(k) || sandbox_log_adopt(sb, (pid_t)k->valuedouble, &le) < 0)

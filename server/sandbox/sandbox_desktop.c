@@ -183,6 +183,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	sb->cap = NULL;
 	/* Every run's own cgroup, before crun removes the sandbox's. */
 	process_table_kill_all(sb->procs, 0);
+	sandbox_net_detach(sb);
 	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
@@ -256,6 +257,10 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 			const char *userns, struct err *e)
 {
 	struct sandboxes *s = sb->owner;
+	char resolv[PATH_MAX];
+	sandbox_net_resolv_path(sb, resolv, sizeof(resolv));
+	if (network_resolv_prepare(resolv, e) < 0)
+		return err_code(e);
 	char display[64], vnc_env[32];
 	const char *env[SANDBOX_MAX_ENV + 8];
 	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
@@ -266,6 +271,8 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    {s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1},
 	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
 	    {run, "/run/deskbox", 0},
+	    /* The network's resolver, rewritten in place as it changes. */
+	    {resolv, "/etc/resolv.conf", 1},
 	};
 	/* With a user namespace the init runs as the container's root: apart
 	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
@@ -346,7 +353,7 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 		return runtime_userns_drop(userns), err_code(e);
 	int r = runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e);
 	runtime_userns_drop(userns); /* the container's processes keep it */
-	if (r < 0 || sandbox_monitor_watch(sb, e) < 0)
+	if (r < 0 || sandbox_monitor_watch(sb, e) < 0 || sandbox_net_attach(sb, e) < 0)
 		return err_code(e);
-	return connect_desktop(sb, e);
+	return connect_desktop(sb, e) ?: sandbox_net_ready(sb, e);
 }

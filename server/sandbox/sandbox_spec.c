@@ -15,6 +15,7 @@ void sandbox_spec_release(struct sandbox_spec *spec)
 		free(spec->env[i]);
 		spec->env[i] = NULL;
 	}
+	network_policy_release(&spec->network);
 }
 
 static int env_name_ok(const char *k)
@@ -65,6 +66,44 @@ static int parse_lifetime(const cJSON *req, struct sandbox_spec *spec, struct er
 	return args_bool(req, "auto_resume", 0, &spec->auto_resume, e);
 }
 
+/* "env": {K: V} into spec->env; on failure what was added is released. */
+static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
+	if (env && !cJSON_IsNull(env)) {
+		if (!cJSON_IsObject(env))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
+		size_t n = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, env)
+		{
+			if (n >= SANDBOX_MAX_ENV) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+					       SANDBOX_MAX_ENV);
+			}
+			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "bad env variable name '%.64s'", it->string);
+			}
+			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "env '%s' must be a string of at most 32768 bytes",
+					       it->string);
+			}
+			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
+				spec->env[n] = NULL;
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			n++;
+		}
+	}
+	return 0;
+}
+
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
 	memset(spec, 0, sizeof(*spec));
@@ -107,37 +146,13 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
-	if (env && !cJSON_IsNull(env)) {
-		if (!cJSON_IsObject(env))
-			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
-		size_t n = 0;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, env)
-		{
-			if (n >= SANDBOX_MAX_ENV) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
-					       SANDBOX_MAX_ENV);
-			}
-			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "bad env variable name '%.64s'", it->string);
-			}
-			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "env '%s' must be a string of at most 32768 bytes",
-					       it->string);
-			}
-			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
-				spec->env[n] = NULL;
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-			}
-			n++;
-		}
+	if (parse_env(req, spec, e) < 0)
+		return err_code(e);
+	/* Last: what failed before has no network to release. */
+	if (network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"), &spec->network,
+				 e) < 0) {
+		sandbox_spec_release(spec);
+		return err_code(e);
 	}
 	return 0;
 }

@@ -154,7 +154,12 @@ def test_desktop(t, cli, sid, tmp):
 
 
 def test_lifecycle(t, cli, srv):
-    rc, sid, err = cli("create", "--display", "800x600", "--memory", "512", "--env", "A=1")
+    # A bad allow entry is the server's 400 (other modes than none change
+    # this machine's namespace: test_network.py tests them).
+    rc, _, err = cli("create", "--network", "ok.test,bad name!")
+    t.ok(rc == 5 and "bad name!" in err, "create --network with a bad entry exits 5", (rc, err))
+    rc, sid, err = cli("create", "--display", "800x600", "--memory", "512", "--env", "A=1",
+                       "--network", "none")
     sid = sid.strip()
     if not t.ok(rc == 0 and len(sid) == 32, "create prints the new id", (rc, sid, err)):
         return None
@@ -164,7 +169,8 @@ def test_lifecycle(t, cli, srv):
     ids = [s["id"] for s in json.loads(out)["sandboxes"]] if rc == 0 else []
     t.ok(sid in ids, "ls --json is the server's JSON")
     rc, out, _ = cli("get", sid, "--json")
-    t.ok(rc == 0 and json.loads(out).get("memory_mb") == 512, "get --json (option after the id)")
+    t.ok(rc == 0 and json.loads(out).get("memory_mb") == 512 and
+         json.loads(out).get("network") == "none", "get --json (option after the id)")
     rc, out, _ = cli("get", sid)
     t.ok(rc == 0 and "status" in out and "running" in out, "get prints the fields", out)
     return sid

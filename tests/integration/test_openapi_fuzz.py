@@ -200,6 +200,12 @@ def make_safe(op_id, body, rnd):
         body["code"] = rnd.choice(SAFE_CODE)
     if op_id in ("exec", "codeRun") and isinstance(body.get("cwd"), str):
         body["cwd"] = rnd.choice(["/workspace", "/tmp", "/no/such/dir", body["cwd"]])
+    # A network other than none changes this machine's own network
+    # namespace (links, nftables, ip_forward): test_network.py tests those
+    # in namespaces it makes.  Here: none, or a value the server refuses.
+    if op_id == "setSandboxNetwork" and "network" in body:
+        body["network"] = rnd.choice(["none", "intranet", {"allow": []}, {"allow": ["bad name"]},
+                                      {"deny": ["x.test"]}, 7])
     if op_id == "browser":
         # Every valid URL (and none: about:blank) starts chromium or opens a tab in it, a
         # few hundred MB each; test_browser.py covers those.

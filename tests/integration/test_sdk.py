@@ -131,6 +131,9 @@ try:
 
     url = sbx.vnc_url(view_only=True)
     check(url.startswith(box.url + "/v1/sandboxes/" + sbx.id + "/vnc/?token="), "vnc_url", url)
+    # Only "none" here: other modes change this machine's network
+    # namespace (test_network.py tests them in namespaces of its own).
+    check(sbx.set_network("none").info["network"] == "none", "set_network")
     url = sbx.port_url(8765, ttl_s=60)
     try:
         status = urllib.request.urlopen(url, timeout=30).status

@@ -51,6 +51,14 @@ class Sandbox:
         self.info = self._t.json("POST", self._base + "/start", timeout=_CREATE_TIMEOUT_S)
         return self
 
+    def set_network(self, network: Any) -> "Sandbox":
+        """Changes the network policy: "none", "internet" or
+        {"allow": [names, networks, "addr:port"]} (docs/network.md); a
+        running sandbox gets it at once."""
+        self.info = self._t.json("PUT", self._base + "/network", body={"network": network},
+                                 timeout=_CREATE_TIMEOUT_S)
+        return self
+
     def delete(self, missing_ok: bool = False) -> None:
         """Deletes the sandbox: every process, mount and file of it."""
         try:
@@ -138,11 +146,13 @@ class Deskbox:
     def create(self, display: Optional[Tuple[int, int]] = None,
                memory_mb: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
                agent_display: Optional[Tuple[int, int]] = None,
-               pids_max: Optional[int] = None, cpu_millis: Optional[int] = None) -> Sandbox:
-        """Creates a sandbox; returns once its desktop is up."""
+               pids_max: Optional[int] = None, cpu_millis: Optional[int] = None,
+               network: Any = None) -> Sandbox:
+        """Creates a sandbox; returns once its desktop is up.  `network`:
+        "none", "internet" or {"allow": [...]} (default: the server's)."""
         body = {"display": _size(display), "agent_display": _size(agent_display),
                 "memory_mb": memory_mb, "env": dict(env) if env else None,
-                "pids_max": pids_max, "cpu_millis": cpu_millis}
+                "pids_max": pids_max, "cpu_millis": cpu_millis, "network": network}
         info = self._t.json("POST", "/v1/sandboxes",
                             body={k: v for k, v in body.items() if v is not None},
                             timeout=_CREATE_TIMEOUT_S)

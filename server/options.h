@@ -1,0 +1,44 @@
+/* options: deskboxd's command line and --config files (the long options
+ * and their defaults; deskboxd --help lists them).  Only main.c uses it. */
+#ifndef DESKBOX_SERVER_OPTIONS_H
+#define DESKBOX_SERVER_OPTIONS_H
+
+#include <stddef.h>
+
+#include "server/network/network.h"
+#include "server/sandbox/sandbox.h"
+
+struct options {
+	const char *listen;
+	const char *state_dir;
+	const char *token;
+	const char *runtime;
+	unsigned max_sandboxes;
+	int exec_timeout_default_s;
+	int exec_timeout_max_s;
+	size_t exec_max_output;
+	long long disk_quota_mb;
+	long long default_timeout_s;
+	long long userns_base;
+	int allow_shared_uid;
+	int stop_on_exit; /* --on-exit stop: SIGTERM stops the sandboxes */
+	struct pool_size pool[POOL_MAX_SIZES];
+	size_t n_pool;
+	unsigned max_connections, max_per_address, header_timeout_s, max_pending;
+	const char *tls_cert, *tls_key;
+	/* The sandboxes' network (docs/network.md). */
+	enum network_mode default_network;
+	const char *sandbox_subnet, *uplink;
+	const char *dns[NETWORK_MAX_DNS + 1];
+	size_t n_dns;
+	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
+	const char *templates_dir;
+};
+
+/* Fills `o` with the defaults, then reads --config files and the command
+ * line into it.  Prints usage or the problem to stderr: 0 to go on, 1 when
+ * --help was printed, -1 on a bad option.  Strings point into argv or into
+ * the config's text, kept until exit. */
+int options_parse(int argc, char **argv, struct options *o);
+
+#endif

@@ -1,0 +1,497 @@
+"""Network modes (docs/network.md), in a world of network namespaces this
+test makes, so that no packet leaves the machine:
+
+  "host"      deskboxd runs here (nsenter --net, the test's client code
+              too: the test runs itself again inside it); its only
+              interfaces are lo and up0, its only route leads to
+  "internet"  in0 (the other end of up0), holding HTTP servers on
+              203.0.113.0/24 and 198.51.100.0/24 (documentation ranges),
+              on 10.9.9.9 (a private address) and on 169.254.169.254 (the
+              metadata address), and a DNS server (dnsmasq) with test
+              names.
+
+Cases: internet reaches a server by name and by address, none cannot; an
+allowlist lets one name (and one address:port) through and refuses another
+by name (NXDOMAIN) and by address; from every mode, the API port on every
+address of the host namespace, another sandbox, 169.254.169.254 and a
+private address are unreachable (while the test itself reaches the last
+two through the same route, so the drop is the filter's); PUT network
+changes a running sandbox; 50 creates and deletes with internet leave the
+links, addresses, nftables and dnsmasq processes as they were; a kill -9
+of deskboxd with networked sandboxes and a restart leave nothing."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import dbx  # noqa: E402
+
+SITE_A, SITE_B = "203.0.113.10", "203.0.113.20"
+PORTED = "198.51.100.7"
+DNS = "198.51.100.53"
+PRIVATE, METADATA = "10.9.9.9", "169.254.169.254"
+HOST_UP, INET_UP = "100.127.0.2", "100.127.0.1"
+SERVED = [SITE_A, SITE_B, PORTED, PRIVATE, METADATA]
+
+HTTP_SERVER = r"""
+import http.server, socketserver, sys, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from %s:%d" % self.server.server_address).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+for spec in sys.argv[1:]:
+    host, port = spec.rsplit(":", 1)
+    s = S((host, int(port)), H)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
+# Run inside a sandbox: connect (by name or address), GET /, print one line.
+FETCH = r"""
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+try:
+    addr = socket.gethostbyname(host)
+except Exception as e:
+    print("DNSERR", type(e).__name__, e); sys.exit(0)
+try:
+    s = socket.create_connection((addr, port), timeout=float(sys.argv[3]))
+    s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+    s.settimeout(float(sys.argv[3]))
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b: break
+        data += b
+    print("OK", data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace"))
+except Exception as e:
+    print("ERR", type(e).__name__, e)
+"""
+
+
+def sh(*argv, check=True):
+    return subprocess.run(argv, check=check, capture_output=True, text=True)
+
+
+# ---------------------------------------------------------------- outside
+
+def world_names(tag):
+    return "dbxt-host-" + tag, "dbxt-inet-" + tag
+
+
+def build_world(tag):
+    host, inet = world_names(tag)
+    sh("ip", "netns", "add", host)
+    sh("ip", "netns", "add", inet)
+    sh("ip", "-n", host, "link", "add", "up0", "type", "veth", "peer", "name", "in0",
+       "netns", inet)
+    sh("ip", "-n", host, "link", "set", "lo", "up")
+    sh("ip", "-n", host, "addr", "add", HOST_UP + "/30", "dev", "up0")
+    sh("ip", "-n", host, "link", "set", "up0", "up")
+    sh("ip", "-n", host, "route", "add", "default", "via", INET_UP)
+    sh("ip", "-n", inet, "link", "set", "lo", "up")
+    sh("ip", "-n", inet, "addr", "add", INET_UP + "/30", "dev", "in0")
+    sh("ip", "-n", inet, "link", "set", "in0", "up")
+    for a in SERVED + [DNS]:
+        sh("ip", "-n", inet, "addr", "add", a + "/32", "dev", "lo")
+    return host, inet
+
+
+def start_internet(inet):
+    nse = ["nsenter", "--net=/run/netns/" + inet, "--"]
+    specs = [a + ":80" for a in SERVED] + [PORTED + ":8080", PORTED + ":8081"]
+    http = subprocess.Popen(nse + [sys.executable, "-c", HTTP_SERVER] + specs,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    http.stdout.readline()
+    dns = subprocess.Popen(nse + [
+        "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
+        "--bind-interfaces", "--listen-address=" + DNS, "--pid-file=",
+        "--address=/site-a.test/" + SITE_A, "--address=/site-b.test/" + SITE_B,
+        "--address=/ported.test/" + PORTED, "--address=/private.test/" + PRIVATE,
+        "--address=/metadata.test/" + METADATA],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return [http, dns]
+
+
+# Addresses only the test's world uses: a packet to or from one of them on
+# an interface of the machine's own namespace would have left the world.
+# Exact addresses for the documentation ranges: the machine itself may talk
+# to others in them (this one does, to 203.0.113.80).
+WORLD_NETS = [("10.231.0.0", 16), ("100.127.0.0", 30)] + [
+    (a, 32) for a in (SITE_A, SITE_B, PORTED, DNS)]
+
+
+def in_world(addr):
+    a = int.from_bytes(addr, "big")
+    for net, bits in WORLD_NETS:
+        n = int.from_bytes(socket.inet_aton(net), "big")
+        if a >> (32 - bits) == n >> (32 - bits):
+            return True
+    return False
+
+
+def watch_host(path, stop):
+    """Notes in `path` every IPv4 packet of the machine's own namespace
+    (every interface but lo) from or to the world's addresses, until
+    `stop` is set.  The socket is open before this returns."""
+    # ETH_P_ALL: a socket for one protocol sees only what comes in, not
+    # what goes out.
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0003))
+    s.settimeout(0.2)
+    open(path, "w").close()
+
+    def run():
+        with s:
+            while not stop.is_set():
+                try:
+                    data, addr = s.recvfrom(65535)
+                except socket.timeout:
+                    continue
+                if addr[0] != "lo" and addr[1] == 0x0800 and len(data) >= 20 and (
+                        in_world(data[12:16]) or in_world(data[16:20])):
+                    with open(path, "a") as f:
+                        f.write("%s %s -> %s\n" % (addr[0], socket.inet_ntoa(data[12:16]),
+                                                   socket.inet_ntoa(data[16:20])))
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def outer():
+    dbx.require_root_and_tools()
+    for tool in ("ip", "nsenter", "dnsmasq", "nft"):
+        if not shutil.which(tool):
+            dbx.skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
+    tag = uuid.uuid4().hex[:8]
+    host, inet = world_names(tag)  # removed at the end whatever was made
+    procs = []
+    leaks = "/tmp/dbxt-%s.leaks" % tag
+    stop, watcher = threading.Event(), None
+    try:
+        try:
+            build_world(tag)
+        except subprocess.CalledProcessError as e:
+            dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
+                " ".join(e.cmd), (e.stderr or "").strip()))
+        procs = start_internet(inet)
+        env = dict(os.environ, DBX_NETTEST_INNER=host, DBX_NETTEST_LEAKS=leaks)
+        watcher = watch_host(leaks, stop)
+        r = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--",
+                            sys.executable, os.path.abspath(__file__)], env=env)
+        return r.returncode
+    finally:
+        stop.set()
+        if watcher:
+            watcher.join()
+        try:
+            os.unlink(leaks)
+        except OSError:
+            pass
+        for p in procs:
+            p.kill()
+            p.wait()
+        for ns in (host, inet):
+            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
+            sh("ip", "netns", "del", ns, check=False)
+
+
+# ----------------------------------------------------------------- inside
+
+def fetch(srv, sid, host, port=80, timeout=3):
+    r = srv.exec(sid, ["python3", "-c", FETCH, host, str(port), str(timeout)], timeout_s=60)
+    return (r.get("stdout") or "").strip()
+
+
+def reachable_here(addr, port=80):
+    try:
+        socket.create_connection((addr, port), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+def inventory(state_dir):
+    """Links, addresses, the nftables ruleset and our dnsmasq processes."""
+    links = sorted(re.sub(r"^\d+: ", "", l).split(":")[0].split("@")[0]
+                   for l in sh("ip", "-o", "link").stdout.splitlines())
+    addrs = sorted(" ".join(l.split()[1:4]) for l in sh("ip", "-o", "addr").stdout.splitlines())
+    rules = sh("nft", "list", "ruleset").stdout
+    dns = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cl = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "dnsmasq" in cl and state_dir in cl:
+                dns.append(cl)
+    return {"links": links, "addrs": addrs, "nft": rules, "dnsmasq": sorted(dns)}
+
+
+def only_world_routes(t):
+    links = inventory("/nonexistent")["links"]
+    t.ok(set(links) <= {"lo", "up0"}, "the host namespace has only lo and up0", links)
+    routes = sh("ip", "-4", "route", "show", "table", "all").stdout.splitlines()
+    bad = [r for r in routes if "dev up0" not in r and "dev lo" not in r]
+    t.ok(not bad and any(r.startswith("default via %s dev up0" % INET_UP) for r in routes),
+         "every route of the host namespace leads to the test's internet", routes)
+    v6 = sh("ip", "-6", "route", "show", "table", "all").stdout.splitlines()
+    t.ok(not [r for r in v6 if "dev up0" not in r and "dev lo" not in r and r.strip()],
+         "no IPv6 route leaves either", v6)
+
+
+def check_modes(t, srv, none, inet, allow):
+    t.eq(srv.request("GET", "/v1/sandboxes/" + inet["id"]).json()["network"], "internet",
+         "GET shows internet")
+    t.eq(srv.request("GET", "/v1/sandboxes/" + allow["id"]).json()["network"],
+         {"allow": ["site-a.test", PORTED + ":8080"]}, "GET shows the allow list as given")
+    t.ok("network_address" not in none, "a none sandbox has no address", none)
+    t.ok(re.match(r"^10\.231\.\d+\.\d+$", inet.get("network_address", "")),
+         "an internet sandbox has an address from the subnet", inet)
+    out = fetch(srv, inet["id"], "site-a.test")
+    t.ok(out.startswith("OK hello from " + SITE_A), "internet reaches a server by name", out)
+    out = fetch(srv, inet["id"], SITE_B)
+    t.ok(out.startswith("OK hello from " + SITE_B), "internet reaches a server by address", out)
+    out = fetch(srv, none["id"], SITE_A)
+    t.ok(out.startswith("ERR"), "none reaches nothing by address", out)
+    out = fetch(srv, none["id"], "site-a.test")
+    t.ok(out.startswith("DNSERR"), "none resolves nothing", out)
+    out = fetch(srv, allow["id"], "site-a.test")
+    t.ok(out.startswith("OK hello from " + SITE_A), "allow: the listed name passes", out)
+    out = fetch(srv, allow["id"], "site-b.test")
+    t.ok(out.startswith("DNSERR"), "allow: another name is NXDOMAIN", out)
+    out = fetch(srv, allow["id"], SITE_B)
+    t.ok(out.startswith("ERR"), "allow: the refused name's address is dropped", out)
+    out = fetch(srv, allow["id"], PORTED, 8080)
+    t.ok(out.startswith("OK"), "allow: a listed address:port passes", out)
+    out = fetch(srv, allow["id"], PORTED, 8081)
+    t.ok(out.startswith("ERR"), "allow: another port of that address is dropped", out)
+
+
+def check_blocked(t, srv, sbs, listener):
+    """From each sandbox: the API port on every host address, the other
+    sandboxes, the metadata and a private address."""
+    t.ok(reachable_here(METADATA) and reachable_here(PRIVATE),
+         "the host namespace itself reaches the metadata and private servers (so a drop "
+         "from a sandbox is the filter's)")
+    host_addrs = [l.split()[3].split("/")[0] for l in sh("ip", "-o", "-4", "addr").stdout
+                  .splitlines()]
+    for name, sb in sbs.items():
+        targets = [(a, srv.port) for a in host_addrs]
+        targets += [(METADATA, 80), (PRIVATE, 80), ("private.test", 80), ("metadata.test", 80)]
+        for other_name, other in sbs.items():
+            if other is not sb and other.get("network_address"):
+                targets.append((other["network_address"], listener[1]))
+        reached = []
+        for host, port in targets:
+            out = fetch(srv, sb["id"], host, port, timeout=2)
+            if out.startswith("OK"):
+                reached.append("%s:%d" % (host, port))
+        t.ok(not reached, "%s: the host, other sandboxes, metadata and private addresses are "
+             "unreachable (%d targets)" % (name, len(targets)), reached)
+
+
+def check_put(t, srv, sid):
+    base = "/v1/sandboxes/" + sid
+    r = srv.request("PUT", base + "/network", {"network": "internet"})
+    t.eq(r.status, 200, "PUT network internet on a running sandbox")
+    out = fetch(srv, sid, "site-a.test")
+    t.ok(out.startswith("OK hello from " + SITE_A), "it reaches the internet at once", out)
+    r = srv.request("PUT", base + "/network", {"network": {"allow": ["*.site-b.test",
+                                                                      "site-b.test"]}})
+    t.eq(r.status, 200, "PUT network allow")
+    out = fetch(srv, sid, "site-a.test")
+    t.ok(out.startswith("DNSERR"), "the name no longer listed is NXDOMAIN", out)
+    out = fetch(srv, sid, SITE_A)
+    t.ok(out.startswith("ERR"), "and its address is dropped", out)
+    out = fetch(srv, sid, "site-b.test")
+    t.ok(out.startswith("OK hello from " + SITE_B), "the newly listed name passes", out)
+    r = srv.request("PUT", base + "/network", {"network": {"allow": [
+        "private.test", "metadata.test", PRIVATE + ":80", METADATA]}})
+    t.eq(r.status, 200, "PUT network allow with private and metadata entries")
+    out = fetch(srv, sid, PRIVATE)
+    t.ok(out.startswith("OK hello from " + PRIVATE), "a private address passes when named", out)
+    r = srv.request("PUT", base + "/network", {"network": {"allow": [
+        "private.test", "metadata.test", METADATA]}})
+    out = fetch(srv, sid, "private.test")
+    t.ok(out.startswith("ERR"), "a listed name that resolves to a private address reaches "
+         "nothing", out)
+    out = fetch(srv, sid, "metadata.test")
+    t.ok(out.startswith("ERR"), "nor one that resolves to the metadata address", out)
+    out = fetch(srv, sid, METADATA)
+    t.ok(out.startswith("ERR"), "the metadata address stays blocked even when named", out)
+    r = srv.request("PUT", base + "/network", {"network": "none"})
+    t.ok(r.status == 200 and "network_address" not in r.json(), "PUT network none", r.body[:300])
+    out = fetch(srv, sid, SITE_B)
+    t.ok(out.startswith("ERR"), "and it reaches nothing", out)
+    for bad in [{"network": "intranet"}, {"network": {"allow": []}},
+                {"network": {"allow": ["bad name!"]}}, {"network": {"allow": ["10.0.0.0/33"]}},
+                {"network": {"allow": ["1.2.3.4:0"]}}, {"network": {"deny": ["x.test"]}},
+                {"network": {"allow": ["a%d.test" % i for i in range(65)]}}, {}]:
+        r = srv.request("PUT", base + "/network", bad)
+        t.ok(r.status == 400 and r.json()["error"]["code"] == "invalid_argument",
+             "400 for %s" % json.dumps(bad)[:60], r.body[:200])
+    r = srv.request("PUT", base + "/network", {"network": {"allow": ["ok.test", "bad_name"]}})
+    t.ok(r.status == 400 and "bad_name" in r.json()["error"]["message"],
+         "the 400 names the bad entry", r.body[:200])
+
+
+def churn(t, srv, n=50):
+    def one(i):
+        r = srv.request("POST", "/v1/sandboxes", {"network": "internet",
+                                                  "display": {"width": 320, "height": 200}})
+        if r.status != 201:
+            return "create %d: %d %s" % (i, r.status, r.body[:200])
+        sid = r.json()["id"]
+        r = srv.request("DELETE", "/v1/sandboxes/" + sid)
+        return None if r.status == 204 else "delete %d: %d" % (i, r.status)
+    with ThreadPoolExecutor(2) as ex:
+        errors = [e for e in ex.map(one, range(n)) if e]
+    t.ok(not errors, "%d creates and deletes with internet" % n, errors[:3])
+
+
+def check_init_death(t, srv, before):
+    """The init of a networked sandbox dies: its network goes with it."""
+    sb = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+    pid = dbx.sandbox_init_pid(srv.state_dir, sb["id"])
+    os.kill(pid, 9)
+    failed = dbx.wait_until(lambda: srv.request("GET", "/v1/sandboxes/" + sb["id"]).json()
+                            ["status"] == "failed", 30)
+    t.ok(failed, "a sandbox whose init was killed is failed")
+    t.ok(dbx.wait_until(lambda: inventory(srv.state_dir) == before, 30),
+         "and its link, filter and resolver are gone", inventory(srv.state_dir))
+    srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+
+
+def check_pool(t, args):
+    """A warm-pool desktop (network none) claimed with internet; the
+    server's --default-network for a spec that names none."""
+    srv = dbx.Server(args=args + ["--warm-pool", "1:320x200", "--default-network", "internet"])
+    try:
+        runtime = os.path.join(srv.state_dir, "runtime")
+        pooled = lambda: [d for d in os.listdir(runtime) if d.startswith("dbx-")]  # noqa: E731
+        ready_n = lambda: re.search(r"^deskbox_warm_pool_ready (\d+)",  # noqa: E731
+                                    srv.request("GET", "/metrics").body.decode(), re.M)
+        t.ok(dbx.wait_until(lambda: ready_n() and ready_n().group(1) == "1", 60),
+             "the pool holds a ready desktop")
+        ready = set(pooled())
+        sb = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+        t.ok("dbx-" + sb["id"] in ready and sb.get("network") == "internet"
+             and sb.get("network_address"), "a create with internet claims it", sb)
+        out = fetch(srv, sb["id"], "site-a.test")
+        t.ok(out.startswith("OK hello from " + SITE_A), "the claimed desktop is online", out)
+        sb2 = srv.create({"display": {"width": 320, "height": 200}})
+        t.ok(sb2["network"] == "internet" and sb2.get("network_address"),
+             "a spec without network gets --default-network internet", sb2)
+        out = fetch(srv, sb2["id"], SITE_B)
+        t.ok(out.startswith("OK hello from " + SITE_B), "and is online", out)
+    finally:
+        srv.cleanup()
+
+
+def inner():
+    t = dbx.Tap()
+    only_world_routes(t)
+    args = ["--uplink", "up0", "--dns-server", DNS]
+    srv = dbx.Server(args=args)
+    try:
+        none = srv.create({"display": {"width": 320, "height": 200}})
+        inet = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+        allow = srv.create({"network": {"allow": ["site-a.test", PORTED + ":8080"]},
+                            "display": {"width": 320, "height": 200}})
+        t.eq(none["network"], "none", "the server's default is none")
+        check_modes(t, srv, none, inet, allow)
+        # A listener in the internet sandbox, for the others to try.
+        srv.request("POST", "/v1/sandboxes/%s/process/exec" % inet["id"],
+                    {"argv": ["python3", "-m", "http.server", "8000", "--bind", "0.0.0.0"],
+                     "background": True})
+        dbx.wait_until(lambda: fetch(srv, inet["id"], "127.0.0.1", 8000).startswith("OK"), 20)
+        check_blocked(t, srv, {"none": none, "internet": inet, "allow": allow},
+                      (inet["network_address"], 8000))
+        check_put(t, srv, none["id"])
+        for sb in (none, inet, allow):
+            srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+        before = inventory(srv.state_dir)
+        churn(t, srv)
+        after = inventory(srv.state_dir)
+        t.eq(after, before, "links, addresses, nftables and resolvers are as before")
+        check_init_death(t, srv, before)
+
+        # kill -9 with networked sandboxes, then a restart.
+        for spec in ({"network": "internet"}, {"network": {"allow": ["site-a.test"]}}):
+            spec["display"] = {"width": 320, "height": 200}
+            srv.create(spec)
+        mid = inventory(srv.state_dir)
+        t.ok(len(mid["dnsmasq"]) == 2 and len([l for l in mid["links"] if l.startswith("dbx")])
+             == 2, "two networked sandboxes run", mid["links"])
+        srv.kill()
+        srv2 = dbx.Server(state_dir=srv.state_dir, args=args)
+        try:
+            clean = inventory(srv.state_dir)
+            t.eq(clean["links"], ["lo", "up0"], "after kill -9 and a restart: no link left")
+            t.ok("deskbox" not in clean["nft"], "no nftables table left", clean["nft"][:300])
+            t.eq(clean["dnsmasq"], [], "no resolver left")
+            t.eq(sorted(a for a in clean["addrs"] if "10.231." in a), [], "no address left")
+            sbs = srv2.request("GET", "/v1/sandboxes").json()["sandboxes"]
+            t.ok(all(s["status"] == "stopped" and "network_address" not in s for s in sbs),
+                 "the sandboxes are stopped, without address", sbs)
+            sid = [s["id"] for s in sbs if s["network"] == "internet"][0]
+            r = srv2.request("POST", "/v1/sandboxes/%s/start" % sid)
+            t.eq(r.status, 200, "a stopped internet sandbox starts again")
+            out = fetch(srv2, sid, "site-a.test")
+            t.ok(out.startswith("OK hello from " + SITE_A), "with its network", out)
+            other = [s["id"] for s in sbs if s["id"] != sid][0]
+            r = srv2.request("PUT", "/v1/sandboxes/%s/network" % other, {"network": "internet"})
+            t.ok(r.status == 200 and r.json()["status"] == "stopped" and
+                 r.json()["network"] == "internet", "PUT network on a stopped sandbox",
+                 r.body[:300])
+            srv2.request("POST", "/v1/sandboxes/%s/start" % other)
+            out = fetch(srv2, other, "site-b.test")
+            t.ok(out.startswith("OK hello from " + SITE_B), "it applies at the next start", out)
+            t.eq(srv2.stop(), 0, "deskboxd stops cleanly with networked sandboxes")
+        finally:
+            srv2.cleanup()
+    finally:
+        srv.kill()
+        shutil.rmtree(srv.state_dir, ignore_errors=True)
+    clean = inventory(srv.state_dir)
+    t.ok(clean["links"] == ["lo", "up0"] and "deskbox" not in clean["nft"] and
+         not clean["dnsmasq"], "a clean stop of deskboxd leaves no link, table or resolver",
+         clean)
+    check_pool(t, args)
+    only_world_routes(t)
+    with open(os.environ["DBX_NETTEST_LEAKS"]) as f:
+        seen = f.read().splitlines()
+    t.ok(not seen, "the machine's own interfaces carried no packet of the test's world", seen[:5])
+    t.done()
+
+
+if __name__ == "__main__":
+    if os.environ.get("DBX_NETTEST_INNER"):
+        inner()
+    else:
+        sys.exit(outer())
