@@ -53,6 +53,7 @@ struct bridge {
 	uint32_t width, height; /* read once from the header and validated */
 	int have_damage;
 	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
+	uint8_t strips[CAPTURE_STRIPS]; /* strips the current update's rectangles touch */
 	int ready;
 	int cx0, cy0, cx1, cy1; /* bounding box of all pixels received before ready */
 	int buttons;		/* RFB button mask */
@@ -99,6 +100,14 @@ static void got_update(rfbClient *cl, int x, int y, int w, int h)
 	struct bridge *b = bridge_of(cl);
 	if (w <= 0 || h <= 0)
 		return;
+	/* SECURITY: the rectangle comes from the VNC server; libvncclient
+	 * checked it against its framebuffer, clip it to ours anyway. */
+	if (y >= 0 && y < (int)b->height) {
+		int y1 = y + h > (int)b->height ? (int)b->height : y + h;
+		for (int s = y / (int)CAPTURE_STRIP_ROWS; s <= (y1 - 1) / (int)CAPTURE_STRIP_ROWS;
+		     s++)
+			b->strips[s] = 1;
+	}
 	if (!b->ready) {
 		if (b->cx1 == 0) {
 			b->cx0 = x, b->cy0 = y, b->cx1 = x + w, b->cy1 = y + h;
@@ -129,8 +138,36 @@ static void futex_wake(_Atomic uint32_t *addr)
 	syscall(SYS_futex, addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Copies the damaged box, clipped to both framebuffers, into shared memory
- * under the seqlock.  Returns whether any pixel changed. */
+/* Marks in b->strips the strips in [y0, y1) whose rows differ between the
+ * libvncclient framebuffer and the mirror within columns [x0, x1): servers
+ * resend unchanged areas (x11vnc's pointer-driven updates, full refreshes)
+ * and only real changes count, so agents can wait for the screen to settle
+ * and encoders redo only what changed.  Returns how many strips changed. */
+static int changed_strips(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y1)
+{
+	size_t row = (size_t)(x1 - x0) * 4;
+	size_t src_stride = (size_t)cl->width * 4, dst_stride = (size_t)b->width * 4;
+	int n = 0;
+	for (int s = y0 / (int)CAPTURE_STRIP_ROWS; s * (int)CAPTURE_STRIP_ROWS < y1; s++) {
+		if (!b->strips[s])
+			continue;
+		int changed = !b->ready;
+		int ys = s * (int)CAPTURE_STRIP_ROWS, ye = ys + (int)CAPTURE_STRIP_ROWS;
+		ys = ys < y0 ? y0 : ys;
+		ye = ye > y1 ? y1 : ye;
+		for (int y = ys; !changed && y < ye; y++)
+			changed = memcmp(b->pixels + (size_t)y * dst_stride + (size_t)x0 * 4,
+					 cl->frameBuffer + (size_t)y * src_stride + (size_t)x0 * 4,
+					 row) != 0;
+		b->strips[s] = (uint8_t)changed;
+		n += changed;
+	}
+	return n;
+}
+
+/* Copies the changed strips of the damaged box, clipped to both
+ * framebuffers, into shared memory under the seqlock, and stamps them with
+ * the new frame.  Returns whether any pixel changed. */
 static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y1)
 {
 	int maxw = cl->width < (int)b->width ? cl->width : (int)b->width;
@@ -145,35 +182,40 @@ static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y
 		y1 = maxh;
 	if (x0 >= x1 || y0 >= y1)
 		return 0;
+	if (!b->ready)
+		memset(b->strips, 1, sizeof(b->strips));
+	if (changed_strips(b, cl, x0, y0, x1, y1) == 0)
+		return 0;
 	size_t row = (size_t)(x1 - x0) * 4;
 	size_t src_stride = (size_t)cl->width * 4, dst_stride = (size_t)b->width * 4;
-	const uint8_t *src = cl->frameBuffer + (size_t)y0 * src_stride + (size_t)x0 * 4;
-	uint8_t *dst = b->pixels + (size_t)y0 * dst_stride + (size_t)x0 * 4;
-
-	/* Servers resend unchanged areas (x11vnc's pointer-driven updates,
-	 * full refreshes); only real changes count as frames, so agents can
-	 * wait for the screen to settle. */
-	int changed = !b->ready;
-	for (int y = 0; !changed && y < y1 - y0; y++)
-		changed =
-		    memcmp(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row) != 0;
-	if (!changed)
-		return 0;
+	const uint8_t *src = cl->frameBuffer + (size_t)x0 * 4;
+	uint8_t *dst = b->pixels + (size_t)x0 * 4;
 
 	struct capture_hdr *h = b->hdr;
 	uint64_t seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
 	atomic_store_explicit(&h->seq, seq + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	for (int y = 0; y < y1 - y0; y++)
-		memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
 	uint64_t frame = atomic_load_explicit(&h->frame, memory_order_relaxed) + 1;
+	int cy0 = y1, cy1 = y0; /* rows of the changed strips */
+	for (int s = y0 / (int)CAPTURE_STRIP_ROWS; s * (int)CAPTURE_STRIP_ROWS < y1; s++) {
+		if (!b->strips[s])
+			continue;
+		int ys = s * (int)CAPTURE_STRIP_ROWS, ye = ys + (int)CAPTURE_STRIP_ROWS;
+		ys = ys < y0 ? y0 : ys;
+		ye = ye > y1 ? y1 : ye;
+		cy0 = ys < cy0 ? ys : cy0;
+		cy1 = ye > cy1 ? ye : cy1;
+		for (int y = ys; y < ye; y++)
+			memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
+		atomic_store_explicit(&h->strip_frame[s], (uint32_t)frame, memory_order_relaxed);
+	}
 	atomic_store_explicit(&h->frame, frame, memory_order_relaxed);
 	atomic_store_explicit(&h->seq, seq + 2, memory_order_release);
 
 	atomic_store(&h->damage_x, x0);
-	atomic_store(&h->damage_y, y0);
+	atomic_store(&h->damage_y, cy0);
 	atomic_store(&h->damage_w, x1 - x0);
-	atomic_store(&h->damage_h, y1 - y0);
+	atomic_store(&h->damage_h, cy1 - cy0);
 	atomic_store(&h->last_change_ns, clock_mono_ns());
 	if (!b->ready) {
 		b->ready = 1;
@@ -198,6 +240,7 @@ static void finished_update(rfbClient *cl)
 		mirror(b, cl, b->dx0, b->dy0, b->dx1, b->dy1);
 	}
 	b->have_damage = 0;
+	memset(b->strips, 0, sizeof(b->strips));
 }
 
 /* libvncclient decoded a cursor shape (RichCursor/XCursor) into rcSource

@@ -115,45 +115,14 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 {
 	long long t0 = clock_mono_ns();
 	memset(s, 0, sizeof(*s));
-	/* SECURITY: the region lies inside the display deskboxd chose (<= 4096
-	 * per side) and the output is <= CAPTURE_MAX_DIM per side, so these
-	 * products fit in size_t. */
-	size_t stride = (size_t)so->r.w * 4;
-	uint8_t *pix = malloc(stride * so->r.h);
-	if (!pix)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	int r = capture_snapshot(d->cap, so->r, pix, stride, &s->frame, e);
-	if (r == 0 && so->cursor) {
-		static _Thread_local uint8_t cur[CAPTURE_CURSOR_SIZE];
-		uint32_t cw, ch;
-		int32_t hx, hy, px, py;
-		if (capture_cursor(d->cap, cur, &cw, &ch, &hx, &hy, NULL)) {
-			capture_pointer(d->cap, &px, &py);
-			capture_draw_cursor(pix, so->r.w, so->r.h, stride, cur, cw, ch,
-					    px - hx - (int32_t)so->r.x, py - hy - (int32_t)so->r.y);
-		}
-	}
-	const uint8_t *img = pix;
-	size_t istride = stride;
-	uint8_t *scaled = NULL;
-	if (r == 0 && (so->ow != so->r.w || so->oh != so->r.h)) {
-		istride = (size_t)so->ow * 4;
-		scaled = malloc(istride * so->oh);
-		if (!scaled)
-			r = err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-		else
-			capture_scale(pix, so->r.w, so->r.h, stride, scaled, so->ow, so->oh,
-				      istride);
-		img = scaled;
-	}
-	if (r == 0 && so->jpeg)
-		r = capture_jpeg_encode(img, so->ow, so->oh, istride, so->quality, &s->data,
-					&s->len, e);
-	else if (r == 0)
-		r = capture_png_encode(img, so->ow, so->oh, istride, d->png_level, &s->data,
-				       &s->len, e);
-	free(scaled);
-	free(pix);
+	struct capture_shot_req q = {.r = so->r,
+				     .ow = so->ow,
+				     .oh = so->oh,
+				     .format = so->jpeg ? CAPTURE_JPEG : CAPTURE_PNG,
+				     .quality = so->quality,
+				     .level = d->png_level,
+				     .cursor = so->cursor};
+	int r = capture_shot(d->cap, &q, &s->data, &s->len, &s->frame, e);
 	if (r < 0)
 		return r;
 	s->w = so->ow;

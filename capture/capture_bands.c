@@ -1,0 +1,358 @@
+/* Banded, incremental PNG encoding.
+ *
+ * The image's rows are cut into bands of CAPTURE_BAND_ROWS rows.  Each band
+ * is filtered on its own (its first row with SUB, which needs no row above)
+ * and compressed as its own raw deflate stream that ends in a full flush, so
+ * the streams concatenate into one valid deflate stream; the last band ends
+ * with Z_FINISH.  The zlib Adler-32 and the IDAT CRC-32 of the whole are
+ * combined from the bands' (adler32_combine, crc32_combine).  A band's
+ * compressed bytes are kept, so the next encode redoes only the bands whose
+ * rows changed: a one-word change on a 1280x800 screen recompresses one or
+ * two of its 25 bands.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "capture.h"
+#include "internal.h"
+
+/* Bands redone by each extra thread at least: below this a thread's start
+ * costs more than it saves. */
+#define BANDS_PER_THREAD 4
+#define MAX_THREADS	 8
+
+struct band {
+	uint8_t *z; /* raw deflate bytes */
+	size_t len, cap;
+	uLong raw_len; /* filtered bytes it holds */
+	uLong adler;   /* Adler-32 of those */
+	uLong crc;     /* CRC-32 of z */
+};
+
+/* What one thread needs to compress bands: deflate streams for flat (UP,
+ * default matching) and busy (SUB, Z_RLE) bands, and the filtered bytes. */
+struct band_worker {
+	z_stream zs[2];
+	int init[2];
+	uint8_t *raw;
+	size_t raw_cap;
+};
+
+struct capture_bands {
+	uint32_t w, h;
+	int level;
+	int valid; /* the bands hold the last encode of w x h at level */
+	uint32_t nbands;
+	struct band *bands;
+	struct band_worker self; /* the caller's thread */
+	long ncpu;
+};
+
+/* One encode's shared work list, for the threads. */
+struct band_job {
+	struct capture_bands *b;
+	const uint8_t *bgrx;
+	size_t stride;
+	const uint32_t *todo; /* band indices */
+	uint32_t ntodo;
+	atomic_uint next;
+	atomic_int failed;
+};
+
+int capture_bands_new(struct capture_bands **out, struct err *e)
+{
+	struct capture_bands *b = calloc(1, sizeof(*b));
+	if (!b)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	b->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (b->ncpu < 1)
+		b->ncpu = 1;
+	*out = b;
+	return 0;
+}
+
+static void worker_release(struct band_worker *wk)
+{
+	for (int i = 0; i < 2; i++)
+		if (wk->init[i])
+			deflateEnd(&wk->zs[i]);
+	free(wk->raw);
+	memset(wk, 0, sizeof(*wk));
+}
+
+static void bands_drop(struct capture_bands *b)
+{
+	for (uint32_t i = 0; i < b->nbands; i++)
+		free(b->bands[i].z);
+	free(b->bands);
+	b->bands = NULL;
+	b->nbands = 0;
+	b->valid = 0;
+}
+
+void capture_bands_free(struct capture_bands *b)
+{
+	if (!b)
+		return;
+	bands_drop(b);
+	worker_release(&b->self);
+	free(b);
+}
+
+/* Whether at least half of a sample of the band's pixels equal the pixel
+ * above them (every 4th row), the same test the one-shot encoder makes for
+ * the whole image. */
+static int band_flat(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t y0, uint32_t y1)
+{
+	uint64_t same = 0, total = 0;
+	for (uint32_t y = y0 + 1; y < y1; y += 4) {
+		const uint32_t *row = (const uint32_t *)(const void *)(bgrx + (size_t)y * stride);
+		const uint32_t *up =
+		    (const uint32_t *)(const void *)(bgrx + (size_t)(y - 1) * stride);
+		for (uint32_t x = 0; x < w; x++)
+			same += ((row[x] ^ up[x]) & 0xffffffu) == 0;
+		total += w;
+	}
+	return total == 0 || same * 2 >= total;
+}
+
+/* Filters row `y` (B,G,R,X) into `out` (filter byte, then R,G,B): UP
+ * against row y - 1 when `up`, else SUB. */
+static void filter_row(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t y, int up,
+		       uint8_t *out)
+{
+	const uint8_t *p = bgrx + (size_t)y * stride;
+	if (up) {
+		const uint8_t *q = p - stride;
+		*out++ = 2;
+		for (uint32_t x = 0; x < w; x++, p += 4, q += 4, out += 3) {
+			out[0] = (uint8_t)(p[2] - q[2]);
+			out[1] = (uint8_t)(p[1] - q[1]);
+			out[2] = (uint8_t)(p[0] - q[0]);
+		}
+		return;
+	}
+	*out++ = 1;
+	uint8_t lr = 0, lg = 0, lb = 0;
+	for (uint32_t x = 0; x < w; x++, p += 4, out += 3) {
+		out[0] = (uint8_t)(p[2] - lr);
+		out[1] = (uint8_t)(p[1] - lg);
+		out[2] = (uint8_t)(p[0] - lb);
+		lr = p[2], lg = p[1], lb = p[0];
+	}
+}
+
+static int worker_stream(struct band_worker *wk, int busy, int level, z_stream **zs)
+{
+	if (!wk->init[busy]) {
+		memset(&wk->zs[busy], 0, sizeof(wk->zs[busy]));
+		/* Raw deflate (-15): the zlib header and checksum are written
+		 * once for the whole image. */
+		if (deflateInit2(&wk->zs[busy], level, Z_DEFLATED, -15, 8,
+				 busy ? Z_RLE : Z_DEFAULT_STRATEGY) != Z_OK)
+			return -1;
+		wk->init[busy] = 1;
+	} else if (deflateReset(&wk->zs[busy]) != Z_OK) {
+		return -1;
+	}
+	*zs = &wk->zs[busy];
+	return 0;
+}
+
+/* Filters and compresses band `i` of the image into b->bands[i]. */
+static int band_encode(struct capture_bands *b, struct band_worker *wk, const uint8_t *bgrx,
+		       size_t stride, uint32_t i)
+{
+	uint32_t y0 = i * CAPTURE_BAND_ROWS;
+	uint32_t y1 = y0 + CAPTURE_BAND_ROWS > b->h ? b->h : y0 + CAPTURE_BAND_ROWS;
+	size_t rowlen = 1 + (size_t)b->w * 3, raw = rowlen * (y1 - y0);
+	if (wk->raw_cap < raw) {
+		uint8_t *p = realloc(wk->raw, raw);
+		if (!p)
+			return -1;
+		wk->raw = p;
+		wk->raw_cap = raw;
+	}
+	int flat = band_flat(bgrx, stride, b->w, y0, y1);
+	for (uint32_t y = y0; y < y1; y++)
+		filter_row(bgrx, stride, b->w, y, flat && y > y0, wk->raw + (y - y0) * rowlen);
+
+	z_stream *zs;
+	if (worker_stream(wk, !flat, b->level, &zs) < 0)
+		return -1;
+	struct band *bd = &b->bands[i];
+	/* deflateBound covers Z_FINISH; a full flush adds an empty stored
+	 * block (5 bytes) at most. */
+	size_t need = deflateBound(zs, (uLong)raw) + 16;
+	if (bd->cap < need) {
+		uint8_t *p = realloc(bd->z, need);
+		if (!p)
+			return -1;
+		bd->z = p;
+		bd->cap = need;
+	}
+	int last = y1 == b->h;
+	zs->next_in = wk->raw;
+	zs->avail_in = (uInt)raw;
+	zs->next_out = bd->z;
+	zs->avail_out = (uInt)bd->cap;
+	int zr = deflate(zs, last ? Z_FINISH : Z_FULL_FLUSH);
+	if (zr != (last ? Z_STREAM_END : Z_OK) || zs->avail_in != 0)
+		return -1;
+	bd->len = bd->cap - zs->avail_out;
+	bd->raw_len = (uLong)raw;
+	bd->adler = adler32(adler32(0, NULL, 0), wk->raw, (uInt)raw);
+	bd->crc = crc32(crc32(0, NULL, 0), bd->z, (uInt)bd->len);
+	return 0;
+}
+
+static void job_run(struct band_job *j, struct band_worker *wk)
+{
+	for (;;) {
+		unsigned k = atomic_fetch_add(&j->next, 1);
+		if (k >= j->ntodo || atomic_load(&j->failed))
+			return;
+		if (band_encode(j->b, wk, j->bgrx, j->stride, j->todo[k]) < 0)
+			atomic_store(&j->failed, 1);
+	}
+}
+
+static void *job_thread(void *arg)
+{
+	struct band_worker wk = {0};
+	job_run(arg, &wk);
+	worker_release(&wk);
+	return NULL;
+}
+
+/* Compresses the listed bands, on extra threads too when there are many. */
+static int bands_run(struct capture_bands *b, const uint8_t *bgrx, size_t stride,
+		     const uint32_t *todo, uint32_t ntodo)
+{
+	struct band_job j = {.b = b, .bgrx = bgrx, .stride = stride, .todo = todo, .ntodo = ntodo};
+	atomic_init(&j.next, 0);
+	atomic_init(&j.failed, 0);
+	long extra = (long)(ntodo / BANDS_PER_THREAD) - 1;
+	if (extra > b->ncpu - 1)
+		extra = b->ncpu - 1;
+	if (extra > MAX_THREADS)
+		extra = MAX_THREADS;
+	pthread_t th[MAX_THREADS];
+	long started = 0;
+	for (; started < extra; started++)
+		if (pthread_create(&th[started], NULL, job_thread, &j) != 0)
+			break; /* fewer threads is fine: this one does the rest */
+	job_run(&j, &b->self);
+	for (long t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	return atomic_load(&j.failed) ? -1 : 0;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Signature, IHDR, one IDAT of the zlib header + bands + Adler-32, IEND. */
+static int bands_assemble(const struct capture_bands *b, uint8_t **out, size_t *out_len)
+{
+	size_t body = 2 + 4;
+	uLong adler = adler32(0, NULL, 0);
+	for (uint32_t i = 0; i < b->nbands; i++) {
+		body += b->bands[i].len;
+		adler = adler32_combine(adler, b->bands[i].adler, (z_off_t)b->bands[i].raw_len);
+	}
+	/* SECURITY: PNG chunk lengths are 31-bit; an 8192x8192 image's
+	 * worst case is ~200 MB, but check rather than wrap. */
+	if (body > 0x7fffffffu)
+		return -1;
+	size_t total = 8 + 25 + 8 + body + 4 + 12;
+	uint8_t *o = malloc(total), *p = o;
+	if (!o)
+		return -1;
+	static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	memcpy(p, sig, 8), p += 8;
+	put32(p, 13), memcpy(p + 4, "IHDR", 4);
+	put32(p + 8, b->w), put32(p + 12, b->h);
+	p[16] = 8, p[17] = 2, p[18] = 0, p[19] = 0, p[20] = 0; /* 8-bit RGB */
+	put32(p + 21, (uint32_t)crc32(0, p + 4, 17)), p += 25;
+	put32(p, (uint32_t)body), memcpy(p + 4, "IDAT", 4);
+	/* 0x78 0x01: deflate, 32 KB window, no dictionary (31 divides it). */
+	p[8] = 0x78, p[9] = 0x01;
+	uLong crc = crc32(0, p + 4, 6);
+	p += 10;
+	for (uint32_t i = 0; i < b->nbands; i++) {
+		memcpy(p, b->bands[i].z, b->bands[i].len);
+		p += b->bands[i].len;
+		crc = crc32_combine(crc, b->bands[i].crc, (z_off_t)b->bands[i].len);
+	}
+	put32(p, (uint32_t)adler);
+	crc = crc32(crc, p, 4), p += 4;
+	put32(p, (uint32_t)crc), p += 4;
+	put32(p, 0), memcpy(p + 4, "IEND", 4), put32(p + 8, (uint32_t)crc32(0, p + 4, 4)), p += 12;
+	*out = o;
+	*out_len = (size_t)(p - o);
+	return 0;
+}
+
+/* Makes room for the bands of w x h at `level`, forgetting the kept ones
+ * when either differs. */
+static int bands_shape(struct capture_bands *b, uint32_t w, uint32_t h, int level)
+{
+	if (b->valid && b->w == w && b->h == h && b->level == level)
+		return 0;
+	bands_drop(b);
+	worker_release(&b->self); /* its streams carry the old level */
+	uint32_t n = (h + CAPTURE_BAND_ROWS - 1) / CAPTURE_BAND_ROWS;
+	b->bands = calloc(n, sizeof(*b->bands));
+	if (!b->bands)
+		return -1;
+	b->nbands = n;
+	b->w = w, b->h = h, b->level = level;
+	return 1;
+}
+
+int capture_bands_encode(struct capture_bands *b, const uint8_t *bgrx, uint32_t w, uint32_t h,
+			 size_t stride, int level, const uint8_t *dirty, uint8_t **out,
+			 size_t *out_len, uint32_t *redone, struct err *e)
+{
+	*out = NULL;
+	*out_len = 0;
+	if (capture_check_image(w, h, stride, e) < 0)
+		return err_code(e);
+	if (level < 0 || level > 9)
+		return err_set(e, ERR_INVALID, EINVAL, "png compression level %d out of range 0-9",
+			       level);
+	int fresh = bands_shape(b, w, h, level);
+	if (fresh < 0)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory encoding png");
+	uint32_t *todo = malloc(b->nbands * sizeof(*todo)), n = 0;
+	if (!todo)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory encoding png");
+	for (uint32_t i = 0; i < b->nbands; i++) {
+		int redo = fresh || !b->valid || !dirty;
+		uint32_t y1 = (i + 1) * CAPTURE_BAND_ROWS > h ? h : (i + 1) * CAPTURE_BAND_ROWS;
+		for (uint32_t y = i * CAPTURE_BAND_ROWS; !redo && y < y1; y++)
+			redo = dirty[y] != 0;
+		if (redo)
+			todo[n++] = i;
+	}
+	/* Until every band is redone the kept ones are a mix: invalid. */
+	b->valid = 0;
+	int r = bands_run(b, bgrx, stride, todo, n);
+	free(todo);
+	if (r < 0)
+		return err_set(e, ERR_INTERNAL, EIO, "compressing png bands failed");
+	b->valid = 1;
+	if (redone)
+		*redone = n;
+	if (bands_assemble(b, out, out_len) < 0)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory encoding png");
+	return 0;
+}

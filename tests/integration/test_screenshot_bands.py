@@ -1,0 +1,138 @@
+"""Screenshots encoded band by band and cached per frame, checked against
+the X server itself: the root window inside the sandbox gets random
+rectangles (damage of every size, one to four per round), and after each
+round the PNG screenshot (encoded incrementally from the bands the mirror
+saw change) is decoded here (every CRC and the zlib Adler-32 checked,
+filters undone) and compared pixel by pixel with `xwd -root` taken inside
+the sandbox.  A repeat request for the same frame returns the same bytes."""
+
+import os
+import random
+import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import dbx  # noqa: E402
+
+W, H = 640, 400
+ROUNDS = 10
+
+# Fills rectangles ("x y w h 0xRRGGBB" on stdin) straight onto the root
+# window through libX11 (ctypes: no toolkit needed inside the sandbox).
+PAINTER = r"""
+import ctypes, sys
+x = ctypes.CDLL("libX11.so.6")
+x.XOpenDisplay.restype = ctypes.c_void_p
+x.XDefaultRootWindow.restype = ctypes.c_ulong
+x.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
+x.XCreateGC.restype = ctypes.c_void_p
+x.XCreateGC.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_void_p]
+x.XSetForeground.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulong]
+x.XFillRectangle.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p] + [ctypes.c_int] * 2 + [ctypes.c_uint] * 2
+x.XSync.argtypes = [ctypes.c_void_p, ctypes.c_int]
+d = x.XOpenDisplay(None)
+root = x.XDefaultRootWindow(d)
+gc = x.XCreateGC(d, root, 0, None)
+for line in sys.stdin:
+    rx, ry, rw, rh, col = line.split()
+    x.XSetForeground(d, gc, int(col, 16))
+    x.XFillRectangle(d, root, gc, int(rx), int(ry), int(rw), int(rh))
+x.XSync(d, 0)
+"""
+
+
+def paint(srv, sid, rects):
+    res = srv.exec(sid, ["python3", "/tmp/painter.py"], timeout_s=60,
+                   stdin="".join("%d %d %d %d 0x%06x\n" % r for r in rects))
+    return res
+
+
+def xwd_pixels(data):
+    """Rows of R,G,B bytes from a 32-bit ZPixmap XWD dump."""
+    f = struct.unpack(">25I", data[:100])
+    hsize, width, height = f[0], f[4], f[5]
+    byte_order, bpp, bpl, ncolors = f[7], f[11], f[12], f[19]
+    rmask, gmask, bmask = f[14], f[15], f[16]
+    assert bpp == 32 and (rmask, gmask, bmask) == (0xff0000, 0xff00, 0xff), f
+    off = hsize + ncolors * 12
+    rows = []
+    for y in range(height):
+        row = data[off + y * bpl: off + y * bpl + width * 4]
+        if byte_order == 0:  # LSBFirst: B, G, R, X
+            r, g, b = row[2::4], row[1::4], row[0::4]
+        else:
+            r, g, b = row[1::4], row[2::4], row[3::4]
+        out = bytearray(width * 3)
+        out[0::3], out[1::3], out[2::3] = r, g, b
+        rows.append(bytes(out))
+    return rows
+
+
+def main():
+    t = dbx.Tap()
+    srv = dbx.Server()
+    try:
+        run(t, srv)
+    finally:
+        srv.cleanup()
+    t.done()
+
+
+def shot(srv, sid):
+    r = srv.request("GET", "/v1/sandboxes/%s/desktop/screenshot" % sid)
+    if r.status != 200:
+        raise RuntimeError("screenshot: %d %s" % (r.status, r.body[:300]))
+    return r.body, int(r.header("X-Frame"))
+
+
+def run(t, srv):
+    sb = srv.create({"display": {"width": W, "height": H}})
+    sid = sb["id"]
+    base = "/v1/sandboxes/%s" % sid
+    srv.exec(sid, ["sh", "-c", "cat > /tmp/painter.py"], stdin=PAINTER)
+    res = paint(srv, sid, [(0, 0, W, H, 0x202020)])
+    if not t.eq(res["exit_code"], 0, "the painter fills the root window"):
+        t.diag(res["stderr"])
+        return
+    rng = random.Random(15)
+    compared = mismatched = 0
+    for rnd in range(ROUNDS):
+        rects = []
+        for _ in range(rng.randint(1, 4)):
+            big = rng.random() < 0.25
+            w = rng.randint(1, W if big else 60)
+            h = rng.randint(1, H if big else 24)
+            x, y = rng.randint(0, W - w), rng.randint(0, H - h)
+            rects.append((x, y, w, h, rng.getrandbits(24)))
+        res = paint(srv, sid, rects)
+        if res["exit_code"] != 0:
+            t.diag("round %d: painter: %s" % (rnd, res["stderr"]))
+        for _attempt in range(5):
+            srv.post(sid, "wait", {"until": "stable", "quiet_ms": 300, "timeout_ms": 10000})
+            png, f1 = shot(srv, sid)
+            srv.exec(sid, ["sh", "-c", "xwd -root -silent > /workspace/root.xwd"])
+            png2, f2 = shot(srv, sid)
+            if f1 == f2:
+                break
+        if f1 != f2:
+            t.diag("round %d: the screen kept changing" % rnd)
+            continue
+        if rnd == 0:
+            t.ok(png2 == png, "a repeat for the same frame returns the same bytes")
+        got = dbx.png_pixels(png)
+        xr = srv.request("GET", base + "/files/download?path=/workspace/root.xwd")
+        want = xwd_pixels(xr.body)
+        compared += 1
+        if got != want:
+            mismatched += 1
+            bad = [y for y in range(H) if got[y] != want[y]]
+            t.diag("round %d: %d rows differ, first %d" % (rnd, len(bad), bad[0]))
+    t.ok(compared >= ROUNDS - 2, "compared %d of %d rounds" % (compared, ROUNDS))
+    t.eq(mismatched, 0, "every incremental PNG decodes to the X server's pixels")
+    m = srv.request("GET", "/metrics")
+    t.ok(m.status != 200 or b"deskbox_screenshot_encode_seconds" in m.body,
+         "screenshots are measured")
+
+
+if __name__ == "__main__":
+    main()
