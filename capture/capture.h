@@ -166,6 +166,12 @@ void capture_scale(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
 int capture_jpeg_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int quality,
 			uint8_t **out, size_t *out_len, struct err *e);
 
+/* Encodes a B,G,R,X image as WebP (libwebp), lossless or lossy at
+ * `quality` 0..100; at most 16383 pixels a side.  *out is malloc'd, owned
+ * by the caller. */
+int capture_webp_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int lossless,
+			int quality, uint8_t **out, size_t *out_len, struct err *e);
+
 /* Encodes a B,G,R,X image as an RGB PNG with zlib `level` (0..9; 1 is the
  * fast default) and SUB filtering.  On success *out is malloc'd, owned by the
  * caller. */
@@ -175,6 +181,7 @@ int capture_png_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t strid
 enum capture_format {
 	CAPTURE_PNG = 0,
 	CAPTURE_JPEG = 1,
+	CAPTURE_WEBP = 2,
 };
 
 /* A screenshot request, in real pixels. */
@@ -182,7 +189,8 @@ struct capture_shot_req {
 	struct capture_rect r; /* region of the display */
 	uint32_t ow, oh;       /* output size (scaled when it differs from r's) */
 	int format;	       /* enum capture_format */
-	int quality;	       /* JPEG 1..100 */
+	int quality;	       /* JPEG 1..100, lossy WebP 0..100 */
+	int lossless;	       /* WebP: lossless (quality unused) */
 	int level;	       /* PNG zlib level 0..9 */
 	int cursor;	       /* draw the pointer */
 };

@@ -82,7 +82,8 @@ static int key_eq(const struct shot_key *a, const struct shot_key *b)
 	       a->cserial == b->cserial && a->q.r.x == b->q.r.x && a->q.r.y == b->q.r.y &&
 	       a->q.r.w == b->q.r.w && a->q.r.h == b->q.r.h && a->q.ow == b->q.ow &&
 	       a->q.oh == b->q.oh && a->q.format == b->q.format && a->q.quality == b->q.quality &&
-	       a->q.level == b->q.level && a->q.cursor == b->q.cursor;
+	       a->q.level == b->q.level && a->q.cursor == b->q.cursor &&
+	       a->q.lossless == b->q.lossless;
 }
 
 /* A copy of the cached image for `k`: 1, 0 when none, negative on ENOMEM. */
@@ -243,6 +244,9 @@ static int shot_full(struct capture *c, struct capture_shots *s, struct shot_key
 	struct capture_bands *once = NULL;
 	if (r == 0 && q->format == CAPTURE_JPEG)
 		r = capture_jpeg_encode(img, q->ow, q->oh, ostride, q->quality, out, len, e);
+	else if (r == 0 && q->format == CAPTURE_WEBP)
+		r = capture_webp_encode(img, q->ow, q->oh, ostride, q->lossless, q->quality, out,
+					len, e);
 	else if (r == 0 && (r = capture_bands_new(&once, e)) == 0)
 		r = capture_bands_encode(once, img, q->ow, q->oh, ostride, q->level, NULL, out,
 					 len, NULL, e);
@@ -259,7 +263,7 @@ int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **
 	struct capture_shots *s = capture_shots_of(c);
 	*out = NULL;
 	*out_len = 0;
-	if (q->format != CAPTURE_PNG && q->format != CAPTURE_JPEG)
+	if (q->format != CAPTURE_PNG && q->format != CAPTURE_JPEG && q->format != CAPTURE_WEBP)
 		return err_set(e, ERR_INVALID, EINVAL, "unknown image format %d", q->format);
 	struct shot_key k;
 	memset(&k, 0, sizeof(k));

@@ -4,7 +4,8 @@ rectangles (damage of every size, one to four per round), and after each
 round the PNG screenshot (encoded incrementally from the bands the mirror
 saw change) is decoded here (every CRC and the zlib Adler-32 checked,
 filters undone) and compared pixel by pixel with `xwd -root` taken inside
-the sandbox.  A repeat request for the same frame returns the same bytes."""
+the sandbox.  A repeat request for the same frame returns the same bytes.  WebP,
+lossless and lossy, is chosen by `format=` or the Accept header."""
 
 import os
 import random
@@ -68,6 +69,29 @@ def xwd_pixels(data):
     return rows
 
 
+def formats(t, srv, base):
+    """WebP (lossless and lossy), chosen by the query or the Accept header."""
+    def get(query, accept=None):
+        return srv.request("GET", base + "/desktop/screenshot" + query,
+                           headers={"Accept": accept} if accept else None)
+    r = get("?format=webp")
+    t.ok(r.status == 200 and r.header("Content-Type") == "image/webp" and
+         r.body[:4] == b"RIFF" and r.body[8:16] == b"WEBPVP8L", "format=webp is lossless WebP",
+         (r.status, r.header("Content-Type"), r.body[:16]))
+    r = get("?format=webp&lossless=0&quality=40")
+    t.ok(r.status == 200 and r.body[8:16] == b"WEBPVP8 ", "lossless=0 is lossy WebP",
+         (r.status, r.body[:16]))
+    for accept, want in (("image/webp,image/png;q=0.9", "image/webp"),
+                         ("image/jpeg, */*", "image/jpeg"), ("*/*", "image/png"),
+                         ("text/html, image/png, image/webp", "image/png")):
+        r = get("", accept)
+        t.eq((r.status, r.header("Content-Type")), (200, want), "Accept: %s" % accept)
+    r = get("?format=png", "image/webp")
+    t.eq(r.header("Content-Type"), "image/png", "format= wins over Accept")
+    t.eq(get("?lossless=2").status, 400, "lossless=2 is refused")
+    t.eq(get("?format=gif").status, 400, "format=gif is refused")
+
+
 def main():
     t = dbx.Tap()
     srv = dbx.Server()
@@ -129,6 +153,7 @@ def run(t, srv):
             t.diag("round %d: %d rows differ, first %d" % (rnd, len(bad), bad[0]))
     t.ok(compared >= ROUNDS - 2, "compared %d of %d rounds" % (compared, ROUNDS))
     t.eq(mismatched, 0, "every incremental PNG decodes to the X server's pixels")
+    formats(t, srv, base)
     m = srv.request("GET", "/metrics")
     t.ok(m.status != 200 or b"deskbox_screenshot_encode_seconds" in m.body,
          "screenshots are measured")
