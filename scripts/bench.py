@@ -20,9 +20,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import dbx  # noqa: E402
+import bench_shots  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
+ONLY = os.environ.get("BENCH_ONLY")  # "shots": only the screenshot figures
 
 
 def pct(values, p):
@@ -150,6 +152,10 @@ def idle_cost(srv, sids, seconds=5.0):
     return pss, cpu
 
 
+class OnlyShots(Exception):
+    """BENCH_ONLY=shots: the screenshot figures are done."""
+
+
 def main():
     if os.geteuid() != 0:
         print("bench: needs root")
@@ -198,28 +204,11 @@ def main():
         time.sleep(0.5)
 
         # ---- screenshots ----
-        shot = lambda: srv.screenshot(sid)  # noqa: E731
-        quiet = timed(shot, n)
-        naive_import = inner_ms(srv, sid, "import -window root /tmp/i.png", 5)
-        naive_xwd = inner_ms(srv, sid, "xwd -root -silent | convert xwd:- /tmp/x.png", 5)
-        report("screenshot 1280x800 quiet (REST)", quiet, naive=naive_import,
-               naive_name="import", target="<= 10 ms, >= 15x import")
-        report("screenshot 1280x800 quiet vs xwd|convert", quiet, naive=naive_xwd,
-               naive_name="xwd|convert")
         region = timed(lambda: srv.screenshot(sid, "?x=0&y=0&w=400&h=300"), n)
         report("screenshot region 400x300", region)
-
-        srv.exec(sid, ["sh", "-c", "convert -size 1280x800 xc: +noise Random /tmp/noise.png && "
-                                   "display -window root /tmp/noise.png"], timeout_s=60)
-        time.sleep(1.0)
-        busy = timed(shot, n)
-        naive_import_b = inner_ms(srv, sid, "import -window root /tmp/i.png", 5)
-        naive_xwd_b = inner_ms(srv, sid, "xwd -root -silent | convert xwd:- /tmp/x.png", 5)
-        report("screenshot 1280x800 busy (REST)", busy, naive=naive_import_b,
-               naive_name="import", target="<= 40 ms")
-        report("screenshot 1280x800 busy vs xwd|convert", busy, naive=naive_xwd_b,
-               naive_name="xwd|convert")
-        srv.exec(sid, ["xsetroot", "-solid", "#202020"])
+        bench_shots.run(srv, report, QUICK)
+        if ONLY == "shots":
+            raise OnlyShots()
 
         # ---- input to frame ----
         srv.exec(sid, ["xterm", "-geometry", "80x24+0+0"], background=True)
@@ -342,6 +331,8 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
             list(ex.map(lambda s: srv.request("DELETE", "/v1/sandboxes/" + s), many))
         print("bench took %.0f s" % (time.time() - t_start))
+    except OnlyShots:
+        pass
     finally:
         srv.cleanup()
     out = os.path.join(dbx.BUILD, "bench.json")
