@@ -12,7 +12,9 @@ import concurrent.futures
 import glob
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -136,13 +138,41 @@ def bridge_pids(srv):
     return out
 
 
+def unix_sockets():
+    """inode -> (peer inode, pids holding it), from ss -xpn."""
+    out = subprocess.run(["ss", "-xpn"], capture_output=True, text=True).stdout
+    socks = {}
+    for line in out.splitlines()[1:]:
+        t = line.split()
+        if len(t) >= 8 and t[5].isdigit() and t[7].isdigit():
+            socks[int(t[5])] = (int(t[7]), [int(p) for p in re.findall(r"pid=(\d+)", line)])
+    return socks
+
+
+def own_bridges(srv, pids):
+    """The bridges whose VNC connection (fd 3) ends in one of `pids`: the
+    measured sandboxes' own, not the warm pool's."""
+    socks = unix_sockets()
+    own = []
+    for b in bridge_pids(srv):
+        try:
+            link = os.readlink("/proc/%d/fd/3" % b)
+        except OSError:
+            continue
+        m = re.match(r"socket:\[(\d+)\]", link)
+        peer = socks.get(int(m.group(1)), (None, []))[0] if m else None
+        if peer is not None and set(socks.get(peer, (None, []))[1]) & set(pids):
+            own.append(b)
+    return own
+
+
 def idle_cost(srv, sids, seconds=5.0):
-    """PSS per sandbox (its processes + its bridge) and CPU % of one core per
-    sandbox while idle with the mirror connected."""
+    """PSS per sandbox (its processes + its own bridge) and CPU % of one
+    core per sandbox while idle with the mirror connected."""
     pids = []
     for sid in sids:
         pids += sandbox_pids("dbx-" + sid)
-    pids += bridge_pids(srv)
+    pids += own_bridges(srv, pids)
     pss = sum(pss_kb(p) for p in pids) / 1024.0 / len(sids)
     hz = os.sysconf("SC_CLK_TCK")
     t0 = {p: cpu_ticks(p) for p in pids}
@@ -304,6 +334,9 @@ def main():
         time.sleep(2.0)
         pss, cpu = idle_cost(srv, [one])
         report("idle sandbox PSS (1 running)", [pss], unit="MB", target="<= 40 MB")
+        bridges = own_bridges(srv, sandbox_pids("dbx-" + one))
+        report("idle sandbox's bridge PSS", [sum(pss_kb(p) for p in bridges) / 1024.0],
+               unit="MB")
         report("idle sandbox CPU (1 running)", [cpu], unit="%", target="<= 0.5 %")
         many = [one]
         count = 8 if QUICK else 20
