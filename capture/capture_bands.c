@@ -34,11 +34,19 @@ struct band {
 	uLong crc;     /* CRC-32 of z */
 };
 
-/* What one thread needs to compress bands: deflate streams for flat (UP,
- * default matching) and busy (SUB, Z_RLE) bands, and the filtered bytes. */
+/* How a band is compressed. */
+enum band_kind {
+	BAND_FLAT,   /* UP filter, zlib's default matching */
+	BAND_BUSY,   /* SUB filter, Z_RLE: matching finds little in photo-like content */
+	BAND_STORED, /* SUB filter, stored (level 0): looks like noise, deflate would not shrink it */
+	BAND_KINDS
+};
+
+/* What one thread needs to compress bands: a deflate stream per kind and
+ * the filtered bytes. */
 struct band_worker {
-	z_stream zs[2];
-	int init[2];
+	z_stream zs[BAND_KINDS];
+	int init[BAND_KINDS];
 	uint8_t *raw;
 	size_t raw_cap;
 };
@@ -78,7 +86,7 @@ int capture_bands_new(struct capture_bands **out, struct err *e)
 
 static void worker_release(struct band_worker *wk)
 {
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < BAND_KINDS; i++)
 		if (wk->init[i])
 			deflateEnd(&wk->zs[i]);
 	free(wk->raw);
@@ -131,9 +139,16 @@ static void filter_row(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t 
 		const uint8_t *q = p - stride;
 		*out++ = 2;
 		for (uint32_t x = 0; x < w; x++, p += 4, q += 4, out += 3) {
-			out[0] = (uint8_t)(p[2] - q[2]);
-			out[1] = (uint8_t)(p[1] - q[1]);
-			out[2] = (uint8_t)(p[0] - q[0]);
+			/* Byte-wise a - b of a whole pixel at once (no borrow
+			 * between bytes), then R, G, B out of B, G, R, X. */
+			uint32_t a, c;
+			memcpy(&a, p, 4);
+			memcpy(&c, q, 4);
+			uint32_t d = ((a | 0x80808080u) - (c & 0x7f7f7f7fu)) ^
+				     ((a ^ ~c) & 0x80808080u);
+			out[0] = (uint8_t)(d >> 16);
+			out[1] = (uint8_t)(d >> 8);
+			out[2] = (uint8_t)d;
 		}
 		return;
 	}
@@ -147,21 +162,47 @@ static void filter_row(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t 
 	}
 }
 
-static int worker_stream(struct band_worker *wk, int busy, int level, z_stream **zs)
+/* Adler-32 `adler` continued over `n` zero bytes: the byte sum stays, the
+ * sum of sums grows by n times it (RFC 1950). */
+static uLong adler_zeros(uLong adler, size_t n)
 {
-	if (!wk->init[busy]) {
-		memset(&wk->zs[busy], 0, sizeof(wk->zs[busy]));
+	uint64_t a = adler & 0xffff, sb = adler >> 16;
+	sb = (sb + (uint64_t)(n % 65521) * a) % 65521;
+	return (uLong)(sb << 16 | a);
+}
+
+static int worker_stream(struct band_worker *wk, enum band_kind k, int level, z_stream **zs)
+{
+	if (!wk->init[k]) {
+		memset(&wk->zs[k], 0, sizeof(wk->zs[k]));
 		/* Raw deflate (-15): the zlib header and checksum are written
 		 * once for the whole image. */
-		if (deflateInit2(&wk->zs[busy], level, Z_DEFLATED, -15, 8,
-				 busy ? Z_RLE : Z_DEFAULT_STRATEGY) != Z_OK)
+		if (deflateInit2(&wk->zs[k], k == BAND_STORED ? 0 : level, Z_DEFLATED, -15, 8,
+				 k == BAND_BUSY ? Z_RLE : Z_DEFAULT_STRATEGY) != Z_OK)
 			return -1;
-		wk->init[busy] = 1;
-	} else if (deflateReset(&wk->zs[busy]) != Z_OK) {
+		wk->init[k] = 1;
+	} else if (deflateReset(&wk->zs[k]) != Z_OK) {
 		return -1;
 	}
-	*zs = &wk->zs[busy];
+	*zs = &wk->zs[k];
 	return 0;
+}
+
+/* Whether filtered bytes look like noise: a byte histogram of a sample
+ * close to uniform (chi-squared below twice its 255 degrees of freedom;
+ * real pictures score far above).  Deflate spends ~8 ms per MB on such
+ * bytes to gain nothing, storing them costs a copy. */
+static int looks_random(const uint8_t *p, size_t n)
+{
+	uint32_t hist[256] = {0}, k = 0;
+	for (size_t i = 0; i < n; i += 7, k++)
+		hist[p[i]]++;
+	if (k < 4096)
+		return 0;
+	double e = (double)k / 256.0, chi = 0;
+	for (int i = 0; i < 256; i++)
+		chi += ((double)hist[i] - e) * ((double)hist[i] - e) / e;
+	return chi < 510.0;
 }
 
 /* Filters and compresses band `i` of the image into b->bands[i]. */
@@ -179,11 +220,27 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 		wk->raw_cap = raw;
 	}
 	int flat = band_flat(bgrx, stride, b->w, y0, y1);
-	for (uint32_t y = y0; y < y1; y++)
-		filter_row(bgrx, stride, b->w, y, flat && y > y0, wk->raw + (y - y0) * rowlen);
+	uLong adler = adler32(0, NULL, 0);
+	for (uint32_t y = y0; y < y1; y++) {
+		uint8_t *o = wk->raw + (y - y0) * rowlen;
+		/* A row equal to the one above (most of a desktop) filters to
+		 * zeros under UP: no per-pixel work, and the checksum of a
+		 * zero run is arithmetic. */
+		if (flat && y > y0 &&
+		    memcmp(bgrx + (size_t)y * stride, bgrx + (size_t)(y - 1) * stride,
+			   (size_t)b->w * 4) == 0) {
+			o[0] = 2;
+			memset(o + 1, 0, rowlen - 1);
+			adler = adler_zeros(adler32(adler, o, 1), rowlen - 1);
+			continue;
+		}
+		filter_row(bgrx, stride, b->w, y, flat && y > y0, o);
+		adler = adler32(adler, o, (uInt)rowlen);
+	}
 
+	enum band_kind kind = flat ? BAND_FLAT : looks_random(wk->raw, raw) ? BAND_STORED : BAND_BUSY;
 	z_stream *zs;
-	if (worker_stream(wk, !flat, b->level, &zs) < 0)
+	if (worker_stream(wk, kind, b->level, &zs) < 0)
 		return -1;
 	struct band *bd = &b->bands[i];
 	/* deflateBound covers Z_FINISH; a full flush adds an empty stored
@@ -206,7 +263,7 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 		return -1;
 	bd->len = bd->cap - zs->avail_out;
 	bd->raw_len = (uLong)raw;
-	bd->adler = adler32(adler32(0, NULL, 0), wk->raw, (uInt)raw);
+	bd->adler = adler;
 	bd->crc = crc32(crc32(0, NULL, 0), bd->z, (uInt)bd->len);
 	return 0;
 }

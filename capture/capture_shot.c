@@ -265,6 +265,16 @@ int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **
 	*out_len = 0;
 	if (q->format != CAPTURE_PNG && q->format != CAPTURE_JPEG && q->format != CAPTURE_WEBP)
 		return err_set(e, ERR_INVALID, EINVAL, "unknown image format %d", q->format);
+	/* Checked before anything is sized from them. */
+	uint32_t w = capture_width(c), h = capture_height(c);
+	if (q->r.w == 0 || q->r.h == 0 || q->r.x >= w || q->r.y >= h || q->r.w > w - q->r.x ||
+	    q->r.h > h - q->r.y)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "region %ux%u+%u+%u outside the %ux%u display", q->r.w, q->r.h,
+			       q->r.x, q->r.y, w, h);
+	if (q->ow == 0 || q->oh == 0 || q->ow > CAPTURE_MAX_DIM || q->oh > CAPTURE_MAX_DIM)
+		return err_set(e, ERR_INVALID, EINVAL, "output size %ux%u out of range 1-%u",
+			       q->ow, q->oh, CAPTURE_MAX_DIM);
 	struct shot_key k;
 	memset(&k, 0, sizeof(k));
 	k.q = *q;
