@@ -195,6 +195,7 @@ SCENES = [("empty", setup_empty), ("text", setup_text), ("browser", setup_browse
 
 def run(srv, report, quick):
     n = 5 if quick else 9
+    medians = {}
     for w, h in ((1280, 800), (1920, 1080)):
         for name, setup in SCENES:
             if os.environ.get("BENCH_SCENES") and name not in os.environ["BENCH_SCENES"]:
@@ -225,8 +226,16 @@ def run(srv, report, quick):
                        target=None if big else "<= 3 ms, >= 25x")
                 report(label + " repeat same frame", repeat, naive=naive, naive_name="import",
                        target=None if big else "<= 1 ms")
+                for kind, vals in (("full change", fulls), ("small change", smalls),
+                                   ("repeat same frame", repeat)):
+                    medians[(name, kind, w)] = sorted(vals)[len(vals) // 2]
             finally:
                 srv.request("DELETE", "/v1/sandboxes/" + sid)
+    for (name, kind, w), small in sorted(medians.items()):
+        big = medians.get((name, kind, 1920))
+        if w == 1280 and big is not None and small > 0:
+            report("shot %s %s 1920x1080 / 1280x800" % (name, kind), [big / small], unit="x",
+                   target="<= 2.25x")
 
 
 def inner_import(srv, sid, n):
