@@ -17,9 +17,9 @@
 
 /* The cache holds at most this many images and bytes; a bigger image is
  * not kept.  Four covers an agent's usual mix (full PNG, a region, a
- * scaled copy) at a fraction of one framebuffer's 4 MB. */
+ * scaled copy); 4 MB holds one 1280x800 noise frame. */
 #define CACHE_ENTRIES 4
-#define CACHE_BYTES   (8u << 20)
+#define CACHE_BYTES   (4u << 20)
 
 /* Everything the encoded bytes depend on. */
 struct shot_key {
