@@ -69,6 +69,35 @@ def xwd_pixels(data):
     return rows
 
 
+def cursor(t, srv, sid):
+    """cursor=1 through the incremental encoder: after the pointer moved
+    (no new frame), the bands under the old pointer are redone, so the
+    picture differs from the cursor=0 one only around the new position."""
+    srv.post(sid, "wait", {"until": "stable", "quiet_ms": 300, "timeout_ms": 10000})
+    old, new = (100, 100), (400, 300)
+    srv.post(sid, "move", {"x": old[0], "y": old[1]})
+    dbx.wait_until(lambda: srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid)
+                   .json()["pointer"] == {"x": old[0], "y": old[1]}, timeout=10)
+    shot(srv, sid, "?cursor=1")
+    srv.post(sid, "move", {"x": new[0], "y": new[1]})
+    dbx.wait_until(lambda: srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid)
+                   .json()["pointer"] == {"x": new[0], "y": new[1]}, timeout=10)
+    with_cursor, f1 = shot(srv, sid, "?cursor=1")
+    without, f2 = shot(srv, sid)
+    if f1 != f2:
+        t.skip("cursor drawn incrementally", "the screen changed meanwhile")
+        return
+    a, b = dbx.png_pixels(with_cursor), dbx.png_pixels(without)
+    diff = [(x, y) for y in range(H) if a[y] != b[y]
+            for x in range(W) if a[y][x * 3:x * 3 + 3] != b[y][x * 3:x * 3 + 3]]
+    if not diff:
+        t.skip("cursor drawn incrementally", "the VNC server sent no cursor shape")
+        return
+    near = all(abs(x - new[0]) <= 64 and abs(y - new[1]) <= 64 for x, y in diff)
+    t.ok(near, "cursor=1 after a pointer move shows the pointer only at its new place",
+         "differing pixels from %r to %r" % (min(diff), max(diff)))
+
+
 def formats(t, srv, base):
     """WebP (lossless and lossy), chosen by the query or the Accept header."""
     def get(query, accept=None):
@@ -102,25 +131,21 @@ def main():
     t.done()
 
 
-def shot(srv, sid):
-    r = srv.request("GET", "/v1/sandboxes/%s/desktop/screenshot" % sid)
+def shot(srv, sid, query=""):
+    r = srv.request("GET", "/v1/sandboxes/%s/desktop/screenshot%s" % (sid, query))
     if r.status != 200:
         raise RuntimeError("screenshot: %d %s" % (r.status, r.body[:300]))
     return r.body, int(r.header("X-Frame"))
 
 
-def run(t, srv):
-    sb = srv.create({"display": {"width": W, "height": H}})
-    sid = sb["id"]
+def rounds(t, srv, sid, rng, n, region=None):
+    """`n` rounds of random rectangles, each followed by a PNG of the
+    screen (or of `region` (x, y, w, h), not aligned to any band) compared
+    with the X server's.  Returns (rounds compared, rounds that differ)."""
     base = "/v1/sandboxes/%s" % sid
-    srv.exec(sid, ["sh", "-c", "cat > /tmp/painter.py"], stdin=PAINTER)
-    res = paint(srv, sid, [(0, 0, W, H, 0x202020)])
-    if not t.eq(res["exit_code"], 0, "the painter fills the root window"):
-        t.diag(res["stderr"])
-        return
-    rng = random.Random(15)
+    query = "?x=%d&y=%d&w=%d&h=%d" % region if region else ""
     compared = mismatched = 0
-    for rnd in range(ROUNDS):
+    for rnd in range(n):
         rects = []
         for _ in range(rng.randint(1, 4)):
             big = rng.random() < 0.25
@@ -133,26 +158,47 @@ def run(t, srv):
             t.diag("round %d: painter: %s" % (rnd, res["stderr"]))
         for _attempt in range(5):
             srv.post(sid, "wait", {"until": "stable", "quiet_ms": 300, "timeout_ms": 10000})
-            png, f1 = shot(srv, sid)
+            png, f1 = shot(srv, sid, query)
             srv.exec(sid, ["sh", "-c", "xwd -root -silent > /workspace/root.xwd"])
-            png2, f2 = shot(srv, sid)
+            png2, f2 = shot(srv, sid, query)
             if f1 == f2:
                 break
         if f1 != f2:
             t.diag("round %d: the screen kept changing" % rnd)
             continue
-        if rnd == 0:
+        if rnd == 0 and not region:
             t.ok(png2 == png, "a repeat for the same frame returns the same bytes")
         got = dbx.png_pixels(png)
         xr = srv.request("GET", base + "/files/download?path=/workspace/root.xwd")
         want = xwd_pixels(xr.body)
+        if region:
+            x, y, w, h = region
+            want = [row[x * 3:(x + w) * 3] for row in want[y:y + h]]
         compared += 1
         if got != want:
             mismatched += 1
-            bad = [y for y in range(H) if got[y] != want[y]]
+            bad = [y for y in range(len(want)) if y >= len(got) or got[y] != want[y]]
             t.diag("round %d: %d rows differ, first %d" % (rnd, len(bad), bad[0]))
+    return compared, mismatched
+
+
+def run(t, srv):
+    sb = srv.create({"display": {"width": W, "height": H}})
+    sid = sb["id"]
+    base = "/v1/sandboxes/%s" % sid
+    srv.exec(sid, ["sh", "-c", "cat > /tmp/painter.py"], stdin=PAINTER)
+    res = paint(srv, sid, [(0, 0, W, H, 0x202020)])
+    if not t.eq(res["exit_code"], 0, "the painter fills the root window"):
+        t.diag(res["stderr"])
+        return
+    rng = random.Random(15)
+    compared, mismatched = rounds(t, srv, sid, rng, ROUNDS)
     t.ok(compared >= ROUNDS - 2, "compared %d of %d rounds" % (compared, ROUNDS))
     t.eq(mismatched, 0, "every incremental PNG decodes to the X server's pixels")
+    compared, mismatched = rounds(t, srv, sid, rng, 6, region=(37, 21, 411, 301))
+    t.ok(compared >= 4, "compared %d of 6 region rounds" % compared)
+    t.eq(mismatched, 0, "an incremental PNG of a region off the band grid is right too")
+    cursor(t, srv, sid)
     formats(t, srv, base)
     m = srv.request("GET", "/metrics")
     t.ok(m.status != 200 or b"deskbox_screenshot_encode_seconds" in m.body,
