@@ -190,6 +190,8 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 	http_add_header(res, "ETag", s.etag, NULL);
 	/* Revalidate every time: the ETag makes an unchanged screen cheap. */
 	http_add_header(res, "Cache-Control", "no-cache", NULL);
+	/* Without format= the Accept header chose the image type. */
+	http_add_header(res, "Vary", "Accept", NULL);
 	return 0;
 }
 

@@ -115,6 +115,7 @@ def formats(t, srv, base):
                          ("text/html, image/png, image/webp", "image/png")):
         r = get("", accept)
         t.eq((r.status, r.header("Content-Type")), (200, want), "Accept: %s" % accept)
+    t.eq(r.header("Vary"), "Accept", "the answer says it varies with Accept")
     r = get("?format=png", "image/webp")
     t.eq(r.header("Content-Type"), "image/png", "format= wins over Accept")
     t.eq(get("?lossless=2").status, 400, "lossless=2 is refused")
