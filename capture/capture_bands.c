@@ -3,8 +3,10 @@
  * The image's rows are cut into bands of CAPTURE_BAND_ROWS rows.  Each band
  * is filtered on its own (its first row with SUB, which needs no row above)
  * and compressed as its own raw deflate stream that ends in a full flush, so
- * the streams concatenate into one valid deflate stream; the last band ends
- * with Z_FINISH.  The zlib Adler-32 and the IDAT CRC-32 of the whole are
+ * the streams concatenate into one valid deflate stream, which an empty
+ * final block closes.  Within a flat band, runs of rows equal to the row
+ * above (UP zeros) are not deflated at all: their deflate bytes depend only
+ * on the run's length and are made once.  The zlib Adler-32 and the IDAT CRC-32 of the whole are
  * combined from the bands' (adler32_combine, crc32_combine).  A band's
  * compressed bytes are kept, so the next encode redoes only the bands whose
  * rows changed: a one-word change on a 1280x800 screen recompresses one or
@@ -51,9 +53,22 @@ struct band_worker {
 	size_t raw_cap;
 };
 
+/* The deflate bytes of `k` rows that are all UP zeros (a row equal to the
+ * one above), the same in every band of an image shape: made once. */
+struct zrun {
+	uint8_t *z;
+	size_t len;
+};
+
+/* Runs of at least this many zero rows are copied from the zrun cache
+ * instead of deflated (each split costs a flush, ~5 bytes). */
+#define ZRUN_MIN 4
+
 struct capture_bands {
 	uint32_t w, h;
 	int level;
+	pthread_mutex_t zlock; /* zruns, filled by any worker thread */
+	struct zrun zruns[CAPTURE_BAND_ROWS + 1];
 	int valid; /* the bands hold the last encode of w x h at level */
 	uint32_t nbands;
 	struct band *bands;
@@ -77,6 +92,7 @@ int capture_bands_new(struct capture_bands **out, struct err *e)
 	struct capture_bands *b = calloc(1, sizeof(*b));
 	if (!b)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	pthread_mutex_init(&b->zlock, NULL);
 	b->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	if (b->ncpu < 1)
 		b->ncpu = 1;
@@ -101,6 +117,10 @@ static void bands_drop(struct capture_bands *b)
 	b->bands = NULL;
 	b->nbands = 0;
 	b->valid = 0;
+	for (uint32_t k = 0; k <= CAPTURE_BAND_ROWS; k++) {
+		free(b->zruns[k].z);
+		b->zruns[k].z = NULL;
+	}
 }
 
 void capture_bands_free(struct capture_bands *b)
@@ -109,6 +129,7 @@ void capture_bands_free(struct capture_bands *b)
 		return;
 	bands_drop(b);
 	worker_release(&b->self);
+	pthread_mutex_destroy(&b->zlock);
 	free(b);
 }
 
@@ -205,6 +226,92 @@ static int looks_random(const uint8_t *p, size_t n)
 	return chi < 510.0;
 }
 
+/* Appends the raw deflate of `in` to bd->z, ending in a full flush (byte
+ * aligned, not final: the segments concatenate). */
+static int seg_deflate(z_stream *zs, const uint8_t *in, size_t n, struct band *bd)
+{
+	if (deflateReset(zs) != Z_OK)
+		return -1;
+	/* deflateBound covers a finished stream; a full flush adds an empty
+	 * stored block (5 bytes) at most. */
+	size_t need = bd->len + deflateBound(zs, (uLong)n) + 16;
+	if (bd->cap < need) {
+		uint8_t *p = realloc(bd->z, need);
+		if (!p)
+			return -1;
+		bd->z = p;
+		bd->cap = need;
+	}
+	zs->next_in = (Bytef *)(uintptr_t)in;
+	zs->avail_in = (uInt)n;
+	zs->next_out = bd->z + bd->len;
+	zs->avail_out = (uInt)(bd->cap - bd->len);
+	if (deflate(zs, Z_FULL_FLUSH) != Z_OK || zs->avail_in != 0 || zs->avail_out == 0)
+		return -1;
+	bd->len = bd->cap - zs->avail_out;
+	return 0;
+}
+
+/* The deflate bytes of `k` zero rows (filter byte 2, then zeros), made on
+ * first use with the band's stream settings. */
+static const struct zrun *zrun_get(struct capture_bands *b, z_stream *zs, size_t rowlen,
+				   uint32_t k)
+{
+	pthread_mutex_lock(&b->zlock);
+	struct zrun *zr = &b->zruns[k];
+	if (!zr->z) {
+		uint8_t *raw = calloc(k, rowlen);
+		struct band tmp = {0};
+		for (uint32_t r = 0; raw && r < k; r++)
+			raw[r * rowlen] = 2;
+		if (raw && seg_deflate(zs, raw, k * rowlen, &tmp) == 0) {
+			zr->z = tmp.z;
+			zr->len = tmp.len;
+		} else {
+			free(tmp.z);
+		}
+		free(raw);
+	}
+	pthread_mutex_unlock(&b->zlock);
+	return zr->z ? zr : NULL;
+}
+
+/* A flat band as segments: runs of ZRUN_MIN or more zero rows from the
+ * zrun cache, the rows between deflated. */
+static int band_segments(struct capture_bands *b, z_stream *zs, const uint8_t *raw,
+			 size_t rowlen, uint32_t n, const uint8_t *zero, struct band *bd)
+{
+	uint32_t run[CAPTURE_BAND_ROWS + 1]; /* zero rows from each row on */
+	run[n] = 0;
+	for (uint32_t r = n; r-- > 0;)
+		run[r] = zero[r] ? run[r + 1] + 1 : 0;
+	for (uint32_t r = 0; r < n;) {
+		if (run[r] >= ZRUN_MIN) {
+			const struct zrun *zr = zrun_get(b, zs, rowlen, run[r]);
+			if (!zr)
+				return -1;
+			if (bd->cap < bd->len + zr->len) {
+				uint8_t *p = realloc(bd->z, bd->len + zr->len);
+				if (!p)
+					return -1;
+				bd->z = p;
+				bd->cap = bd->len + zr->len;
+			}
+			memcpy(bd->z + bd->len, zr->z, zr->len);
+			bd->len += zr->len;
+			r += run[r];
+			continue;
+		}
+		uint32_t e = r + 1;
+		while (e < n && run[e] < ZRUN_MIN)
+			e++;
+		if (seg_deflate(zs, raw + r * rowlen, (e - r) * rowlen, bd) < 0)
+			return -1;
+		r = e;
+	}
+	return 0;
+}
+
 /* Filters and compresses band `i` of the image into b->bands[i]. */
 static int band_encode(struct capture_bands *b, struct band_worker *wk, const uint8_t *bgrx,
 		       size_t stride, uint32_t i)
@@ -221,6 +328,7 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 	}
 	int flat = band_flat(bgrx, stride, b->w, y0, y1);
 	uLong adler = adler32(0, NULL, 0);
+	uint8_t zero[CAPTURE_BAND_ROWS] = {0};
 	for (uint32_t y = y0; y < y1; y++) {
 		uint8_t *o = wk->raw + (y - y0) * rowlen;
 		/* A row equal to the one above (most of a desktop) filters to
@@ -232,6 +340,7 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 			o[0] = 2;
 			memset(o + 1, 0, rowlen - 1);
 			adler = adler_zeros(adler32(adler, o, 1), rowlen - 1);
+			zero[y - y0] = 1;
 			continue;
 		}
 		filter_row(bgrx, stride, b->w, y, flat && y > y0, o);
@@ -243,25 +352,11 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 	if (worker_stream(wk, kind, b->level, &zs) < 0)
 		return -1;
 	struct band *bd = &b->bands[i];
-	/* deflateBound covers Z_FINISH; a full flush adds an empty stored
-	 * block (5 bytes) at most. */
-	size_t need = deflateBound(zs, (uLong)raw) + 16;
-	if (bd->cap < need) {
-		uint8_t *p = realloc(bd->z, need);
-		if (!p)
-			return -1;
-		bd->z = p;
-		bd->cap = need;
-	}
-	int last = y1 == b->h;
-	zs->next_in = wk->raw;
-	zs->avail_in = (uInt)raw;
-	zs->next_out = bd->z;
-	zs->avail_out = (uInt)bd->cap;
-	int zr = deflate(zs, last ? Z_FINISH : Z_FULL_FLUSH);
-	if (zr != (last ? Z_STREAM_END : Z_OK) || zs->avail_in != 0)
+	bd->len = 0;
+	int r = flat ? band_segments(b, zs, wk->raw, rowlen, y1 - y0, zero, bd)
+		     : seg_deflate(zs, wk->raw, raw, bd);
+	if (r < 0)
 		return -1;
-	bd->len = bd->cap - zs->avail_out;
 	bd->raw_len = (uLong)raw;
 	bd->adler = adler;
 	bd->crc = crc32(crc32(0, NULL, 0), bd->z, (uInt)bd->len);
@@ -319,7 +414,7 @@ static void put32(uint8_t *p, uint32_t v)
 /* Signature, IHDR, one IDAT of the zlib header + bands + Adler-32, IEND. */
 static int bands_assemble(const struct capture_bands *b, uint8_t **out, size_t *out_len)
 {
-	size_t body = 2 + 4;
+	size_t body = 2 + 2 + 4;
 	uLong adler = adler32(0, NULL, 0);
 	for (uint32_t i = 0; i < b->nbands; i++) {
 		body += b->bands[i].len;
@@ -349,6 +444,10 @@ static int bands_assemble(const struct capture_bands *b, uint8_t **out, size_t *
 		p += b->bands[i].len;
 		crc = crc32_combine(crc, b->bands[i].crc, (z_off_t)b->bands[i].len);
 	}
+	/* Every band ends in a full flush: close the stream with an empty
+	 * final block (fixed Huffman, just the end-of-block code). */
+	p[0] = 0x03, p[1] = 0x00;
+	crc = crc32(crc, p, 2), p += 2;
 	put32(p, (uint32_t)adler);
 	crc = crc32(crc, p, 4), p += 4;
 	put32(p, (uint32_t)crc), p += 4;
