@@ -131,7 +131,8 @@ def setup_noise(sc):
 def setup_text(sc):
     """A full-screen xterm with an interactive shell and a page of text,
     a digital clock ticking every second in the corner."""
-    cols, rows = (sc.w - 4) // 6, (sc.h - 4) // 13
+    # The terminal leaves the top right corner to the clock.
+    cols, rows = (sc.w - 4 - 170) // 6, (sc.h - 4) // 13
     for k in range(2):
         text = "\n".join(" ".join(WORDS[(r * 5 + j + k * 3) % len(WORDS)]
                                   for j in range(cols // 7)) for r in range(rows + 5))
@@ -139,7 +140,7 @@ def setup_text(sc):
     sc.srv.exec(sc.sid, ["xterm", "-fn", "fixed", "-geometry", "%dx%d+0+0" % (cols, rows),
                          "-e", "sh"], background=True, env={"PS1": "$ "})
     sc.srv.exec(sc.sid, ["xclock", "-digital", "-update", "1", "-geometry",
-                         "-0+0"], background=True)
+                         "160x30-0+0"], background=True)
     time.sleep(2.0)
     sc.srv.post(sc.sid, "click", {"x": sc.w // 2, "y": sc.h // 2})
     sc.srv.post(sc.sid, "type_text", {"text": "cat /tmp/page0.txt\n"})
