@@ -131,16 +131,17 @@ def setup_noise(sc):
 def setup_text(sc):
     """A full-screen xterm with an interactive shell and a page of text,
     a digital clock ticking every second in the corner."""
-    # The terminal leaves the top right corner to the clock.
-    cols, rows = (sc.w - 4 - 170) // 6, (sc.h - 4) // 13
+    # The terminal leaves the top right corner to the clock, and room for
+    # its title bar so that its last line (the prompt) is on the screen.
+    cols, rows = (sc.w - 4 - 140) // 6, (sc.h - 4 - 40) // 13
     for k in range(2):
         text = "\n".join(" ".join(WORDS[(r * 5 + j + k * 3) % len(WORDS)]
                                   for j in range(cols // 7)) for r in range(rows + 5))
         sc.srv.exec(sc.sid, ["sh", "-c", "cat > /tmp/page%d.txt" % k], stdin=text + "\n")
     sc.srv.exec(sc.sid, ["xterm", "-fn", "fixed", "-geometry", "%dx%d+0+0" % (cols, rows),
                          "-e", "sh"], background=True, env={"PS1": "$ "})
-    sc.srv.exec(sc.sid, ["xclock", "-digital", "-update", "1", "-geometry",
-                         "160x30-0+0"], background=True)
+    sc.srv.exec(sc.sid, ["xclock", "-digital", "-strftime", "%H:%M:%S", "-update", "1",
+                         "-geometry", "120x30-0+0"], background=True)
     time.sleep(2.0)
     sc.srv.post(sc.sid, "click", {"x": sc.w // 2, "y": sc.h // 2})
     sc.srv.post(sc.sid, "type_text", {"text": "cat /tmp/page0.txt\n"})
