@@ -45,20 +45,6 @@ enum {
 	EXIT_SANDBOX = 5, /* could not drop privileges or install seccomp */
 };
 
-/* Per-connection state, attached to the rfbClient (no globals). */
-struct bridge {
-	struct capture_hdr *hdr;
-	uint8_t *pixels;	/* shared, hdr->width x hdr->height */
-	uint8_t *cursor;	/* shared, CAPTURE_CURSOR_SIZE bytes */
-	uint32_t width, height; /* read once from the header and validated */
-	int have_damage;
-	int dx0, dy0, dx1, dy1; /* damage bounding box of the current update */
-	int ready;
-	int cx0, cy0, cx1, cy1; /* bounding box of all pixels received before ready */
-	int buttons;		/* RFB button mask */
-	int px, py;		/* pointer position */
-};
-
 static int client_tag; /* address used as the rfbClientGetClientData key */
 
 static void log_nothing(const char *fmt, ...)
@@ -72,7 +58,7 @@ static char *no_password(rfbClient *cl)
 	return NULL;
 }
 
-static struct bridge *bridge_of(rfbClient *cl)
+struct bridge *bridge_of(rfbClient *cl)
 {
 	return rfbClientGetClientData(cl, &client_tag);
 }
@@ -87,7 +73,18 @@ static rfbBool malloc_fb(rfbClient *cl)
 	if (__builtin_mul_overflow((size_t)cl->width, (size_t)cl->height, &sz) ||
 	    __builtin_mul_overflow(sz, (size_t)4, &sz))
 		return FALSE;
-	free(cl->frameBuffer);
+	struct bridge *b = bridge_of(cl);
+	if (!b->direct)
+		free(cl->frameBuffer);
+	cl->frameBuffer = NULL;
+	/* The server's size is the one deskboxd fixed (the usual case):
+	 * decode straight into the mirror and save a private copy
+	 * (4 MB at 1280x800). */
+	b->direct = (unsigned)cl->width == b->width && (unsigned)cl->height == b->height;
+	if (b->direct) {
+		cl->frameBuffer = b->pixels;
+		return TRUE;
+	}
 	/* Zeroed: after a resize libvncclient requests a full update, which
 	 * overwrites all of it before anything is mirrored as ready. */
 	cl->frameBuffer = calloc(1, sz);
@@ -99,6 +96,14 @@ static void got_update(rfbClient *cl, int x, int y, int w, int h)
 	struct bridge *b = bridge_of(cl);
 	if (w <= 0 || h <= 0)
 		return;
+	/* SECURITY: the rectangle comes from the VNC server; libvncclient
+	 * checked it against its framebuffer, clip it to ours anyway. */
+	if (y >= 0 && y < (int)b->height) {
+		int y1 = y + h > (int)b->height ? (int)b->height : y + h;
+		for (int s = y / (int)CAPTURE_STRIP_ROWS; s <= (y1 - 1) / (int)CAPTURE_STRIP_ROWS;
+		     s++)
+			b->strips[s] = 1;
+	}
 	if (!b->ready) {
 		if (b->cx1 == 0) {
 			b->cx0 = x, b->cy0 = y, b->cx1 = x + w, b->cy1 = y + h;
@@ -129,8 +134,54 @@ static void futex_wake(_Atomic uint32_t *addr)
 	syscall(SYS_futex, addr, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Copies the damaged box, clipped to both framebuffers, into shared memory
- * under the seqlock.  Returns whether any pixel changed. */
+/* Announces frame `frame` (changed rows [y0, y1), columns [x0, x1)):
+ * damage box, time, ready state, futex wake-up. */
+static void publish(struct bridge *b, uint64_t frame, int x0, int y0, int x1, int y1)
+{
+	struct capture_hdr *h = b->hdr;
+	atomic_store(&h->damage_x, x0);
+	atomic_store(&h->damage_y, y0);
+	atomic_store(&h->damage_w, x1 - x0);
+	atomic_store(&h->damage_h, y1 - y0);
+	atomic_store(&h->last_change_ns, clock_mono_ns());
+	if (!b->ready) {
+		b->ready = 1;
+		atomic_store(&h->state, CAPTURE_READY);
+	}
+	atomic_store(&h->frame_futex, (uint32_t)frame);
+	futex_wake(&h->frame_futex);
+}
+
+/* Marks in b->strips the strips in [y0, y1) whose rows differ between the
+ * libvncclient framebuffer and the mirror within columns [x0, x1): servers
+ * resend unchanged areas (x11vnc's pointer-driven updates, full refreshes)
+ * and only real changes count, so agents can wait for the screen to settle
+ * and encoders redo only what changed.  Returns how many strips changed. */
+static int changed_strips(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y1)
+{
+	size_t row = (size_t)(x1 - x0) * 4;
+	size_t src_stride = (size_t)cl->width * 4, dst_stride = (size_t)b->width * 4;
+	int n = 0;
+	for (int s = y0 / (int)CAPTURE_STRIP_ROWS; s * (int)CAPTURE_STRIP_ROWS < y1; s++) {
+		if (!b->strips[s])
+			continue;
+		int changed = !b->ready;
+		int ys = s * (int)CAPTURE_STRIP_ROWS, ye = ys + (int)CAPTURE_STRIP_ROWS;
+		ys = ys < y0 ? y0 : ys;
+		ye = ye > y1 ? y1 : ye;
+		for (int y = ys; !changed && y < ye; y++)
+			changed = memcmp(b->pixels + (size_t)y * dst_stride + (size_t)x0 * 4,
+					 cl->frameBuffer + (size_t)y * src_stride + (size_t)x0 * 4,
+					 row) != 0;
+		b->strips[s] = (uint8_t)changed;
+		n += changed;
+	}
+	return n;
+}
+
+/* Copies the changed strips of the damaged box, clipped to both
+ * framebuffers, into shared memory under the seqlock, and stamps them with
+ * the new frame.  Returns whether any pixel changed. */
 static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y1)
 {
 	int maxw = cl->width < (int)b->width ? cl->width : (int)b->width;
@@ -145,42 +196,67 @@ static int mirror(struct bridge *b, rfbClient *cl, int x0, int y0, int x1, int y
 		y1 = maxh;
 	if (x0 >= x1 || y0 >= y1)
 		return 0;
+	if (!b->ready)
+		memset(b->strips, 1, sizeof(b->strips));
+	if (changed_strips(b, cl, x0, y0, x1, y1) == 0)
+		return 0;
 	size_t row = (size_t)(x1 - x0) * 4;
 	size_t src_stride = (size_t)cl->width * 4, dst_stride = (size_t)b->width * 4;
-	const uint8_t *src = cl->frameBuffer + (size_t)y0 * src_stride + (size_t)x0 * 4;
-	uint8_t *dst = b->pixels + (size_t)y0 * dst_stride + (size_t)x0 * 4;
-
-	/* Servers resend unchanged areas (x11vnc's pointer-driven updates,
-	 * full refreshes); only real changes count as frames, so agents can
-	 * wait for the screen to settle. */
-	int changed = !b->ready;
-	for (int y = 0; !changed && y < y1 - y0; y++)
-		changed =
-		    memcmp(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row) != 0;
-	if (!changed)
-		return 0;
+	const uint8_t *src = cl->frameBuffer + (size_t)x0 * 4;
+	uint8_t *dst = b->pixels + (size_t)x0 * 4;
 
 	struct capture_hdr *h = b->hdr;
 	uint64_t seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
 	atomic_store_explicit(&h->seq, seq + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	for (int y = 0; y < y1 - y0; y++)
-		memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
 	uint64_t frame = atomic_load_explicit(&h->frame, memory_order_relaxed) + 1;
+	int cy0 = y1, cy1 = y0; /* rows of the changed strips */
+	for (int s = y0 / (int)CAPTURE_STRIP_ROWS; s * (int)CAPTURE_STRIP_ROWS < y1; s++) {
+		if (!b->strips[s])
+			continue;
+		int ys = s * (int)CAPTURE_STRIP_ROWS, ye = ys + (int)CAPTURE_STRIP_ROWS;
+		ys = ys < y0 ? y0 : ys;
+		ye = ye > y1 ? y1 : ye;
+		cy0 = ys < cy0 ? ys : cy0;
+		cy1 = ye > cy1 ? ye : cy1;
+		for (int y = ys; y < ye; y++)
+			memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
+		atomic_store_explicit(&h->strip_frame[s], (uint32_t)frame, memory_order_relaxed);
+	}
 	atomic_store_explicit(&h->frame, frame, memory_order_relaxed);
 	atomic_store_explicit(&h->seq, seq + 2, memory_order_release);
+	publish(b, frame, x0, cy0, x1, cy1);
+	return 1;
+}
 
-	atomic_store(&h->damage_x, x0);
-	atomic_store(&h->damage_y, y0);
-	atomic_store(&h->damage_w, x1 - x0);
-	atomic_store(&h->damage_h, y1 - y0);
-	atomic_store(&h->last_change_ns, clock_mono_ns());
-	if (!b->ready) {
-		b->ready = 1;
-		atomic_store(&h->state, CAPTURE_READY);
-	}
-	atomic_store(&h->frame_futex, (uint32_t)frame);
-	futex_wake(&h->frame_futex);
+/* Direct mode: the pixels are in place already; stamps the strips that
+ * really changed with the new frame.  Returns whether any did. */
+static int mirror_direct(struct bridge *b)
+{
+	if (!b->ready)
+		memset(b->changed, 1, sizeof(b->changed));
+	struct capture_hdr *h = b->hdr;
+	uint32_t nstrips = (b->height + CAPTURE_STRIP_ROWS - 1) / CAPTURE_STRIP_ROWS;
+	uint32_t s0 = nstrips, s1 = 0;
+	for (uint32_t s = 0; s < nstrips; s++)
+		if (b->changed[s]) {
+			s0 = s < s0 ? s : s0;
+			s1 = s + 1;
+		}
+	if (s0 >= s1)
+		return 0;
+	uint64_t seq = atomic_load_explicit(&h->seq, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, seq + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	uint64_t frame = atomic_load_explicit(&h->frame, memory_order_relaxed) + 1;
+	for (uint32_t s = s0; s < s1; s++)
+		if (b->changed[s])
+			atomic_store_explicit(&h->strip_frame[s], (uint32_t)frame,
+					      memory_order_relaxed);
+	atomic_store_explicit(&h->frame, frame, memory_order_relaxed);
+	atomic_store_explicit(&h->seq, seq + 2, memory_order_release);
+	uint32_t y1 = s1 * CAPTURE_STRIP_ROWS > b->height ? b->height : s1 * CAPTURE_STRIP_ROWS;
+	publish(b, frame, 0, (int)(s0 * CAPTURE_STRIP_ROWS), (int)b->width, (int)y1);
 	return 1;
 }
 
@@ -192,12 +268,21 @@ static void finished_update(rfbClient *cl)
 		 * the handshake's non-incremental request).  x11vnc first
 		 * answers with a NewFBSize rectangle and no pixels, so the first
 		 * finished update alone proves nothing. */
-		if (b->cx0 <= 0 && b->cy0 <= 0 && b->cx1 >= cl->width && b->cy1 >= cl->height)
-			mirror(b, cl, 0, 0, cl->width, cl->height);
+		if (b->cx0 <= 0 && b->cy0 <= 0 && b->cx1 >= cl->width && b->cy1 >= cl->height) {
+			if (b->direct)
+				mirror_direct(b);
+			else
+				mirror(b, cl, 0, 0, cl->width, cl->height);
+		}
 	} else if (b->have_damage) {
-		mirror(b, cl, b->dx0, b->dy0, b->dx1, b->dy1);
+		if (b->direct)
+			mirror_direct(b);
+		else
+			mirror(b, cl, b->dx0, b->dy0, b->dx1, b->dy1);
 	}
 	b->have_damage = 0;
+	memset(b->strips, 0, sizeof(b->strips));
+	memset(b->changed, 0, sizeof(b->changed));
 }
 
 /* libvncclient decoded a cursor shape (RichCursor/XCursor) into rcSource
@@ -396,6 +481,7 @@ static rfbClient *new_client(struct bridge *b)
 	cl->GotFrameBufferUpdate = got_update;
 	cl->FinishedFrameBufferUpdate = finished_update;
 	cl->GotCursorShape = got_cursor;
+	bridge_draw_install(cl);
 	/* The connection is already open: with listenSpecified set,
 	 * rfbInitClient skips its own connect and handshakes on `sock`. */
 	cl->sock = FD_VNC;

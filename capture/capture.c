@@ -32,7 +32,13 @@ struct capture {
 	uint32_t width, height; /* our own copy: never trust the header's */
 	pthread_mutex_t send_lock;
 	uint32_t send_seq; /* under send_lock */
+	struct capture_shots *shots;
 };
+
+struct capture_shots *capture_shots_of(struct capture *c)
+{
+	return c->shots;
+}
 
 /* Snapshot retries before giving up on a bridge that keeps the seqlock odd. */
 #define SNAPSHOT_TRIES 1000
@@ -220,6 +226,10 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 	c->width = o->width;
 	c->height = o->height;
 	pthread_mutex_init(&c->send_lock, NULL);
+	if (capture_shots_new(&c->shots, e) < 0) {
+		capture_free(c);
+		return err_code(e);
+	}
 
 	char *env[4];
 	bridge_env(env, sizeof(env) / sizeof(env[0]));
@@ -264,6 +274,7 @@ void capture_free(struct capture *c)
 	if (c->map)
 		munmap(c->map, c->map_len);
 	pthread_mutex_destroy(&c->send_lock);
+	capture_shots_free(c->shots);
 	free(c);
 }
 
@@ -321,8 +332,37 @@ int capture_wait_frame(struct capture *c, uint64_t since, int timeout_ms, struct
 	return wait_until(c, frame_differs, since, timeout_ms, e);
 }
 
-int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
-		     uint64_t *frame, struct err *e)
+/* Marks in `rows` (r.h bytes, region-relative) the rows of strips changed
+ * after frame `since` (all when `since` is 0 or too far back), then widens
+ * every mark to its whole band of CAPTURE_BAND_ROWS rows.  Runs inside the
+ * reader's seqlock section. */
+static void mark_rows(const struct capture *c, struct capture_rect r, uint64_t since,
+		      uint64_t frame, uint8_t *rows, uint8_t *band_rows)
+{
+	int all = since == 0 || frame - since >= (1u << 30);
+	for (uint32_t y = 0; y < r.h;) {
+		uint32_t s = (r.y + y) / CAPTURE_STRIP_ROWS;
+		uint32_t end = (s + 1) * CAPTURE_STRIP_ROWS - r.y;
+		end = end > r.h ? r.h : end;
+		uint32_t sf = atomic_load_explicit(&c->hdr->strip_frame[s], memory_order_relaxed);
+		int changed = all || (int32_t)(sf - (uint32_t)since) > 0;
+		for (; y < end; y++)
+			band_rows[y] = (uint8_t)(rows[y] | changed);
+	}
+	for (uint32_t y0 = 0; y0 < r.h; y0 += CAPTURE_BAND_ROWS) {
+		uint32_t y1 = y0 + CAPTURE_BAND_ROWS > r.h ? r.h : y0 + CAPTURE_BAND_ROWS;
+		uint8_t any = 0;
+		for (uint32_t y = y0; y < y1; y++)
+			any |= band_rows[y];
+		if (any)
+			memset(band_rows + y0, 1, y1 - y0);
+	}
+}
+
+/* The seqlock reader behind capture_snapshot and capture_snapshot_since:
+ * copies the rows of `r` that `copy` marks (every row when NULL). */
+static int snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
+		    uint64_t since, uint8_t *rows, uint8_t *copy, uint64_t *frame, struct err *e)
 {
 	if (r.w == 0 || r.h == 0 || r.x >= c->width || r.y >= c->height || r.w > c->width - r.x ||
 	    r.h > c->height - r.y)
@@ -346,8 +386,12 @@ int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, siz
 			continue;
 		}
 		uint64_t f = atomic_load_explicit(&c->hdr->frame, memory_order_relaxed);
+		if (copy)
+			mark_rows(c, r, since, f, rows, copy);
 		for (uint32_t y = 0; y < r.h; y++)
-			memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride, row);
+			if (!copy || copy[y])
+				memcpy(dst + (size_t)y * dst_stride, src + (size_t)y * src_stride,
+				       row);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&c->hdr->seq, memory_order_relaxed) == s1) {
 			if (frame)
@@ -357,6 +401,28 @@ int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, siz
 	}
 	return err_set(e, ERR_UNAVAILABLE, EAGAIN, "the framebuffer did not settle after %d tries",
 		       SNAPSHOT_TRIES);
+}
+
+int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
+		     uint64_t *frame, struct err *e)
+{
+	return snapshot(c, r, dst, dst_stride, 0, NULL, NULL, frame, e);
+}
+
+int capture_snapshot_since(struct capture *c, struct capture_rect r, uint8_t *dst,
+			   size_t dst_stride, uint64_t since, uint8_t *rows, uint64_t *frame,
+			   struct err *e)
+{
+	if (r.h == 0 || r.h > c->height)
+		return snapshot(c, r, dst, dst_stride, since, rows, NULL, frame, e);
+	uint8_t *copy = malloc(r.h);
+	if (!copy)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int ret = snapshot(c, r, dst, dst_stride, since, rows, copy, frame, e);
+	if (ret == 0)
+		memcpy(rows, copy, r.h);
+	free(copy);
+	return ret;
 }
 
 /* Receives acks until the one for `seq`.  Returns 0, or negative. */

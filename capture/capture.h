@@ -23,7 +23,7 @@
 #include "input/input.h"
 
 #define CAPTURE_MAGIC	 0x46584244u /* "DBXF" */
-#define CAPTURE_VERSION	 2u
+#define CAPTURE_VERSION	 3u
 #define CAPTURE_HDR_SIZE 4096u /* pixels start here, page aligned */
 #define CAPTURE_MAX_DIM	 8192u /* widest/tallest display accepted */
 /* The cursor shape area follows the pixels: CAPTURE_CURSOR_MAX squared
@@ -31,6 +31,12 @@
  * `cursor_w * 4` bytes apart.  Larger cursors are not mirrored. */
 #define CAPTURE_CURSOR_MAX  64u
 #define CAPTURE_CURSOR_SIZE (CAPTURE_CURSOR_MAX * CAPTURE_CURSOR_MAX * 4u)
+/* The bridge records, per strip of CAPTURE_STRIP_ROWS rows, the frame that
+ * last changed a pixel in it, so that an encoder can redo only the strips
+ * changed since the frame it encoded last (one damage box per frame is too
+ * coarse once several frames passed). */
+#define CAPTURE_STRIP_ROWS 16u
+#define CAPTURE_STRIPS	   (CAPTURE_MAX_DIM / CAPTURE_STRIP_ROWS)
 
 enum capture_state {
 	CAPTURE_CONNECTING = 0,
@@ -63,7 +69,11 @@ struct capture_hdr {
 	_Atomic uint64_t cursor_seq;
 	_Atomic uint32_t cursor_w, cursor_h;
 	_Atomic int32_t cursor_hot_x, cursor_hot_y;
+	/* Low 32 bits of the frame that last changed strip i (rows i * 16 to
+	 * i * 16 + 15), written under `seq` together with the pixels. */
+	_Atomic uint32_t strip_frame[CAPTURE_STRIPS];
 };
+_Static_assert(sizeof(struct capture_hdr) <= CAPTURE_HDR_SIZE, "capture header too big");
 
 /* deskboxd's handle on one bridge: process, shared memory, control socket.
  * Thread-safe: input from several threads is serialised inside. */
@@ -119,6 +129,15 @@ struct capture_rect {
 int capture_snapshot(struct capture *c, struct capture_rect r, uint8_t *dst, size_t dst_stride,
 		     uint64_t *frame, struct err *e);
 
+/* Like capture_snapshot, but copies only the bands of CAPTURE_BAND_ROWS
+ * rows (counted from the top of `r`) that hold a row changed after frame
+ * `since` (every band when `since` is 0) or marked in `rows` on entry
+ * (r.h bytes, non-zero: copy anyway).  On return `rows` marks the rows
+ * copied; the others of `dst` are left as they were. */
+int capture_snapshot_since(struct capture *c, struct capture_rect r, uint8_t *dst,
+			   size_t dst_stride, uint64_t since, uint8_t *rows, uint64_t *frame,
+			   struct err *e);
+
 /* Sends `n` events and returns once the bridge has written them to the VNC
  * connection, in order.  INPUT_PAUSE events are not sent: the sender sleeps
  * there (holding the input order for other senders).  ERR_UNAVAILABLE if
@@ -147,10 +166,65 @@ void capture_scale(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride,
 int capture_jpeg_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int quality,
 			uint8_t **out, size_t *out_len, struct err *e);
 
+/* Encodes a B,G,R,X image as WebP (libwebp), lossless or lossy at
+ * `quality` 0..100; at most 16383 pixels a side.  *out is malloc'd, owned
+ * by the caller. */
+int capture_webp_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int lossless,
+			int quality, uint8_t **out, size_t *out_len, struct err *e);
+
 /* Encodes a B,G,R,X image as an RGB PNG with zlib `level` (0..9; 1 is the
  * fast default) and SUB filtering.  On success *out is malloc'd, owned by the
  * caller. */
 int capture_png_encode(const uint8_t *bgrx, uint32_t w, uint32_t h, size_t stride, int level,
 		       uint8_t **out, size_t *out_len, struct err *e);
+
+enum capture_format {
+	CAPTURE_PNG = 0,
+	CAPTURE_JPEG = 1,
+	CAPTURE_WEBP = 2,
+};
+
+/* A screenshot request, in real pixels. */
+struct capture_shot_req {
+	struct capture_rect r; /* region of the display */
+	uint32_t ow, oh;       /* output size (scaled when it differs from r's) */
+	int format;	       /* enum capture_format */
+	int quality;	       /* JPEG 1..100, lossy WebP 0..100 */
+	int lossless;	       /* WebP: lossless (quality unused) */
+	int level;	       /* PNG zlib level 0..9 */
+	int cursor;	       /* draw the pointer */
+};
+
+/* Encodes the current screen as `q` asks into *out (malloc'd, owned by the
+ * caller) and reports the frame it shows.  Each mirror keeps its latest few
+ * encoded images (bounded in count and bytes): asking again for the same
+ * frame with the same request (and pointer, when drawn) costs a copy.  An
+ * unscaled PNG is encoded incrementally: only the bands changed since the
+ * previous such encode are recompressed.  Thread-safe; requests on one
+ * mirror are encoded one at a time. */
+int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **out,
+		 size_t *out_len, uint64_t *frame, struct err *e);
+
+/* Incremental banded PNG encoder (capture_bands.c): keeps the compressed
+ * bands of its last image so that the next encode of an image of the same
+ * size and level recompresses only the bands with a changed row.  Bands
+ * are CAPTURE_BAND_ROWS rows (a multiple of CAPTURE_STRIP_ROWS), each an
+ * independent deflate segment; the output is one standard RGB PNG.  Not
+ * thread-safe: one encode at a time per encoder (it uses the machine's
+ * other cores itself when many bands changed). */
+#define CAPTURE_BAND_ROWS 32u
+struct capture_bands;
+int capture_bands_new(struct capture_bands **out, struct err *e);
+void capture_bands_free(struct capture_bands *b);
+
+/* Encodes a B,G,R,X image as a PNG (zlib `level` 0..9).  `dirty` has one
+ * byte per row (non-zero: changed since the previous encode) or is NULL
+ * (all changed).  Rows of bands that are not redone are not read.  Every
+ * band is redone after a change of size or level or a failed encode.
+ * *out is malloc'd, owned by the caller; *redone (may be NULL) is the
+ * number of bands recompressed. */
+int capture_bands_encode(struct capture_bands *b, const uint8_t *bgrx, uint32_t w, uint32_t h,
+			 size_t stride, int level, const uint8_t *dirty, uint8_t **out,
+			 size_t *out_len, uint32_t *redone, struct err *e);
 
 #endif

@@ -13,6 +13,13 @@
  * least w * 4 bytes apart.  0, or -EINVAL with ERR_INVALID in `e`. */
 int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e);
 
+/* Per-mirror screenshot state (capture_shot.c): the encoded-image cache and
+ * the incremental PNG encoder.  Owned by struct capture. */
+struct capture_shots;
+int capture_shots_new(struct capture_shots **out, struct err *e);
+void capture_shots_free(struct capture_shots *s);
+struct capture_shots *capture_shots_of(struct capture *c);
+
 #define CAPTURE_MSG_MAGIC 0x4e495844u /* "DXIN" */
 #define CAPTURE_ACK_MAGIC 0x4b415844u /* "DXAK" */
 

@@ -100,6 +100,22 @@ static int etag_matches(struct http_request *req, const char *etag)
 
 /* Screenshot options from a GET's query string (the numbers, "format" and
  * "cursor=1") through desk_shot_parse(). */
+/* The image format an Accept header asks for when the query names none:
+ * the first of image/png, image/jpeg and image/webp it lists (q-values
+ * aside: clients list what they prefer first); NULL (PNG) for none. */
+static const char *accept_format(const char *accept)
+{
+	static const char *const types[][2] = {
+	    {"image/png", "png"}, {"image/jpeg", "jpeg"}, {"image/webp", "webp"}};
+	const char *best = NULL, *at = NULL;
+	for (size_t i = 0; accept && i < sizeof(types) / sizeof(types[0]); i++) {
+		const char *p = strstr(accept, types[i][0]);
+		if (p && (!at || p < at))
+			at = p, best = types[i][1];
+	}
+	return best;
+}
+
 static int shot_query(const struct desk *d, struct http_request *req, struct shot_opts *so,
 		      struct err *e)
 {
@@ -122,16 +138,21 @@ static int shot_query(const struct desk *d, struct http_request *req, struct sho
 			cJSON_AddNumberToObject(o, nums[i], dv);
 	}
 	const char *f = http_query(req, "format");
+	if (!f)
+		f = accept_format(http_header(req, "Accept"));
 	if (r == 0 && f)
 		cJSON_AddStringToObject(o, "format", f);
-	const char *c = http_query(req, "cursor");
-	if (r == 0 && c) {
+	static const char *const flags[] = {"cursor", "lossless"};
+	for (size_t i = 0; r == 0 && i < sizeof(flags) / sizeof(flags[0]); i++) {
+		const char *c = http_query(req, flags[i]);
+		if (!c)
+			continue;
 		if (strcmp(c, "1") == 0 || strcmp(c, "true") == 0)
-			cJSON_AddTrueToObject(o, "cursor");
+			cJSON_AddTrueToObject(o, flags[i]);
 		else if (strcmp(c, "0") == 0 || strcmp(c, "false") == 0)
-			cJSON_AddFalseToObject(o, "cursor");
+			cJSON_AddFalseToObject(o, flags[i]);
 		else
-			r = err_set(e, ERR_INVALID, EINVAL, "query 'cursor' must be 1 or 0");
+			r = err_set(e, ERR_INVALID, EINVAL, "query '%s' must be 1 or 0", flags[i]);
 	}
 	if (r == 0)
 		r = desk_shot_parse(d, o, so, e);
@@ -169,6 +190,8 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 	http_add_header(res, "ETag", s.etag, NULL);
 	/* Revalidate every time: the ETag makes an unchanged screen cheap. */
 	http_add_header(res, "Cache-Control", "no-cache", NULL);
+	/* Without format= the Accept header chose the image type. */
+	http_add_header(res, "Vary", "Accept", NULL);
 	return 0;
 }
 

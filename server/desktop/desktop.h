@@ -63,7 +63,10 @@ int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);
 struct shot_opts {
 	struct capture_rect r; /* real pixels */
 	uint32_t ow, oh;       /* output size */
-	int jpeg, quality, cursor;
+	int format;   /* enum capture_format */
+	int quality;  /* JPEG and lossy WebP */
+	int lossless; /* WebP */
+	int cursor;
 };
 
 struct shot {
@@ -76,8 +79,11 @@ struct shot {
 };
 
 /* Screenshot options from a JSON object: x, y, w, h (region, agent space),
- * scale, width, height, format ("png"|"jpeg"), quality, cursor. */
+ * scale, width, height, format ("png"|"jpeg"|"jpg"|"webp"), quality,
+ * lossless (WebP, default true), cursor. */
 int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, struct err *e);
+/* "image/png", "image/jpeg" or "image/webp" for an enum capture_format. */
+const char *desk_shot_mime(int format);
 /* The ETag a screenshot with `so` taken at `frame` has now. */
 void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t frame, char *buf,
 		    size_t size);

@@ -27,13 +27,21 @@ static void span_to_real(uint32_t a, uint32_t n, uint32_t from, uint32_t to, uin
 	*len = (uint32_t)(x1 - x0);
 }
 
+const char *desk_shot_mime(int format)
+{
+	return format == CAPTURE_JPEG ? "image/jpeg"
+	       : format == CAPTURE_WEBP ? "image/webp"
+					: "image/png";
+}
+
 int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, struct err *e)
 {
-	static const char *const formats[] = {"png", "jpeg", "jpg", NULL};
+	static const char *const formats[] = {"png", "jpeg", "jpg", "webp", NULL};
+	static const int format_of[] = {CAPTURE_PNG, CAPTURE_JPEG, CAPTURE_JPEG, CAPTURE_WEBP};
 	memset(so, 0, sizeof(*so));
 	int64_t x, y, w, h, ow, oh, q;
 	double scale;
-	int fmt, cursor;
+	int fmt, cursor, lossless;
 	if (args_int(o, "x", 0, (int64_t)d->aw - 1, 0, 0, &x, e) < 0 ||
 	    args_int(o, "y", 0, (int64_t)d->ah - 1, 0, 0, &y, e) < 0 ||
 	    args_int(o, "w", 1, (int64_t)d->aw - x, (int64_t)d->aw - x, 0, &w, e) < 0 ||
@@ -43,7 +51,8 @@ int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, 
 	    args_int(o, "height", 0, CAPTURE_MAX_DIM, 0, 0, &oh, e) < 0 ||
 	    args_enum(o, "format", formats, 0, 0, &fmt, e) < 0 ||
 	    args_int(o, "quality", 1, 100, JPEG_DEFAULT_QUALITY, 0, &q, e) < 0 ||
-	    args_bool(o, "cursor", 0, &cursor, e) < 0)
+	    args_bool(o, "cursor", 0, &cursor, e) < 0 ||
+	    args_bool(o, "lossless", 1, &lossless, e) < 0)
 		return err_code(e);
 	span_to_real((uint32_t)x, (uint32_t)w, d->aw, d->w, &so->r.x, &so->r.w);
 	span_to_real((uint32_t)y, (uint32_t)h, d->ah, d->h, &so->r.y, &so->r.h);
@@ -71,7 +80,8 @@ int desk_shot_parse(const struct desk *d, const cJSON *o, struct shot_opts *so, 
 			       fw, fh, CAPTURE_MAX_DIM);
 	so->ow = (uint32_t)fw;
 	so->oh = (uint32_t)fh;
-	so->jpeg = fmt > 0;
+	so->format = format_of[fmt];
+	so->lossless = so->format == CAPTURE_WEBP && lossless;
 	so->quality = (int)q;
 	so->cursor = cursor;
 	return 0;
@@ -83,15 +93,18 @@ void desk_shot_etag(const struct desk *d, const struct shot_opts *so, uint64_t f
 	/* What the bytes depend on besides the frame: the options, and with
 	 * the cursor drawn its position and shape (which move without a new
 	 * frame).  FNV-1a over them. */
-	uint64_t v[12] = {so->r.x,
+	uint64_t v[13] = {so->r.x,
 			  so->r.y,
 			  so->r.w,
 			  so->r.h,
 			  so->ow,
 			  so->oh,
-			  (uint64_t)so->jpeg,
+			  (uint64_t)so->format,
 			  (uint64_t)so->quality,
-			  (uint64_t)so->cursor};
+			  (uint64_t)so->cursor,
+			  0,
+			  0,
+			  (uint64_t)so->lossless};
 	if (so->cursor) {
 		int32_t px, py;
 		capture_pointer(d->cap, &px, &py);
@@ -115,53 +128,25 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 {
 	long long t0 = clock_mono_ns();
 	memset(s, 0, sizeof(*s));
-	/* SECURITY: the region lies inside the display deskboxd chose (<= 4096
-	 * per side) and the output is <= CAPTURE_MAX_DIM per side, so these
-	 * products fit in size_t. */
-	size_t stride = (size_t)so->r.w * 4;
-	uint8_t *pix = malloc(stride * so->r.h);
-	if (!pix)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	int r = capture_snapshot(d->cap, so->r, pix, stride, &s->frame, e);
-	if (r == 0 && so->cursor) {
-		static _Thread_local uint8_t cur[CAPTURE_CURSOR_SIZE];
-		uint32_t cw, ch;
-		int32_t hx, hy, px, py;
-		if (capture_cursor(d->cap, cur, &cw, &ch, &hx, &hy, NULL)) {
-			capture_pointer(d->cap, &px, &py);
-			capture_draw_cursor(pix, so->r.w, so->r.h, stride, cur, cw, ch,
-					    px - hx - (int32_t)so->r.x, py - hy - (int32_t)so->r.y);
-		}
-	}
-	const uint8_t *img = pix;
-	size_t istride = stride;
-	uint8_t *scaled = NULL;
-	if (r == 0 && (so->ow != so->r.w || so->oh != so->r.h)) {
-		istride = (size_t)so->ow * 4;
-		scaled = malloc(istride * so->oh);
-		if (!scaled)
-			r = err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-		else
-			capture_scale(pix, so->r.w, so->r.h, stride, scaled, so->ow, so->oh,
-				      istride);
-		img = scaled;
-	}
-	if (r == 0 && so->jpeg)
-		r = capture_jpeg_encode(img, so->ow, so->oh, istride, so->quality, &s->data,
-					&s->len, e);
-	else if (r == 0)
-		r = capture_png_encode(img, so->ow, so->oh, istride, d->png_level, &s->data,
-				       &s->len, e);
-	free(scaled);
-	free(pix);
+	struct capture_shot_req q = {.r = so->r,
+				     .ow = so->ow,
+				     .oh = so->oh,
+				     .format = so->format,
+				     .quality = so->quality,
+				     .lossless = so->lossless,
+				     .level = d->png_level,
+				     .cursor = so->cursor};
+	int r = capture_shot(d->cap, &q, &s->data, &s->len, &s->frame, e);
 	if (r < 0)
 		return r;
 	s->w = so->ow;
 	s->h = so->oh;
-	s->mime = so->jpeg ? "image/jpeg" : "image/png";
+	s->mime = desk_shot_mime(so->format);
 	desk_shot_etag(d, so, s->frame, s->etag, sizeof(s->etag));
 	metrics_observe("deskbox_screenshot_encode_seconds",
-			so->jpeg ? "format=\"jpeg\"" : "format=\"png\"",
+			so->format == CAPTURE_JPEG   ? "format=\"jpeg\""
+			: so->format == CAPTURE_WEBP ? "format=\"webp\""
+						     : "format=\"png\"",
 			(double)(clock_mono_ns() - t0) / 1e9);
 	return 0;
 }
@@ -178,7 +163,7 @@ cJSON *desk_shot_json(const struct shot *s)
 	if (!b64)
 		return NULL;
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "format", strcmp(s->mime, "image/png") == 0 ? "png" : "jpeg");
+	cJSON_AddStringToObject(j, "format", s->mime + strlen("image/"));
 	cJSON_AddStringToObject(j, "media_type", s->mime);
 	cJSON_AddNumberToObject(j, "width", s->w);
 	cJSON_AddNumberToObject(j, "height", s->h);

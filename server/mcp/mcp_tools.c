@@ -147,12 +147,12 @@ static int browser(const struct mcp_ctx *c, const cJSON *args, cJSON *content, s
 
 const struct mcp_tool mcp_tools[] = {
     {"screenshot",
-     "Takes a screenshot of the sandbox's screen (PNG unless format is jpeg). Coordinates in the "
+     "Takes a screenshot of the sandbox's screen (PNG unless format is jpeg or webp). Coordinates in the "
      "other desktop tools are pixels of this picture at its default size.",
      OBJECT("\"width\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":8192,\"description\":"
 	    "\"output width (keeps the aspect ratio unless height is given too)\"},"
 	    "\"height\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":8192},"
-	    "\"format\":{\"type\":\"string\",\"enum\":[\"png\",\"jpeg\"],\"default\":\"png\"},"
+	    "\"format\":{\"type\":\"string\",\"enum\":[\"png\",\"jpeg\",\"webp\"],\"default\":\"png\"},"
 	    "\"cursor\":{\"type\":\"boolean\",\"description\":\"draw the mouse pointer\"}",
 	    NONE_REQUIRED),
      DESK, screenshot},
