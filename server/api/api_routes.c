@@ -35,6 +35,9 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/files/mkdir", api_files_mkdir, 0),
     ROUTE("POST", SB "/files/move", api_files_move, 0),
     ROUTE("DELETE", SB "/files", api_files_delete, 0),
+    ROUTE("GET", SB "/files/archive", api_files_archive_get, 0),
+    STREAM("PUT", SB "/files/archive", api_files_archive_put_begin, api_files_archive_put),
+    STREAM("POST", SB "/files/batch", api_files_batch_begin, api_files_batch),
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
