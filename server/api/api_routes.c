@@ -38,6 +38,11 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/files/archive", api_files_archive_get, 0),
     STREAM("PUT", SB "/files/archive", api_files_archive_put_begin, api_files_archive_put),
     STREAM("POST", SB "/files/batch", api_files_batch_begin, api_files_batch),
+    ROUTE("GET", SB "/files/find", api_files_find, 0),
+    ROUTE("GET", SB "/files/search", api_files_search, 0),
+    ROUTE("POST", SB "/files/replace", api_files_replace, 0),
+    ROUTE("POST", SB "/files/chmod", api_files_chmod, 0),
+    ROUTE("POST", SB "/files/chown", api_files_chown, 0),
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
