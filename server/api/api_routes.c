@@ -43,6 +43,7 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/files/replace", api_files_replace, 0),
     ROUTE("POST", SB "/files/chmod", api_files_chmod, 0),
     ROUTE("POST", SB "/files/chown", api_files_chown, 0),
+    ROUTE("GET", SB "/files/watch", api_files_watch, 0),
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),

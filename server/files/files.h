@@ -228,10 +228,71 @@ int files_chmod(const struct files_root *root, const char *canon, unsigned mode,
 int files_chown(const struct files_root *root, const char *canon, int64_t uid, int64_t gid,
 		struct err *e);
 
+/* ---- watching (files_watch.c) ----
+ *
+ * inotify on a directory resolved inside the sandbox's view (and, with
+ * `recursive`, on every directory under it, by fd, never through a link or
+ * into another mount, and on directories created or moved in later).
+ * Events are JSON objects {"type","path","dir"} with type "create",
+ * "modify", "delete" or "move" (with "from" and "to" instead of "path"),
+ * or {"type":"overflow"} when events were lost: the kernel's queue filled,
+ * or more than FILES_WATCH_BATCH came at once, or more than
+ * FILES_WATCH_MAX_DIRS directories would be watched.  Repeated "modify"
+ * events of one file in a batch are sent once. */
+#define FILES_WATCH_BATCH    1024
+#define FILES_WATCH_MAX_DIRS 8192
+
+struct files_watch;
+/* ERR_LIMIT when the host's inotify instances or watches ran out. */
+int files_watch_open(const struct files_root *root, const char *canon, int recursive,
+		     struct files_watch **out, struct err *e);
+/* Waits up to `timeout_ms` for events and appends them to the array
+ * `events` (at most FILES_WATCH_BATCH and one overflow).  Returns how many
+ * were added, or -1 once the watched directory itself is gone (deleted or
+ * moved away; a last "delete" event is added). */
+int files_watch_next(struct files_watch *w, int timeout_ms, cJSON *events);
+void files_watch_free(struct files_watch *w);
+
+/* ---- resumable uploads (files_partial.c) ----
+ *
+ * The bytes of an upload sent in pieces live in a staging file next to
+ * the target, "<dir>/.deskbox-partial-<16 hex of the name's SHA-256>"
+ * (the sandbox user's, 0600), until the last piece renames it onto the
+ * target.  It counts against the sandbox's disk like any file, survives
+ * restarts of deskboxd, and is removed when complete, discarded, or left
+ * untouched for FILES_PARTIAL_STALE_S (by the next resumable upload into
+ * that directory, and by files_sweep_temp() at start). */
+#define FILES_PARTIAL_PREFIX  ".deskbox-partial-"
+#define FILES_PARTIAL_STALE_S (24 * 3600)
+
+struct files_partial;
+/* Opens the staging file of `canon`, created empty when missing (its
+ * parents too with `parents`); *size is what it holds. */
+int files_partial_open(const struct files_root *root, const char *canon, int parents,
+		       struct files_partial **out, uint64_t *size, struct err *e);
+/* Cuts the staging file to `offset` bytes (at most its size) and appends
+ * from there. */
+int files_partial_truncate(struct files_partial *p, uint64_t offset, struct err *e);
+int files_partial_write(struct files_partial *p, const void *data, size_t len, struct err *e);
+/* The SHA-256 of everything staged, as 64 lowercase hex digits. */
+int files_partial_sha256(struct files_partial *p, char hex[65], struct err *e);
+/* fsync, chmod to `mode` (< 0: the replaced file's mode, else 0644),
+ * rename over the target, fsync of the directory. */
+int files_partial_commit(struct files_partial *p, int mode, struct err *e);
+/* Removes the staging file. */
+void files_partial_discard(struct files_partial *p);
+/* Closes; the staging file stays unless committed or discarded. */
+void files_partial_free(struct files_partial *p);
+/* What the staging file of `canon` holds: 1 with *size and *mtime, 0 when
+ * there is none. */
+int files_partial_status(const struct files_root *root, const char *canon, uint64_t *size,
+			 int64_t *mtime, struct err *e);
+
 /* Host-side helpers on a sandbox's layer directory (its overlay upper
  * dir), walked by fd without following symlinks or crossing mounts. */
-/* Removes every FILES_TEMP_PREFIX file under `dir`; only while nothing
- * runs in the sandbox. */
+/* Removes every FILES_TEMP_PREFIX file (and directory) under `dir`, and
+ * the FILES_PARTIAL_PREFIX files older than FILES_PARTIAL_STALE_S; only
+ * while nothing runs in the sandbox. */
 int files_sweep_temp(const char *dir, unsigned *removed, struct err *e);
 /* Adds `shift` to every uid and gid from 1 to RUNTIME_USERNS_SIZE - 1 under
  * `dir` (the layer of a sandbox made before sandboxes had user namespaces,
