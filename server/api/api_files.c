@@ -201,6 +201,9 @@ static int upload_write(void *cls, const char *data, size_t len, struct err *e)
 
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
+	/* A piece of a resumable upload (api_files_resume.c). */
+	if (http_header(req, "Content-Range"))
+		return api_files_resume_begin(req, sink, e);
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -241,6 +244,8 @@ fail:
 
 int api_files_upload(struct http_request *req, struct http_response *res, struct err *e)
 {
+	if (http_header(req, "Content-Range"))
+		return api_files_resume(req, res, e);
 	struct upload *u = req->stream;
 	int r = 0;
 	if (u->mp) {

@@ -15,15 +15,9 @@
 /* Files of one batch at most. */
 #define BATCH_MAX_FILES 10000
 
-/* Bytes on the sandbox's disk reserved and not yet written (see the
- * upload in api_files.c): the declared Content-Length up front, else
- * chunk by chunk. */
-struct hold {
-	struct sandbox *sb;
-	uint64_t held;
-};
+/* ---- disk reservations (internal_files.h) ---- */
 
-static int hold_reserve(struct hold *h, uint64_t bytes, struct err *e)
+int apif_hold_reserve(struct hold *h, uint64_t bytes, struct err *e)
 {
 	if (sandbox_disk_reserve(h->sb, bytes, e) < 0)
 		return err_code(e);
@@ -32,20 +26,20 @@ static int hold_reserve(struct hold *h, uint64_t bytes, struct err *e)
 }
 
 /* Before writing `len` bytes: enough is held. */
-static int hold_before(struct hold *h, size_t len, struct err *e)
+int apif_hold_before(struct hold *h, size_t len, struct err *e)
 {
-	return len > h->held ? hold_reserve(h, len - h->held, e) : 0;
+	return len > h->held ? apif_hold_reserve(h, len - h->held, e) : 0;
 }
 
 /* After writing them: the filesystem counts them now. */
-static void hold_after(struct hold *h, size_t len)
+void apif_hold_after(struct hold *h, size_t len)
 {
 	size_t n = len < h->held ? len : (size_t)h->held;
 	sandbox_disk_release(h->sb, n);
 	h->held -= n;
 }
 
-static void hold_free(struct hold *h)
+void apif_hold_free(struct hold *h)
 {
 	if (!h->sb)
 		return;
@@ -54,10 +48,10 @@ static void hold_free(struct hold *h)
 	h->sb = NULL;
 }
 
-static int hold_declared(struct hold *h, const struct http_request *req, struct err *e)
+int apif_hold_declared(struct hold *h, const struct http_request *req, struct err *e)
 {
 	const char *cl = http_header(req, "Content-Length");
-	return cl ? hold_reserve(h, strtoull(cl, NULL, 10), e) : 0;
+	return cl ? apif_hold_reserve(h, strtoull(cl, NULL, 10), e) : 0;
 }
 
 /* ---- archive download ---- */
@@ -122,7 +116,7 @@ static void archive_ul_free(struct archive_ul *u)
 		return;
 	metrics_count("deskbox_upload_bytes_total", "", (double)u->size);
 	files_archive_in_free(u->a);
-	hold_free(&u->hold);
+	apif_hold_free(&u->hold);
 	free(u);
 }
 
@@ -134,11 +128,11 @@ static void archive_ul_abort(void *cls)
 static int archive_ul_write(void *cls, const char *data, size_t len, struct err *e)
 {
 	struct archive_ul *u = cls;
-	if (hold_before(&u->hold, len, e) < 0)
+	if (apif_hold_before(&u->hold, len, e) < 0)
 		return err_wrap(e, "archive upload into '%s' (nothing was changed)", u->path);
 	if (files_archive_in_write(u->a, data, len, e) < 0)
 		return err_code(e);
-	hold_after(&u->hold, len);
+	apif_hold_after(&u->hold, len);
 	u->size += len;
 	return 0;
 }
@@ -155,7 +149,7 @@ int api_files_archive_put_begin(struct http_request *req, struct http_body_sink 
 	    (r = files_archive_format_parse(http_query(req, "format"), &u->f, e)) < 0 ||
 	    (r = apif_query_flag(req, "parents", &parents, e)) < 0 ||
 	    (r = apif_open_root(req, &root, &u->hold.sb, e)) < 0 ||
-	    (r = hold_declared(&u->hold, req, e)) < 0 ||
+	    (r = apif_hold_declared(&u->hold, req, e)) < 0 ||
 	    (r = files_archive_in_begin(&root, u->path, parents, &u->a, e)) < 0) {
 		archive_ul_free(u);
 		return r;
@@ -223,7 +217,7 @@ static void batch_free(struct batch *b)
 	http_multipart_free(b->mp);
 	files_upload_free(b->cur);
 	apif_root_close(&b->root);
-	hold_free(&b->hold);
+	apif_hold_free(&b->hold);
 	cJSON_Delete(b->files);
 	free(b);
 }
@@ -283,9 +277,9 @@ static int batch_part(void *cls, const char *name, const char *filename, const c
 		goto fail;
 	if (!size)
 		return 0;
-	if (hold_before(&b->hold, size, e) < 0 || files_upload_write(b->cur, data, size, e) < 0)
+	if (apif_hold_before(&b->hold, size, e) < 0 || files_upload_write(b->cur, data, size, e) < 0)
 		goto fail;
-	hold_after(&b->hold, size);
+	apif_hold_after(&b->hold, size);
 	sha256_update(&b->sha, size, (const uint8_t *)data);
 	b->cur_size += size;
 	b->size += size;
@@ -313,7 +307,7 @@ int api_files_batch_begin(struct http_request *req, struct http_body_sink *sink,
 	if ((r = apif_query_flag(req, "parents", &b->parents, e)) < 0 ||
 	    (r = http_multipart_new(req, batch_part, b, &b->mp, e)) < 0 ||
 	    (r = apif_open_root(req, &b->root, &b->hold.sb, e)) < 0 ||
-	    (r = hold_declared(&b->hold, req, e)) < 0) {
+	    (r = apif_hold_declared(&b->hold, req, e)) < 0) {
 		batch_free(b);
 		return r;
 	}

@@ -44,6 +44,8 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/files/chmod", api_files_chmod, 0),
     ROUTE("POST", SB "/files/chown", api_files_chown, 0),
     ROUTE("GET", SB "/files/watch", api_files_watch, 0),
+    ROUTE("GET", SB "/files/upload-status", api_files_upload_status, 0),
+    ROUTE("HEAD", SB "/files/upload", api_files_upload_head, 0),
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),

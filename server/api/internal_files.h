@@ -30,4 +30,21 @@ int apif_reply_stat(struct http_response *res, int status, const struct files_ro
 void apif_root_close(struct files_root *r);
 #define _cleanup_root_ __attribute__((cleanup(apif_root_close)))
 
+/* Bytes on the sandbox's disk reserved and not yet written (see the
+ * upload in api_files.c): the declared Content-Length up front, else
+ * chunk by chunk.  `sb` is a reference the hold drops in apif_hold_free(). */
+struct hold {
+	struct sandbox *sb;
+	uint64_t held;
+};
+int apif_hold_reserve(struct hold *h, uint64_t bytes, struct err *e);
+/* Before writing `len` bytes: enough is held. */
+int apif_hold_before(struct hold *h, size_t len, struct err *e);
+/* After writing them: the filesystem counts them now. */
+void apif_hold_after(struct hold *h, size_t len);
+/* Reserves the request's Content-Length, when it has one. */
+int apif_hold_declared(struct hold *h, const struct http_request *req, struct err *e);
+/* Gives back what is held and drops the sandbox reference. */
+void apif_hold_free(struct hold *h);
+
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -628,6 +629,13 @@ static void walk_dir(struct walk *w, int dfd, int depth)
 		if (w->sweep && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
 		    strncmp(de->d_name, FILES_TEMP_PREFIX, strlen(FILES_TEMP_PREFIX)) == 0 &&
 		    files_remove_at(dirfd(d), de->d_name, 0) == 0) {
+			w->removed++;
+			continue;
+		}
+		if (w->sweep && S_ISREG(st.st_mode) &&
+		    strncmp(de->d_name, FILES_PARTIAL_PREFIX, strlen(FILES_PARTIAL_PREFIX)) == 0 &&
+		    st.st_mtim.tv_sec + FILES_PARTIAL_STALE_S < time(NULL) &&
+		    unlinkat(dirfd(d), de->d_name, 0) == 0) {
 			w->removed++;
 			continue;
 		}

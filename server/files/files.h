@@ -267,7 +267,8 @@ void files_watch_free(struct files_watch *w);
 
 struct files_partial;
 /* Opens the staging file of `canon`, created empty when missing (its
- * parents too with `parents`); *size is what it holds. */
+ * parents too with `parents`); *size is what it holds.  It is locked
+ * until freed: ERR_CONFLICT while another piece is being written. */
 int files_partial_open(const struct files_root *root, const char *canon, int parents,
 		       struct files_partial **out, uint64_t *size, struct err *e);
 /* Cuts the staging file to `offset` bytes (at most its size) and appends

@@ -320,6 +320,44 @@ def batch(t, srv, sid):
     t.eq(r.status, 400, "a batch without files answers 400")
 
 
+def crash_sweep(t, scratch):
+    """kill -9 of deskboxd in the middle of an archive upload: the next
+    start sweeps the temporary directory away; a resumable upload's staged
+    bytes stay."""
+    state = tempfile.mkdtemp(prefix="dbx-tree-state-")
+    srv = dbx.Server(state_dir=state)
+    sid = srv.create()["id"]
+    try:
+        r = srv.request("PUT", "/v1/sandboxes/%s/files/upload?path=%s" % (sid, q("/workspace/p")),
+                        b"abc", headers={"Content-Range": "bytes 0-2/10"})
+        t.eq(r.status, 202, "a resumable upload staged 3 bytes")
+        import socket
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        s.sendall(("PUT /v1/sandboxes/%s/files/archive?path=%s&format=tar HTTP/1.1\r\n"
+                   "Host: x\r\nAuthorization: Bearer %s\r\nContent-Length: 10000000\r\n\r\n" %
+                   (sid, q("/workspace/half"), srv.token)).encode())
+        s.sendall(b"\0" * 100000)
+        upper = os.path.join(srv.upper_dir(sid), "workspace")
+        t.ok(dbx.wait_until(lambda: any(n.startswith(".deskbox-upload-")
+                                        for n in os.listdir(upper)), timeout=30),
+             "an archive upload in flight has its temporary directory")
+        srv.kill()
+        s.close()
+        srv = dbx.Server(state_dir=state)
+        t.eq(srv.request("POST", "/v1/sandboxes/%s/start" % sid).status, 200,
+             "the sandbox starts again after kill -9")
+        ls = srv.exec(sid, ["ls", "-A", "/workspace"])["stdout"].split()
+        t.ok(not any(n.startswith(".deskbox-upload-") for n in ls) and "half" not in ls,
+             "the start swept the temporary directory: %s" % ls)
+        r = srv.request("GET", "/v1/sandboxes/%s/files/upload-status?path=%s" %
+                        (sid, q("/workspace/p")))
+        t.eq(r.json().get("received"), 3, "the resumable upload's 3 bytes are still staged")
+    finally:
+        srv.stop()
+        srv.cleanup()
+        subprocess.run(["rm", "-rf", state])
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -331,6 +369,7 @@ def main():
         malicious(t, srv, sid, scratch)
         zip_bomb(t, srv, scratch)
         batch(t, srv, sid)
+        crash_sweep(t, scratch)
         t.eq(srv.request("DELETE", "/v1/sandboxes/" + sid).status, 204, "delete the sandbox")
     finally:
         subprocess.run(["rm", "-rf", scratch])
