@@ -232,7 +232,8 @@ int files_chown(const struct files_root *root, const char *canon, int64_t uid, i
  *
  * inotify on a directory resolved inside the sandbox's view (and, with
  * `recursive`, on every directory under it, by fd, never through a link or
- * into another mount, and on directories created or moved in later).
+ * into another mount, and on directories created or moved in later, whose
+ * entries found when their watch is added are reported as "create").
  * Events are JSON objects {"type","path","dir"} with type "create",
  * "modify", "delete" or "move" (with "from" and "to" instead of "path"),
  * or {"type":"overflow"} when events were lost: the kernel's queue filled,

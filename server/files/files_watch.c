@@ -84,9 +84,14 @@ static int remember(struct files_watch *w, int wd, const char *path)
 	return 0;
 }
 
+static void emit(struct files_watch *w, cJSON *events, const char *type, const char *path,
+		 const char *to, int dir);
+
 /* Watches directory `fd` (at `path`); with `recursive`, its
- * subdirectories too.  Returns the wd or -errno. */
-static int add_dir(struct files_watch *w, int fd, const char *path, int depth)
+ * subdirectories too.  With `events` (a directory that just appeared), a
+ * "create" for each entry found in it: they may have been made before its
+ * watch was in place.  Returns the wd or -errno. */
+static int add_dir(struct files_watch *w, int fd, const char *path, int depth, cJSON *events)
 {
 	if (w->n >= FILES_WATCH_MAX_DIRS) {
 		w->overflow = 1;
@@ -111,18 +116,20 @@ static int add_dir(struct files_watch *w, int fd, const char *path, int depth)
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		struct stat st;
+		char sub[PATH_MAX];
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISDIR(st.st_mode) || st.st_dev != w->dev)
-			continue;
-		char sub[PATH_MAX];
-		if (snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") ? path : "",
+		    snprintf(sub, sizeof(sub), "%s/%s", strcmp(path, "/") ? path : "",
 			     de->d_name) >= (int)sizeof(sub))
+			continue;
+		if (events)
+			emit(w, events, "create", sub, NULL, S_ISDIR(st.st_mode));
+		if (!S_ISDIR(st.st_mode) || st.st_dev != w->dev)
 			continue;
 		_cleanup_fd_ int cfd =
 		    openat(dirfd(d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (cfd >= 0)
-			add_dir(w, cfd, sub, depth + 1);
+			add_dir(w, cfd, sub, depth + 1, events);
 	}
 	closedir(d);
 	return wd;
@@ -157,7 +164,7 @@ int files_watch_open(const struct files_root *fr, const char *canon, int recursi
 		r = err_sys(e, ERR_INTERNAL, errno, "dup");
 		goto fail;
 	}
-	if ((w->top_wd = add_dir(w, fd, canon, 0)) < 0) {
+	if ((w->top_wd = add_dir(w, fd, canon, 0, NULL)) < 0) {
 		r = w->top_wd == -ENOSPC ? err_set(e, ERR_LIMIT, ENOSPC, "no inotify watch left")
 					 : files_fail(e, -w->top_wd, "watching", canon);
 		goto fail;
@@ -202,14 +209,14 @@ static void emit(struct files_watch *w, cJSON *events, const char *type, const c
 }
 
 /* A new directory in the tree (created or moved in): watched too. */
-static void watch_new(struct files_watch *w, const char *path)
+static void watch_new(struct files_watch *w, const char *path, cJSON *events)
 {
 	if (!w->recursive)
 		return;
 	_cleanup_fd_ int fd = files_resolve(w->root, path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
 	struct stat st;
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w->dev)
-		add_dir(w, fd, path, 0);
+		add_dir(w, fd, path, 0, events);
 }
 
 /* A watched directory moved from `from` to `to`: its paths follow. */
@@ -293,12 +300,12 @@ static int one_event(struct files_watch *w, const struct inotify_event *ev, cJSO
 		} else {
 			emit(w, events, "create", path, NULL, dir);
 			if (dir)
-				watch_new(w, path);
+				watch_new(w, path, events);
 		}
 	} else if (ev->mask & IN_CREATE) {
 		emit(w, events, "create", path, NULL, dir);
 		if (dir)
-			watch_new(w, path);
+			watch_new(w, path, events);
 	} else if (ev->mask & IN_MODIFY) {
 		emit(w, events, "modify", path, NULL, dir);
 	} else if (ev->mask & IN_DELETE) {

@@ -138,8 +138,11 @@ def main():
         w.until(lambda e: e[0] == "ready")
         sh("echo x > /workspace/w/sub/seen; mkdir -p /workspace/w/new/deeper;"
            " touch /workspace/w/new/deeper/file")
-        got, ok = w.until(lambda e: e[0] == "create" and e[1]["path"] == "/workspace/w/sub/seen")
-        t.ok(ok, "recursive=1: an existing subdirectory is watched")
+        got, ok = w.until(lambda e: e[0] == "create" and
+                          e[1]["path"] == "/workspace/w/new/deeper/file")
+        t.ok(ok and ("create", "/workspace/w/sub/seen") in simplify(got),
+             "recursive=1: an existing subdirectory is watched")
+        t.ok(ok, "a file made in a new directory at once is reported (%s)" % simplify(got))
         sh("sleep 0.3; echo y > /workspace/w/new/deeper/late; mv /workspace/w/new /workspace/w/renamed;"
            " echo z > /workspace/w/renamed/deeper/after-move")
         got, ok = w.until(lambda e: e[0] == "create" and
