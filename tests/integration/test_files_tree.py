@@ -241,9 +241,17 @@ def malicious(t, srv, sid, scratch):
         f.truncate(600000)
     cases.append(("a truncated tar", "tar", path, 400))
 
+    path = os.path.join(scratch, "many.tar.gz")
+    with tarfile.open(path, "w:gz", compresslevel=1) as tf:
+        ti = tarfile.TarInfo("x")
+        for i in range(100001):
+            ti.name = "d%d/%d" % (i // 1000, i)
+            tf.addfile(ti)
+    cases.append(("100001 members (one past the limit)", "tar.gz", path, 413))
+
     for label, fmt, path, code in cases:
         r = upload_archive(srv, sid, "/workspace/evil", fmt, path)
-        ok = 400 <= r.status < 500
+        ok = r.status == code
         t.ok(ok, "%s: refused with %d (%s)" % (label, r.status, r.body[:160].decode(errors="replace")))
         left = sbexec(srv, sid, ["sh", "-c",
                                  "ls -A /workspace | grep -e evil -e deskbox; "
