@@ -136,7 +136,11 @@ def round_trips(t, srv, sid, scratch):
     for fmt in ("tar", "tar.gz", "zip"):
         arc = os.path.join(scratch, "tree." + fmt)
         t0 = time.time()
+        hwm0 = dbx.proc_mem_kib(srv.proc.pid)["VmHWM"]
         status, headers, n = download_archive(srv, sid, "/workspace/src", fmt, arc)
+        hwm1 = dbx.proc_mem_kib(srv.proc.pid)["VmHWM"]
+        t.ok(hwm1 - hwm0 < 32 * 1024, "%s: deskboxd's memory stays flat (VmHWM %+d KiB)" %
+             (fmt, hwm1 - hwm0))
         t.eq(status, 200, "%s: download answers 200 (%d bytes, %.1f s)" %
              (fmt, n, time.time() - t0))
         t.ok(headers.get("transfer-encoding") == "chunked",
@@ -144,6 +148,9 @@ def round_trips(t, srv, sid, scratch):
         got = members_of(fmt, arc)
         kinds = dict((k, v[0]) for k, v in want.items())
         t.eq(got, kinds, "%s: Python's reader sees every member with its kind" % fmt)
+        listed = subprocess.run(["bsdtar", "-tf", arc], capture_output=True)
+        names = set(x.rstrip("/") for x in listed.stdout.decode().splitlines())
+        t.eq((listed.returncode, names), (0, set(kinds)), "%s: bsdtar lists the same" % fmt)
         dst = "/workspace/dst-" + fmt.replace(".", "")
         t0 = time.time()
         r = upload_archive(srv, sid, dst, fmt, arc)
