@@ -19,6 +19,9 @@
 #include "internal.h"
 #include "server/runtime/runtime.h"
 
+/* The longest piece of a line a search matches at once. */
+#define LINE_MAX_SEARCH (64 * 1024)
+
 /* What a search reads of a file to call it binary. */
 #define BINARY_PROBE 8192
 
@@ -151,8 +154,7 @@ struct search {
 	unsigned n, files;
 	int truncated, oom;
 	long long deadline;
-	char *line;
-	size_t line_cap;
+	char *line; /* LINE_MAX_SEARCH + 1 bytes */
 };
 
 static int line_matches(struct search *s, const char *line)
@@ -188,7 +190,9 @@ static int add_match(struct search *s, const char *path, unsigned long lineno, c
 	return 0;
 }
 
-/* Searches one open regular file. */
+/* Searches one open regular file, line by line.  A line longer than
+ * LINE_MAX_SEARCH is matched in pieces of that size (memory stays bounded
+ * whatever the file holds; a match across two pieces is missed). */
 static int search_file(struct search *s, FILE *f, const char *path)
 {
 	char probe[BINARY_PROBE];
@@ -197,17 +201,19 @@ static int search_file(struct search *s, FILE *f, const char *path)
 		return 0;
 	rewind(f);
 	s->files++;
-	unsigned long lineno = 0;
-	ssize_t len;
-	while ((len = getline(&s->line, &s->line_cap, f)) >= 0) {
-		lineno++;
-		if (len && s->line[len - 1] == '\n')
+	unsigned long lineno = 1, pieces = 0;
+	while (fgets(s->line, LINE_MAX_SEARCH + 1, f)) {
+		size_t len = strlen(s->line);
+		int whole = len && s->line[len - 1] == '\n';
+		if (whole)
 			s->line[--len] = '\0';
 		/* A NUL past the probe: matching stops at it, as grep -a would
-		 * not, but never reads past the line. */
-		if (line_matches(s, s->line) && add_match(s, path, lineno, s->line, strlen(s->line)))
+		 * not, but never reads past the piece. */
+		if (line_matches(s, s->line) && add_match(s, path, lineno, s->line, len))
 			return 1;
-		if ((lineno & 1023) == 0 && clock_mono_ms() > s->deadline) {
+		if (whole)
+			lineno++;
+		if ((++pieces & 1023) == 0 && clock_mono_ms() > s->deadline) {
 			s->truncated = 1;
 			return 1;
 		}
@@ -269,6 +275,8 @@ int files_search(const struct files_root *fr, const char *canon,
 {
 	AS_USER(fr);
 	struct search s = {.o = o, .deadline = clock_mono_ms() + o->timeout_ms};
+	if (!(s.line = malloc(LINE_MAX_SEARCH + 1)))
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	if (o->regex) {
 		int flags = REG_EXTENDED | REG_NOSUB | (o->ignore_case ? REG_ICASE : 0);
 		int rc = regcomp(&s.re, o->pattern, flags);
@@ -276,6 +284,7 @@ int files_search(const struct files_root *fr, const char *canon,
 			char msg[128];
 			regerror(rc, &s.re, msg, sizeof(msg));
 			regfree(&s.re);
+			free(s.line);
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "query parameter 'pattern': bad regex: %s", msg);
 		}

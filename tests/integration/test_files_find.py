@@ -32,6 +32,8 @@ with open(t + "/src/blob.bin", "wb") as f: f.write(b"hello\0binary\n" * 10)
 with open(t + "/big.txt", "w") as f: f.write("hello big\n" * 300000)
 os.symlink("/etc", t + "/etc-link")
 with open(t + "/many.txt", "w") as f: f.write("match\n" * 5000)
+with open(t + "/long.txt", "w") as f:
+    f.write("x" * 100000 + "needle" + "y" * 100000 + "\nthe second needle\n")
 """
 
 
@@ -113,6 +115,10 @@ def main():
         r = get("search", path="/workspace/proj/many.txt", pattern="match", max_matches=10)
         t.ok(len(r.json()["matches"]) == 10 and r.json()["truncated"] is True,
              "max_matches bounds the matches; a single file can be searched")
+        r = get("search", path="/workspace/proj/long.txt", pattern="needle")
+        t.eq([(m["line"], len(m["text"])) for m in r.json()["matches"]],
+             [(1, 1024), (2, len("the second needle"))],
+             "a 200 KB line is searched in pieces: line numbers right, text cut at 1024")
         r = get("search", path="/workspace/proj", pattern="binary")
         t.eq(r.json()["matches"], [], "files with NUL bytes are not searched")
         r = get("search", path="/workspace/proj", pattern="ünicode")
