@@ -285,7 +285,8 @@ static int member_fail(struct err *e, int errnum, const char *name)
 static int write_block(struct unpack *u, int fd, const char *buf, size_t n, int64_t off,
 		       struct err *e, const char *name)
 {
-	if (n <= READ_BLOCK && memcmp(buf, u->zeros, n) == 0)
+	/* libarchive may hand over an empty block with no buffer. */
+	if (n == 0 || (n <= READ_BLOCK && memcmp(buf, u->zeros, n) == 0))
 		return 0;
 	while (n) {
 		ssize_t w = pwrite(fd, buf, n, (off_t)off);

@@ -209,6 +209,9 @@ def main():
     finally:
         rc = srv.stop()
         t.eq(rc, 0, "deskboxd exits cleanly")
+        log = srv.stderr()
+        if "AddressSanitizer" in log or "runtime error" in log:
+            t.ok(False, "sanitizers are quiet", log[-3000:])
         if t.failed:
             t.diag(srv.stderr())
         srv.cleanup()
