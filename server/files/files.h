@@ -137,7 +137,8 @@ long files_archive_out_read(struct files_archive_out *a, char *buf, size_t max);
 unsigned files_archive_out_members(const struct files_archive_out *a);
 void files_archive_out_free(struct files_archive_out *a);
 
-/* Space accounting for what an unpack writes (the sandbox's disk). */
+/* Space accounting for what an unpack writes (the sandbox's disk);
+ * reserve and release may be NULL (no accounting). */
 struct files_space {
 	int (*reserve)(void *cls, uint64_t bytes, struct err *e);
 	void (*release)(void *cls, uint64_t bytes);

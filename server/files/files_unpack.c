@@ -253,7 +253,7 @@ struct unpack {
 
 static int reserve(struct unpack *u, uint64_t n, struct err *e)
 {
-	if (!u->space)
+	if (!u->space || !u->space->reserve)
 		return 0;
 	files_as_self(u->self);
 	int r = u->space->reserve(u->space->cls, n, e);
@@ -263,7 +263,7 @@ static int reserve(struct unpack *u, uint64_t n, struct err *e)
 
 static void release(struct unpack *u, uint64_t n)
 {
-	if (u->space)
+	if (u->space && u->space->release)
 		u->space->release(u->space->cls, n);
 }
 
