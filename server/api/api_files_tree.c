@@ -1,6 +1,7 @@
 /* The files API for whole trees: a directory as an archive (download and
  * upload, libarchive in files_archive.c / files_unpack.c) and many files
  * in one multipart request (docs/files.md). */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <nettle/sha2.h>
@@ -78,6 +79,32 @@ static void archive_release(void *cls)
 	free(d);
 }
 
+/* Content-Disposition: attachment named after the directory ("NAME.tar");
+ * a name that is not plain ASCII goes in filename* (RFC 6266), percent-
+ * encoded, with "archive.EXT" as the plain fallback. */
+static int add_disposition(struct http_response *res, const char *path,
+			   enum files_archive_format f, struct err *e)
+{
+	const char *ext = f == FILES_ARCHIVE_ZIP ? "zip" : f == FILES_ARCHIVE_TGZ ? "tar.gz" : "tar";
+	const char *slash = strrchr(path, '/');
+	const char *name = slash && slash[1] ? slash + 1 : "root";
+	int plain = 1;
+	for (const char *c = name; *c; c++)
+		plain &= *c > 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != '%';
+	char v[NAME_MAX * 3 + 128];
+	if (plain) {
+		snprintf(v, sizeof(v), "attachment; filename=\"%s.%s\"", name, ext);
+	} else {
+		int o = snprintf(v, sizeof(v), "attachment; filename=\"archive.%s\"; filename*=UTF-8''",
+				 ext);
+		for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+			o += snprintf(v + o, sizeof(v) - (size_t)o,
+				      isalnum(*c) || strchr("-._~", *c) ? "%c" : "%%%02X", *c);
+		snprintf(v + o, sizeof(v) - (size_t)o, ".%s", ext);
+	}
+	return http_add_header(res, "Content-Disposition", v, e);
+}
+
 int api_files_archive_get(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
@@ -86,7 +113,7 @@ int api_files_archive_get(struct http_request *req, struct http_response *res, s
 	    files_archive_format_parse(http_query(req, "format"), &f, e) < 0)
 		return err_code(e);
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (apif_open_root(req, &root, NULL, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0 || add_disposition(res, path, f, e) < 0)
 		return err_code(e);
 	struct archive_dl *d = calloc(1, sizeof(*d));
 	if (!d)

@@ -145,6 +145,8 @@ def round_trips(t, srv, sid, scratch):
              (fmt, n, time.time() - t0))
         t.ok(headers.get("transfer-encoding") == "chunked",
              "%s: the archive is streamed (chunked)" % fmt)
+        t.eq(headers.get("content-disposition"), 'attachment; filename="src.%s"' % fmt,
+             "%s: named after the directory" % fmt)
         got = members_of(fmt, arc)
         kinds = dict((k, v[0]) for k, v in want.items())
         t.eq(got, kinds, "%s: Python's reader sees every member with its kind" % fmt)
@@ -178,6 +180,12 @@ def round_trips(t, srv, sid, scratch):
     t.eq(r.status, 404, "a missing parent answers 404 without parents=1")
     r = upload_archive(srv, sid, "/workspace/new/deep/dir", "tar", arc, "&parents=1")
     t.eq(r.status, 201, "parents=1 makes the parents")
+    sbexec(srv, sid, ["mkdir", "/workspace/dst-tar/日本 \"x\""])
+    r = srv.request("GET", "/v1/sandboxes/%s/files/archive?path=%s&format=zip" %
+                    (sid, q("/workspace/dst-tar/日本 \"x\"")))
+    t.eq(r.header("Content-Disposition"),
+         "attachment; filename=\"archive.zip\"; filename*=UTF-8''"
+         "%E6%97%A5%E6%9C%AC%20%22x%22.zip", "a non-ASCII name goes in filename*")
     r = srv.request("GET", "/v1/sandboxes/%s/files/archive?path=%s&format=rar" %
                     (sid, q("/workspace/src")))
     t.eq(r.status, 400, "an unknown format answers 400")
