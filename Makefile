@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -64,7 +64,7 @@ VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
 CLI := $(BUILD)/deskbox
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl)
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive)
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)

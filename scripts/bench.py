@@ -316,8 +316,81 @@ def checkpoints_reflink(n):
         srv.stop()
         os.unlink(srv.log_path)
         xfs.cleanup()
+
+
 class OnlyShots(Exception):
     """BENCH_ONLY=shots: the screenshot figures are done."""
+
+
+ARCHIVE_TREE = r"""
+import os, sys
+top, big, small = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(big):
+    d = "%s/big/%d" % (top, i % 8)
+    os.makedirs(d, exist_ok=True)
+    with open("%s/f%d.bin" % (d, i), "wb") as f: f.write(os.urandom(4 << 20))
+for i in range(small):
+    d = "%s/small/%d" % (top, i % 20)
+    os.makedirs(d, exist_ok=True)
+    with open("%s/s%d.txt" % (d, i), "wb") as f: f.write(os.urandom(2000))
+"""
+
+
+def bench_archive(srv, runs):
+    """A ~256 MiB tree (64 x 4 MiB random files + 1000 small ones) as one
+    tar through the archive routes, against the same files one request
+    each through upload/download (what a client without archives does)."""
+    import urllib.parse
+    sid = srv.create({"disk_mb": 2048})["id"]
+    big, small = (16, 250) if QUICK else (64, 1000)
+    srv.exec(sid, ["python3", "-c", ARCHIVE_TREE, "/workspace/src", str(big), str(small)],
+             timeout_s=300)
+    mib = (big * (4 << 20) + small * 2000) / float(1 << 20)
+    base = "/v1/sandboxes/%s/files" % sid
+    q = lambda p: urllib.parse.quote(p, safe="")  # noqa: E731
+    files = [e["path"] for e in srv.request(
+        "GET", base + "/find?path=/workspace/src&max_results=100000").json()["entries"]
+        if e["type"] == "file"]
+    tmp = tempfile.mkdtemp(prefix="dbx-bench-arc-")
+    arc = os.path.join(tmp, "tree.tar")
+    down, up, naive_down, naive_up = [], [], [], []
+    bodies = {}
+    for i in range(runs):
+        t0 = time.perf_counter()
+        with open(arc, "wb") as f:
+            dbx.stream_download(srv, base + "/archive?path=/workspace/src&format=tar", f.write)
+        down.append(mib / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for p in files:
+            bodies[p] = srv.request("GET", base + "/download?path=" + q(p)).body
+        naive_down.append(mib / (time.perf_counter() - t0))
+        size = os.path.getsize(arc)
+
+        def chunks():
+            with open(arc, "rb") as f:
+                while True:
+                    b = f.read(1 << 20)
+                    if not b:
+                        return
+                    yield b
+        t0 = time.perf_counter()
+        dbx.stream_upload(srv, base + "/archive?path=/workspace/dst%d&format=tar" % i,
+                          chunks(), length=size)
+        up.append(mib / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for p, b in bodies.items():
+            srv.request("PUT", base + "/upload?parents=1&path=" +
+                        q(p.replace("/workspace/src", "/workspace/naive%d" % i)), b)
+        naive_up.append(mib / (time.perf_counter() - t0))
+        srv.request("DELETE", base + "?recursive=1&path=/workspace/dst%d" % i)
+        srv.request("DELETE", base + "?recursive=1&path=/workspace/naive%d" % i)
+    report("archive download, %.0f MiB tree as tar" % mib, down, unit="MiB/s",
+           naive=naive_down, naive_name="one GET per file", higher_is_better=True)
+    report("archive upload, %.0f MiB tree as tar" % mib, up, unit="MiB/s",
+           naive=naive_up, naive_name="one PUT per file", higher_is_better=True)
+    srv.request("DELETE", "/v1/sandboxes/" + sid)
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
@@ -476,6 +549,8 @@ def main():
 
         # ---- the port proxy ----
         bench_ports(srv, report, QUICK)
+        # ---- archives ----
+        bench_archive(srv, 1 if QUICK else 3)
 
         # ---- idle cost, 1 and 20 sandboxes ----
         one = srv.create({})["id"]

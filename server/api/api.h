@@ -82,6 +82,26 @@ int api_files_stat(struct http_request *req, struct http_response *res, struct e
 int api_files_mkdir(struct http_request *req, struct http_response *res, struct err *e);
 int api_files_move(struct http_request *req, struct http_response *res, struct err *e);
 int api_files_delete(struct http_request *req, struct http_response *res, struct err *e);
+/* api_files_tree.c: archives and batches */
+int api_files_archive_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_archive_put_begin(struct http_request *req, struct http_body_sink *sink,
+				struct err *e);
+int api_files_archive_put(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_batch_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_files_batch(struct http_request *req, struct http_response *res, struct err *e);
+/* api_files_find.c: find, search, replace, chmod, chown */
+int api_files_find(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_search(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_replace(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_chmod(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_chown(struct http_request *req, struct http_response *res, struct err *e);
+/* api_files_watch.c */
+int api_files_watch(struct http_request *req, struct http_response *res, struct err *e);
+/* api_files_resume.c: resumable uploads (PUT …/upload with Content-Range) */
+int api_files_resume_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_files_resume(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_upload_status(struct http_request *req, struct http_response *res, struct err *e);
+int api_files_upload_head(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_info(struct http_request *req, struct http_response *res, struct err *e);

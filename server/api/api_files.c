@@ -14,13 +14,14 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "api.h"
+#include "internal_files.h"
 #include "common/args.h"
 #include "server/files/files.h"
 #include "common/metrics.h"
 
 /* ---- arguments ---- */
 
-static int query_path(const struct http_request *req, const char *name, const char *def, char *out,
+int apif_query_path(const struct http_request *req, const char *name, const char *def, char *out,
 		      struct err *e)
 {
 	size_t len = 0;
@@ -36,7 +37,7 @@ static int query_path(const struct http_request *req, const char *name, const ch
 	return 0;
 }
 
-static int query_flag(const struct http_request *req, const char *name, int *out, struct err *e)
+int apif_query_flag(const struct http_request *req, const char *name, int *out, struct err *e)
 {
 	const char *v = http_query(req, name);
 	*out = 0;
@@ -50,7 +51,7 @@ static int query_flag(const struct http_request *req, const char *name, int *out
 }
 
 /* `mode=0644`: octal permission bits; -1 when absent. */
-static int query_mode(const struct http_request *req, int *out, struct err *e)
+int apif_query_mode(const struct http_request *req, int *out, struct err *e)
 {
 	const char *v = http_query(req, "mode");
 	*out = -1;
@@ -66,7 +67,7 @@ static int query_mode(const struct http_request *req, int *out, struct err *e)
 	return 0;
 }
 
-static int body_path(const cJSON *body, const char *name, int required, char *out, struct err *e)
+int apif_body_path(const cJSON *body, const char *name, int required, char *out, struct err *e)
 {
 	const char *v;
 	if (args_string(body, name, PATH_MAX - 1, required ? ARGS_REQUIRED : 0, &v, e) < 0)
@@ -78,16 +79,15 @@ static int body_path(const cJSON *body, const char *name, int required, char *ou
 	return 0;
 }
 
-static void root_close(struct files_root *r)
+void apif_root_close(struct files_root *r)
 {
 	if (r->fd >= 0)
 		close(r->fd);
 }
-#define _cleanup_root_ __attribute__((cleanup(root_close)))
 
 /* The request's sandbox and an fd of its "/"; the reference is dropped
  * here (the fd outlives it safely: see sandbox_open_root). */
-static int open_root(struct http_request *req, struct files_root *root, struct sandbox **keep,
+int apif_open_root(struct http_request *req, struct files_root *root, struct sandbox **keep,
 		     struct err *e)
 {
 	struct api *api = req->app;
@@ -102,7 +102,7 @@ static int open_root(struct http_request *req, struct files_root *root, struct s
 	return r;
 }
 
-static int reply_stat(struct http_response *res, int status, const struct files_root *root,
+int apif_reply_stat(struct http_response *res, int status, const struct files_root *root,
 		      const char *path, struct err *e)
 {
 	struct stat st;
@@ -201,14 +201,17 @@ static int upload_write(void *cls, const char *data, size_t len, struct err *e)
 
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
+	/* A piece of a resumable upload (api_files_resume.c). */
+	if (http_header(req, "Content-Range"))
+		return api_files_resume_begin(req, sink, e);
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int parents, mode, r;
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if ((r = query_path(req, "path", NULL, u->path, e)) < 0 ||
-	    (r = query_flag(req, "parents", &parents, e)) < 0 ||
-	    (r = query_mode(req, &mode, e)) < 0)
+	if ((r = apif_query_path(req, "path", NULL, u->path, e)) < 0 ||
+	    (r = apif_query_flag(req, "parents", &parents, e)) < 0 ||
+	    (r = apif_query_mode(req, &mode, e)) < 0)
 		goto fail;
 	if (strcmp(req->method, "POST") == 0) {
 		if ((r = http_multipart_new(req, multipart_part, u, &u->mp, e)) < 0) {
@@ -218,7 +221,7 @@ int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink
 			goto fail;
 		}
 	}
-	if ((r = open_root(req, &root, &u->sb, e)) < 0)
+	if ((r = apif_open_root(req, &root, &u->sb, e)) < 0)
 		goto fail;
 	/* The declared size is reserved before any byte is read: one that
 	 * does not fit is refused at once (and a client sending Expect:
@@ -241,6 +244,8 @@ fail:
 
 int api_files_upload(struct http_request *req, struct http_response *res, struct err *e)
 {
+	if (http_header(req, "Content-Range"))
+		return api_files_resume(req, res, e);
 	struct upload *u = req->stream;
 	int r = 0;
 	if (u->mp) {
@@ -346,10 +351,10 @@ static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *t
 int api_files_download(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
-	if (query_path(req, "path", NULL, path, e) < 0)
+	if (apif_query_path(req, "path", NULL, path, e) < 0)
 		return err_code(e);
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
 	struct stat st;
 	_cleanup_fd_ int fd = -1;
@@ -393,10 +398,10 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 int api_files_list(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
-	if (query_path(req, "path", FILES_HOME, path, e) < 0)
+	if (apif_query_path(req, "path", FILES_HOME, path, e) < 0)
 		return err_code(e);
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
 	cJSON *entries;
 	int truncated;
@@ -413,17 +418,17 @@ int api_files_list(struct http_request *req, struct http_response *res, struct e
 int api_files_stat(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
-	if (query_path(req, "path", NULL, path, e) < 0)
+	if (apif_query_path(req, "path", NULL, path, e) < 0)
 		return err_code(e);
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0)
 		return err_code(e);
-	return reply_stat(res, 200, &root, path, e);
+	return apif_reply_stat(res, 200, &root, path, e);
 }
 
 /* cJSON turns "\u0000" into a string that ends early: refuse it rather
  * than act on a shorter path than the client meant. */
-static int json_body(const struct http_request *req, cJSON **out, struct err *e)
+int apif_json_body(const struct http_request *req, cJSON **out, struct err *e)
 {
 	if (memmem(req->body, req->body_len, "\\u0000", 6))
 		return err_set(e, ERR_INVALID, EINVAL, "path contains a NUL byte");
@@ -433,50 +438,50 @@ static int json_body(const struct http_request *req, cJSON **out, struct err *e)
 int api_files_mkdir(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (json_body(req, &body, e) < 0)
+	if (apif_json_body(req, &body, e) < 0)
 		return err_code(e);
 	char path[PATH_MAX];
 	int parents = 0, created = 0;
-	int r = body_path(body, "path", 1, path, e);
+	int r = apif_body_path(body, "path", 1, path, e);
 	if (r == 0)
 		r = args_bool(body, "parents", 0, &parents, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0 ||
+	if (apif_open_root(req, &root, NULL, e) < 0 ||
 	    files_mkdir(&root, path, parents, &created, e) < 0)
 		return err_code(e);
-	return reply_stat(res, created ? 201 : 200, &root, path, e);
+	return apif_reply_stat(res, created ? 201 : 200, &root, path, e);
 }
 
 int api_files_move(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (json_body(req, &body, e) < 0)
+	if (apif_json_body(req, &body, e) < 0)
 		return err_code(e);
 	char from[PATH_MAX], to[PATH_MAX];
-	int r = body_path(body, "from", 1, from, e);
+	int r = apif_body_path(body, "from", 1, from, e);
 	if (r == 0)
-		r = body_path(body, "to", 1, to, e);
+		r = apif_body_path(body, "to", 1, to, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0 || files_move(&root, from, to, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0 || files_move(&root, from, to, e) < 0)
 		return err_code(e);
-	return reply_stat(res, 200, &root, to, e);
+	return apif_reply_stat(res, 200, &root, to, e);
 }
 
 int api_files_delete(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
 	int recursive;
-	if (query_path(req, "path", NULL, path, e) < 0 ||
-	    query_flag(req, "recursive", &recursive, e) < 0)
+	if (apif_query_path(req, "path", NULL, path, e) < 0 ||
+	    apif_query_flag(req, "recursive", &recursive, e) < 0)
 		return err_code(e);
 	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (open_root(req, &root, NULL, e) < 0 || files_remove(&root, path, recursive, e) < 0)
+	if (apif_open_root(req, &root, NULL, e) < 0 || files_remove(&root, path, recursive, e) < 0)
 		return err_code(e);
 	http_reply_empty(res, 204);
 	return 0;

@@ -1,10 +1,11 @@
 /* files: path-safe filesystem operations inside a sandbox (see files.h).
  *
- * SECURITY: every lookup below goes through resolve() (openat2 with
+ * SECURITY: every lookup below goes through files_resolve() (openat2 with
  * RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS relative to the sandbox's root
  * fd) or names a single component relative to a directory fd it returned.
  * No function here takes a host path built from client input. */
 #include "files.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,15 +17,12 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "server/runtime/runtime.h"
-
-/* Deeper trees are not walked (usage, sweep) or removed: each level holds
- * an fd. */
-#define WALK_MAX_DEPTH 256
 
 /* openat2 answers EAGAIN when a rename raced a ".." lookup; retry a few
  * times before giving up. */
@@ -36,26 +34,19 @@
  * other threads as it does setuid): only this request's thread acts as the
  * sandbox user.  Leaving fsuid 0 also drops CAP_DAC_OVERRIDE and friends
  * from the effective set; going back restores them. */
-struct cred {
-	int uid, gid;
-};
-
-static struct cred as_user(uint32_t uid, uint32_t gid)
+struct files_cred files_as_user(uint32_t uid, uint32_t gid)
 {
-	struct cred c;
+	struct files_cred c;
 	c.gid = setfsgid(gid);
 	c.uid = setfsuid(uid);
 	return c;
 }
 
-static void as_self(const struct cred *c)
+void files_as_self(const struct files_cred *c)
 {
 	setfsuid((uid_t)c->uid);
 	setfsgid((gid_t)c->gid);
 }
-
-#define _cleanup_cred_ __attribute__((cleanup(as_self)))
-#define AS_USER(fr)    _cleanup_cred_ struct cred cred_ = as_user((fr)->uid, (fr)->gid)
 
 /* ---- paths ---- */
 
@@ -124,7 +115,7 @@ const char *files_path_split(const char *canon, char *parent, size_t parent_size
 }
 
 /* Maps an errno from an operation on `path` to the error kinds of files.h. */
-static int fail(struct err *e, int errnum, const char *what, const char *path)
+int files_fail(struct err *e, int errnum, const char *what, const char *path)
 {
 	enum err_kind k;
 	switch (errnum) {
@@ -168,7 +159,7 @@ static int fail(struct err *e, int errnum, const char *what, const char *path)
 
 /* openat2 relative to `root` with the sandbox's "/" as the root of every
  * lookup.  Returns the fd or -errno. */
-static int resolve(int root, const char *canon, int flags, mode_t mode)
+int files_resolve(int root, const char *canon, int flags, mode_t mode)
 {
 	struct open_how how = {
 	    .flags = (uint64_t)(flags | O_CLOEXEC),
@@ -185,15 +176,15 @@ static int resolve(int root, const char *canon, int flags, mode_t mode)
 }
 
 /* The parent directory of `canon` as an O_PATH fd, and the last name. */
-static int resolve_parent(int root, const char *canon, const char **name, struct err *e)
+int files_resolve_parent(int root, const char *canon, const char **name, struct err *e)
 {
 	char parent[PATH_MAX];
 	*name = files_path_split(canon, parent, sizeof(parent));
 	if (!*name)
 		return err_set(e, ERR_INVALID, EINVAL, "not allowed on '/'");
-	int fd = resolve(root, parent, O_PATH | O_DIRECTORY, 0);
+	int fd = files_resolve(root, parent, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
-		return fail(e, -fd, "opening directory", parent);
+		return files_fail(e, -fd, "opening directory", parent);
 	return fd;
 }
 
@@ -229,11 +220,11 @@ int files_stat(const struct files_root *fr, const char *canon, struct stat *st, 
 {
 	AS_USER(fr);
 	int root = fr->fd;
-	_cleanup_fd_ int fd = resolve(root, canon, O_PATH | O_NOFOLLOW, 0);
+	_cleanup_fd_ int fd = files_resolve(root, canon, O_PATH | O_NOFOLLOW, 0);
 	if (fd < 0)
-		return fail(e, -fd, "stat", canon);
+		return files_fail(e, -fd, "stat", canon);
 	if (fstat(fd, st) < 0)
-		return fail(e, errno, "stat", canon);
+		return files_fail(e, errno, "stat", canon);
 	return 0;
 }
 
@@ -256,14 +247,14 @@ int files_list(const struct files_root *fr, const char *canon, cJSON **out, int 
 	int root = fr->fd;
 	*out = NULL;
 	*truncated = 0;
-	int fd = resolve(root, canon, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	int fd = files_resolve(root, canon, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (fd < 0)
-		return fail(e, -fd, "listing", canon);
+		return files_fail(e, -fd, "listing", canon);
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		int saved = errno;
 		close(fd);
-		return fail(e, saved, "listing", canon);
+		return files_fail(e, saved, "listing", canon);
 	}
 	char **names = NULL;
 	size_t n = 0, cap = 0;
@@ -320,7 +311,7 @@ oom:
 
 /* mkdir -p, one component at a time, each resolved again from the root so
  * a symlink in the way is followed only inside the sandbox. */
-static int mkdir_parents(int root, const char *canon, struct err *e)
+int files_mkdir_parents(int root, const char *canon, struct err *e)
 {
 	char prefix[PATH_MAX];
 	size_t len = strlen(canon);
@@ -330,11 +321,11 @@ static int mkdir_parents(int root, const char *canon, struct err *e)
 		memcpy(prefix, canon, i);
 		prefix[i] = '\0';
 		const char *name;
-		_cleanup_fd_ int pfd = resolve_parent(root, prefix, &name, e);
+		_cleanup_fd_ int pfd = files_resolve_parent(root, prefix, &name, e);
 		if (pfd < 0)
 			return pfd;
 		if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST)
-			return fail(e, errno, "creating directory", prefix);
+			return files_fail(e, errno, "creating directory", prefix);
 	}
 	return 0;
 }
@@ -348,13 +339,13 @@ int files_mkdir(const struct files_root *fr, const char *canon, int parents, int
 	if (parents) {
 		char parent[PATH_MAX];
 		if (files_path_split(canon, parent, sizeof(parent)) &&
-		    mkdir_parents(root, parent, e) < 0)
+		    files_mkdir_parents(root, parent, e) < 0)
 			return err_code(e);
 	}
 	if (strcmp(canon, "/") == 0)
 		return parents ? 0 : err_set(e, ERR_CONFLICT, EEXIST, "'/' exists");
 	const char *name;
-	_cleanup_fd_ int pfd = resolve_parent(root, canon, &name, e);
+	_cleanup_fd_ int pfd = files_resolve_parent(root, canon, &name, e);
 	if (pfd < 0)
 		return pfd;
 	if (mkdirat(pfd, name, 0755) == 0) {
@@ -366,7 +357,7 @@ int files_mkdir(const struct files_root *fr, const char *canon, int parents, int
 	if (saved == EEXIST && parents && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    S_ISDIR(st.st_mode))
 		return 0;
-	return fail(e, saved, "creating directory", canon);
+	return files_fail(e, saved, "creating directory", canon);
 }
 
 int files_move(const struct files_root *fr, const char *from, const char *to, struct err *e)
@@ -374,23 +365,23 @@ int files_move(const struct files_root *fr, const char *from, const char *to, st
 	AS_USER(fr);
 	int root = fr->fd;
 	const char *fname, *tname;
-	_cleanup_fd_ int ffd = resolve_parent(root, from, &fname, e);
+	_cleanup_fd_ int ffd = files_resolve_parent(root, from, &fname, e);
 	if (ffd < 0)
 		return ffd;
-	_cleanup_fd_ int tfd = resolve_parent(root, to, &tname, e);
+	_cleanup_fd_ int tfd = files_resolve_parent(root, to, &tname, e);
 	if (tfd < 0)
 		return tfd;
 	if (renameat(ffd, fname, tfd, tname) < 0) {
 		if (errno == EXDEV)
 			return err_set(e, ERR_INVALID, EXDEV,
 				       "cannot move '%s' to '%s': different filesystems", from, to);
-		return fail(e, errno, "moving", from);
+		return files_fail(e, errno, "moving", from);
 	}
 	return 0;
 }
 
 /* Removes `name` in `dfd` and, if it is a directory, everything under it. */
-static int remove_at(int dfd, const char *name, int depth)
+int files_remove_at(int dfd, const char *name, int depth)
 {
 	if (unlinkat(dfd, name, 0) == 0)
 		return 0;
@@ -412,7 +403,7 @@ static int remove_at(int dfd, const char *name, int depth)
 	while (r == 0 && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		r = remove_at(dirfd(d), de->d_name, depth + 1);
+		r = files_remove_at(dirfd(d), de->d_name, depth + 1);
 	}
 	closedir(d);
 	if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
@@ -425,23 +416,23 @@ int files_remove(const struct files_root *fr, const char *canon, int recursive, 
 	AS_USER(fr);
 	int root = fr->fd;
 	const char *name;
-	_cleanup_fd_ int pfd = resolve_parent(root, canon, &name, e);
+	_cleanup_fd_ int pfd = files_resolve_parent(root, canon, &name, e);
 	if (pfd < 0)
 		return pfd;
 	struct stat st;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return fail(e, errno, "removing", canon);
+		return files_fail(e, errno, "removing", canon);
 	int r;
 	if (!S_ISDIR(st.st_mode))
 		r = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
 	else if (!recursive)
 		r = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 	else
-		r = remove_at(pfd, name, 0);
+		r = files_remove_at(pfd, name, 0);
 	if (r == -ENOTEMPTY && !recursive)
 		return err_set(e, ERR_CONFLICT, ENOTEMPTY,
 			       "directory '%s' is not empty (use recursive=1)", canon);
-	return r < 0 ? fail(e, -r, "removing", canon) : 0;
+	return r < 0 ? files_fail(e, -r, "removing", canon) : 0;
 }
 
 /* ---- reading ---- */
@@ -454,11 +445,11 @@ int files_open_read(const struct files_root *fr, const char *canon, int *out, st
 	/* O_PATH opens nothing: a FIFO does not block, a device's open
 	 * handler never runs.  Only a regular file is then opened for real,
 	 * through our own /proc/self/fd link to the very same inode. */
-	_cleanup_fd_ int pfd = resolve(root, canon, O_PATH | O_NOFOLLOW, 0);
+	_cleanup_fd_ int pfd = files_resolve(root, canon, O_PATH | O_NOFOLLOW, 0);
 	if (pfd < 0)
-		return fail(e, -pfd, "opening", canon);
+		return files_fail(e, -pfd, "opening", canon);
 	if (fstat(pfd, st) < 0)
-		return fail(e, errno, "opening", canon);
+		return files_fail(e, errno, "opening", canon);
 	if (S_ISDIR(st->st_mode))
 		return err_set(e, ERR_INVALID, EISDIR, "'%s' is a directory", canon);
 	if (!S_ISREG(st->st_mode))
@@ -469,7 +460,7 @@ int files_open_read(const struct files_root *fr, const char *canon, int *out, st
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
 	int fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return fail(e, errno, "opening", canon);
+		return files_fail(e, errno, "opening", canon);
 	*out = fd;
 	return 0;
 }
@@ -506,13 +497,13 @@ int files_upload_begin(const struct files_root *fr, const char *canon, int paren
 		goto fail;
 	}
 	snprintf(u->name, sizeof(u->name), "%s", name);
-	if (parents && mkdir_parents(root, parent, e) < 0) {
+	if (parents && files_mkdir_parents(root, parent, e) < 0) {
 		r = err_code(e);
 		goto fail;
 	}
-	u->dirfd = resolve(root, parent, O_PATH | O_DIRECTORY, 0);
+	u->dirfd = files_resolve(root, parent, O_PATH | O_DIRECTORY, 0);
 	if (u->dirfd < 0) {
-		r = fail(e, -u->dirfd, "opening directory", parent);
+		r = files_fail(e, -u->dirfd, "opening directory", parent);
 		goto fail;
 	}
 	struct stat st;
@@ -532,7 +523,7 @@ int files_upload_begin(const struct files_root *fr, const char *canon, int paren
 	u->fd =
 	    openat(u->dirfd, u->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (u->fd < 0) {
-		r = fail(e, errno, "creating a file in", parent);
+		r = files_fail(e, errno, "creating a file in", parent);
 		goto fail;
 	}
 	*out = u;
@@ -550,7 +541,7 @@ int files_upload_write(struct files_upload *u, const void *data, size_t len, str
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return fail(e, errno, "writing", u->path);
+			return files_fail(e, errno, "writing", u->path);
 		p += n;
 		len -= (size_t)n;
 	}
@@ -561,16 +552,16 @@ int files_upload_commit(struct files_upload *u, struct err *e)
 {
 	AS_USER(&u->owner);
 	if (fchmod(u->fd, u->mode) < 0)
-		return fail(e, errno, "chmod", u->path);
+		return files_fail(e, errno, "chmod", u->path);
 	if (fsync(u->fd) < 0)
-		return fail(e, errno, "syncing", u->path);
+		return files_fail(e, errno, "syncing", u->path);
 	if (renameat(u->dirfd, u->tmp, u->dirfd, u->name) < 0)
-		return fail(e, errno, "renaming into", u->path);
+		return files_fail(e, errno, "renaming into", u->path);
 	u->committed = 1;
 	/* The rename is durable once the directory is synced. */
 	_cleanup_fd_ int d = openat(u->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0 || fsync(d) < 0)
-		return fail(e, errno, "syncing the directory of", u->path);
+		return files_fail(e, errno, "syncing the directory of", u->path);
 	return 0;
 }
 
@@ -637,8 +628,16 @@ static void walk_dir(struct walk *w, int dfd, int depth)
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    st.st_dev != w->dev)
 			continue;
-		if (w->sweep && S_ISREG(st.st_mode) &&
+		/* Upload files and archive extraction directories. */
+		if (w->sweep && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
 		    strncmp(de->d_name, FILES_TEMP_PREFIX, strlen(FILES_TEMP_PREFIX)) == 0 &&
+		    files_remove_at(dirfd(d), de->d_name, 0) == 0) {
+			w->removed++;
+			continue;
+		}
+		if (w->sweep && S_ISREG(st.st_mode) &&
+		    strncmp(de->d_name, FILES_PARTIAL_PREFIX, strlen(FILES_PARTIAL_PREFIX)) == 0 &&
+		    st.st_mtim.tv_sec + FILES_PARTIAL_STALE_S < time(NULL) &&
 		    unlinkat(dirfd(d), de->d_name, 0) == 0) {
 			w->removed++;
 			continue;

@@ -200,6 +200,10 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
  * written, since the filesystem counts them from then on, and at the end). */
 int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
+/* The size of the sandbox's disk in bytes; 0 when it has no limit. */
+uint64_t sandbox_disk_bytes(struct sandbox *sb);
+/* The status now (it may change as soon as this returns). */
+enum sandbox_status sandbox_current_status(struct sandbox *sb);
 
 /* ---- timeouts (sandbox_timeout.c) ---- */
 

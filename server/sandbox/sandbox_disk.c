@@ -140,3 +140,19 @@ void sandbox_disk_release(struct sandbox *sb, uint64_t bytes)
 	if (sb->spec.disk_mb && bytes)
 		atomic_fetch_sub(&sb->disk_reserved, bytes);
 }
+
+uint64_t sandbox_disk_bytes(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	uint64_t mb = sb->spec.disk_mb;
+	pthread_mutex_unlock(&sb->mu);
+	return mb << 20;
+}
+
+enum sandbox_status sandbox_current_status(struct sandbox *sb)
+{
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	return st;
+}

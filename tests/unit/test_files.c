@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nettle/sha2.h>
@@ -296,8 +297,45 @@ static void test_shift_owners(void)
 	fs_remove_tree(dir, NULL);
 }
 
+/* The start-up sweep: upload files and archive directories go, a fresh
+ * resumable upload's staging file stays, a stale one goes. */
+static void test_sweep(void)
+{
+	char dir[] = "/tmp/dbx-sweep-test-XXXXXX", p[PATH_MAX];
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	struct err e = ERR_INIT;
+	snprintf(p, sizeof(p), "%s/%s0123456789abcdef", dir, FILES_TEMP_PREFIX);
+	fs_write_atomic(p, "x", 1, 0644, &e);
+	snprintf(p, sizeof(p), "%s/%sfedcba9876543210", dir, FILES_TEMP_PREFIX);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/%sfedcba9876543210/sub", dir, FILES_TEMP_PREFIX);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/%sfedcba9876543210/sub/member", dir, FILES_TEMP_PREFIX);
+	fs_write_atomic(p, "x", 1, 0644, &e);
+	snprintf(p, sizeof(p), "%s/%sfresh", dir, FILES_PARTIAL_PREFIX);
+	fs_write_atomic(p, "x", 1, 0600, &e);
+	snprintf(p, sizeof(p), "%s/%sstale", dir, FILES_PARTIAL_PREFIX);
+	fs_write_atomic(p, "x", 1, 0600, &e);
+	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - FILES_PARTIAL_STALE_S - 60, 0}};
+	ok(utimensat(AT_FDCWD, p, old, 0) == 0, "a staging file a day old");
+	unsigned n = 0;
+	ok(files_sweep_temp(dir, &n, &e) == 0 && n == 3, "three entries swept");
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%sfedcba9876543210", dir, FILES_TEMP_PREFIX);
+	ok(lstat(p, &st) < 0 && errno == ENOENT, "an archive's temporary directory is gone");
+	snprintf(p, sizeof(p), "%s/%sfresh", dir, FILES_PARTIAL_PREFIX);
+	ok(lstat(p, &st) == 0, "a fresh staging file stays");
+	snprintf(p, sizeof(p), "%s/%sstale", dir, FILES_PARTIAL_PREFIX);
+	ok(lstat(p, &st) < 0 && errno == ENOENT, "a stale one is gone");
+	fs_remove_tree(dir, NULL);
+}
+
 int main(void)
 {
+	test_sweep();
 	test_normalize();
 	test_sha256();
 	test_resolution();
