@@ -47,6 +47,12 @@ int api_sandbox_delete(struct http_request *req, struct http_response *res, stru
 int api_sandbox_stop(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_start(struct http_request *req, struct http_response *res, struct err *e);
 
+/* api_images.c (docs/images.md) */
+int api_image_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_delete(struct http_request *req, struct http_response *res, struct err *e);
+
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
 int api_files_upload(struct http_request *req, struct http_response *res, struct err *e);

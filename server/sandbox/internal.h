@@ -127,6 +127,13 @@ int sandbox_userns_migrate(struct sandbox *sb, struct err *e);
 /* The owners and modes of <dir> and <dir>/run for the sandbox's ids. */
 int sandbox_userns_dirs(struct sandbox *sb, struct err *e);
 
+/* ---- images (sandbox_image.c) ---- */
+/* Checks that image `name` can be used by a new sandbox ("default"
+ * always can); ERR_INVALID naming what is wrong.  With s->mu held. */
+int sandbox_image_check(struct sandboxes *s, const char *name, struct err *e);
+/* The lower layer of the sandbox's image into `lower`. */
+int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, struct err *e);
+
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock

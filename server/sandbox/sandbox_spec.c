@@ -43,6 +43,59 @@ static int parse_disk(const cJSON *req, struct sandbox_spec *spec, struct err *e
 	return 0;
 }
 
+/* "image": "default" (the embedded host-/usr image) or a stored image's
+ * name; whether it exists and works is checked at create. */
+static int parse_image(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	snprintf(spec->image, sizeof(spec->image), "%s", IMAGE_DEFAULT);
+	const cJSON *im = cJSON_GetObjectItemCaseSensitive(req, "image");
+	if (!im || cJSON_IsNull(im))
+		return 0;
+	if (!cJSON_IsString(im) || !image_name_valid(im->valuestring))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'image' must be \"default\" or an image name "
+			       "([a-z0-9][a-z0-9._-]{0,62})");
+	snprintf(spec->image, sizeof(spec->image), "%s", im->valuestring);
+	return 0;
+}
+
+static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
+	if (env && !cJSON_IsNull(env)) {
+		if (!cJSON_IsObject(env))
+			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
+		size_t n = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, env)
+		{
+			if (n >= SANDBOX_MAX_ENV) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
+					       SANDBOX_MAX_ENV);
+			}
+			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "bad env variable name '%.64s'", it->string);
+			}
+			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INVALID, EINVAL,
+					       "env '%s' must be a string of at most 32768 bytes",
+					       it->string);
+			}
+			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
+				spec->env[n] = NULL;
+				sandbox_spec_release(spec);
+				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			n++;
+		}
+	}
+	return 0;
+}
+
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
 	memset(spec, 0, sizeof(*spec));
@@ -88,37 +141,7 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(req, "env");
-	if (env && !cJSON_IsNull(env)) {
-		if (!cJSON_IsObject(env))
-			return err_set(e, ERR_INVALID, EINVAL, "field 'env' must be an object");
-		size_t n = 0;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, env)
-		{
-			if (n >= SANDBOX_MAX_ENV) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
-					       SANDBOX_MAX_ENV);
-			}
-			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "bad env variable name '%.64s'", it->string);
-			}
-			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INVALID, EINVAL,
-					       "env '%s' must be a string of at most 32768 bytes",
-					       it->string);
-			}
-			if (asprintf(&spec->env[n], "%s=%s", it->string, it->valuestring) < 0) {
-				spec->env[n] = NULL;
-				sandbox_spec_release(spec);
-				return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-			}
-			n++;
-		}
-	}
-	return 0;
+	if (parse_image(req, spec, e) < 0)
+		return err_code(e);
+	return parse_env(req, spec, e);
 }
