@@ -87,7 +87,7 @@ IMAGE_LDFLAGS := -Wl,--dynamic-linker=/.deskbox/lib/$(notdir $(HOST_INTERP)) \
 IMAGE_BINS := $(IMAGE_DIR)/deskbox-init $(IMAGE_DIR)/deskbox-vnc $(IMAGE_DIR)/deskbox-xtool
 BINARIES += $(IMAGE_BINS) $(IMAGE_DIR)/lib/.done
 
-.PHONY: all run test check check-structure check-headers format clean install-deps unit integration bench \
+.PHONY: all image run test check check-structure check-headers format clean install-deps unit integration bench \
 	compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
 
@@ -243,6 +243,14 @@ STATE ?= /var/lib/deskbox
 run: install-deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
+
+# The Debian 12 desktop image (docs/images.md): debootstrap from the host's
+# apt mirror through POST /v1/images, minutes; then a sandbox from it is
+# checked (python3, chromium, typing into xterm).  Not part of `make test`.
+IMAGE_NAME ?= debian12
+image: install-deps
+	@$(MAKE) --no-print-directory all
+	python3 scripts/build_image.py --build $(BUILD) --state-dir $(STATE) --name $(IMAGE_NAME)
 
 # File and function sizes, and which folder may include which
 # (scripts/check_structure.py); `make test` and `make check` run it first.

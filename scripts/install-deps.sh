@@ -9,6 +9,7 @@ libseccomp-dev libcap-dev nettle-dev libcurl4-openssl-dev libx11-dev libxext-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
 fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
+umoci skopeo debootstrap
 chromium"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs
