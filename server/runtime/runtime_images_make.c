@@ -28,11 +28,19 @@ extern char **environ;
 #define DEBIAN_SUITE "bookworm"
 /* The desktop (Xvfb, openbox: the init starts them), what users expect in
  * it, and the libraries deskbox's own binaries link (they come from the
- * host too, see docs/images.md, but the image is complete without). */
-#define DEBIAN_PACKAGES                                                                            \
-	"xvfb,openbox,xterm,python3,chromium,fonts-wqy-microhei,x11-utils,xdotool,"                \
-	"x11-xserver-utils,xfonts-base,ca-certificates,libvncserver1,libxdo3,libx11-6,"            \
-	"libxtst6,libxdamage1,libxfixes3,libxext6"
+ * host too, see docs/images.md, but the image is complete without).
+ * Installed by apt in the new tree after a minbase debootstrap: with
+ * debootstrap --include they failed to configure (dconf-service, on
+ * bookworm): debootstrap does not order the scripts of a set that large. */
+static const char *const debian_packages[] = {
+    "xvfb",	   "openbox",	      "xterm",
+    "python3",	   "chromium",	      "fonts-wqy-microhei",
+    "x11-utils",   "xdotool",	      "x11-xserver-utils",
+    "xfonts-base", "ca-certificates", "libvncserver1",
+    "libxdo3",	   "libx11-6",	      "libxtst6",
+    "libxdamage1", "libxfixes3",      "libxext6",
+};
+#define N_DEBIAN_PACKAGES (sizeof(debian_packages) / sizeof(debian_packages[0]))
 
 /* Runs argv[0] (looked up in PATH) with stdin /dev/null; stdout and
  * stderr are collected and their tail becomes the error message of a
@@ -310,6 +318,21 @@ static cJSON *package_list(const char *rootfs, char *digest, size_t size)
 	return arr;
 }
 
+/* apt-get install of debian_packages inside the new tree (chroot; these
+ * packages' scripts need no /proc). */
+static int apt_install(const char *rootfs, struct err *e)
+{
+	const char *argv[8 + N_DEBIAN_PACKAGES + 1] = {
+	    "env", "DEBIAN_FRONTEND=noninteractive", "chroot", rootfs, "apt-get", "install",
+	    "-y",  "--no-install-recommends",
+	};
+	size_t n = 8;
+	for (size_t i = 0; i < N_DEBIAN_PACKAGES; i++)
+		argv[n++] = debian_packages[i];
+	argv[n] = NULL;
+	return run_tool(argv, "apt", e);
+}
+
 /* What debootstrap leaves that an image does not need: the downloaded
  * .debs (~40 % of the tree) and the package lists. */
 static int trim(const char *rootfs, struct err *e)
@@ -321,7 +344,12 @@ static int trim(const char *rootfs, struct err *e)
 		if (fs_remove_tree(p, e) < 0 || fs_mkdir_p(p, 0755, e) < 0)
 			return err_code(e);
 	}
+	/* The host's resolver, which debootstrap copied in: sandboxes get
+	 * their own (or none). */
 	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/etc/resolv.conf", rootfs);
+	if (fs_write_atomic(p, "", 0, 0644, e) < 0)
+		return err_code(e);
 	snprintf(p, sizeof(p), "%s/etc/chromium.d", rootfs);
 	if (access(p, F_OK) == 0) {
 		snprintf(p, sizeof(p), "%s/etc/chromium.d/deskbox", rootfs);
@@ -344,15 +372,11 @@ int image_build_debian(const char *state_dir, const char *name, const char *mirr
 	if (image_tmp_dir(state_dir, name, tmp, sizeof(tmp), e) < 0)
 		return err_code(e);
 	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", tmp);
-	const char *argv[] = {"debootstrap",
-			      "--variant=minbase",
-			      "--include=" DEBIAN_PACKAGES,
-			      DEBIAN_SUITE,
-			      rootfs,
-			      mirror,
+	const char *argv[] = {"debootstrap", "--variant=minbase", DEBIAN_SUITE, rootfs, mirror,
 			      NULL};
 	long long t0 = (long long)time(NULL);
 	int r = run_tool(argv, "debootstrap", e);
+	r = r ?: apt_install(rootfs, e);
 	r = r ?: trim(rootfs, e);
 	if (r == 0) {
 		cJSON *m = cJSON_CreateObject();

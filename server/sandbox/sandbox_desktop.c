@@ -258,7 +258,7 @@ static int bundle_mounts(const struct sandbox *sb, const char *run, struct runti
 {
 	const struct sandboxes *s = sb->owner;
 	int n_mounts = 0;
-	if (strcmp(sb->spec.image, IMAGE_DEFAULT) == 0) {
+	if (!sb->spec.image[0] || strcmp(sb->spec.image, IMAGE_DEFAULT) == 0) {
 		mounts[n_mounts++] = (struct runtime_mount){"/usr", "/usr", 1};
 		mounts[n_mounts++] = (struct runtime_mount){s->cfg.init_path, "/.deskbox/init", 1};
 		mounts[n_mounts++] =
