@@ -211,7 +211,17 @@ def sandbox_checks(t, srv):
          r.body[:300])
     r = srv.exec(sid, ["cat", "/workspace/hello.txt"])
     t.eq(r["stdout"], "hi from the host\n", "its files survived stop/start")
+    # A restart of deskboxd reads the image back from sandbox.json.
+    srv.stop()
+    srv = dbx.Server(state_dir=srv.state_dir)
+    srv.own_state = True
+    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid)
+    t.ok(r.status == 200 and r.json().get("image") == "tiny",
+         "after a deskboxd restart it starts on its image", r.body[:300])
+    r = srv.exec(sid, ["sh", "-c", "cat /workspace/hello.txt; test -e /usr/bin/xterm || echo no"])
+    t.eq(r["stdout"], "hi from the host\nno\n", "with its files, still without the host's /usr")
     t.eq(srv.request("DELETE", "/v1/sandboxes/" + sid).status, 204, "delete the sandbox")
+    return srv
 
 
 def default_checks(t, srv):
@@ -249,7 +259,7 @@ def main():
         import_checks(t, srv, layout, archive)
         list_checks(t, srv)
         refused_creates(t, srv)
-        sandbox_checks(t, srv)
+        srv = sandbox_checks(t, srv)
         default_checks(t, srv)
         t.eq(srv.request("DELETE", "/v1/images/default").status, 400,
              "the default image cannot be deleted")
