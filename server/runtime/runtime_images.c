@@ -417,8 +417,10 @@ static uint64_t dir_bytes(int dfd, int depth)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		/* A file with several links counts its share once per link, so
+		 * a tree holding all of them counts it once (du does). */
 		if (!S_ISDIR(st.st_mode)) {
-			n += (uint64_t)st.st_blocks * 512;
+			n += (uint64_t)st.st_blocks * 512 / (st.st_nlink ? st.st_nlink : 1);
 			continue;
 		}
 		int sub = st.st_dev == top.st_dev && depth < 256
