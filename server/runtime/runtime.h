@@ -218,10 +218,12 @@ int image_get(const char *state_dir, const char *name, cJSON **out, struct err *
 /* Every image and build, "default" first; a new array the caller frees. */
 cJSON *image_list(const char *state_dir);
 
-/* Removes stored image `name` (or a failed build's status).  The caller
+/* Takes stored image `name` (or a failed build's status) out of its name:
+ * its tree is renamed to `trash` (a .tmp- path), which the caller removes
+ * (fs_remove_tree, slow for a big image: outside its locks).  The caller
  * makes sure no sandbox uses it.  ERR_NOT_FOUND, ERR_INVALID for "default",
  * ERR_CONFLICT while it is being built. */
-int image_remove(const char *state_dir, const char *name, struct err *e);
+int image_remove(const char *state_dir, const char *name, char *trash, size_t size, struct err *e);
 
 /* Imports an OCI image (an OCI layout directory, or a tar of one as
  * `skopeo copy ... oci-archive:` writes) as image `name`, unpacking it with

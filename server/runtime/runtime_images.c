@@ -248,7 +248,7 @@ cJSON *image_list(const char *state_dir)
 	return arr;
 }
 
-int image_remove(const char *state_dir, const char *name, struct err *e)
+int image_remove(const char *state_dir, const char *name, char *trash, size_t size, struct err *e)
 {
 	if (image_name_valid(name) && strcmp(name, IMAGE_DEFAULT) == 0)
 		return err_set(e, ERR_INVALID, EPERM, "the default image cannot be deleted");
@@ -260,19 +260,19 @@ int image_remove(const char *state_dir, const char *name, struct err *e)
 	cJSON_Delete(j);
 	if (building)
 		return err_set(e, ERR_CONFLICT, EBUSY, "image '%s' is being built", name);
-	char dir[PATH_MAX], trash[PATH_MAX], status[PATH_MAX];
+	char dir[PATH_MAX], status[PATH_MAX];
 	image_path(state_dir, "", name, "", dir, sizeof(dir));
 	image_path(state_dir, ".build-", name, ".json", status, sizeof(status));
 	unlink(status);
 	/* Out of the name first, so a new image of that name can come while
 	 * the old tree is still being removed. */
-	if (image_tmp_dir(state_dir, name, trash, sizeof(trash), e) < 0)
+	if (image_tmp_dir(state_dir, name, trash, size, e) < 0)
 		return err_code(e);
 	if (rename(dir, trash) < 0 && errno != ENOENT) {
 		rmdir(trash);
 		return err_sys(e, ERR_INTERNAL, errno, "removing image '%s'", name);
 	}
-	return fs_remove_tree(trash, e);
+	return 0;
 }
 
 void images_recover(const char *state_dir)

@@ -9,7 +9,8 @@
 #include <limits.h>
 #include <nettle/sha2.h>
 #include <pthread.h>
-#include <spawn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,6 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "internal.h"
-
-extern char **environ;
 
 #define DEBIAN_SUITE "bookworm"
 /* The desktop (Xvfb, openbox: the init starts them), what users expect in
@@ -50,19 +49,23 @@ static int run_tool(const char *const *argv, const char *pkg, struct err *e)
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "pipe");
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
+	/* fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a
+	 * debootstrap must not go on writing into the state dir after the
+	 * deskboxd (thread) that started it is gone. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
+			_exit(127);
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "cannot run %s (Debian package %s): %s", argv[0], pkg, strerror(errno));
+		_exit(127);
+	}
 	close(p[1]);
-	if (rc != 0) {
+	if (pid < 0) {
 		close(p[0]);
-		return err_sys(e, ERR_UNAVAILABLE, rc, "starting %s (Debian package %s)", argv[0],
-			       pkg);
+		return err_sys(e, ERR_INTERNAL, errno, "fork");
 	}
 	/* The last 400 bytes of its output: where the reason is. */
 	char ring[400], buf[4096];

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/fs.h"
+
 static int is_default(const char *name)
 {
 	return !name[0] || strcmp(name, IMAGE_DEFAULT) == 0;
@@ -76,13 +78,18 @@ int sandbox_image_get(struct sandboxes *s, const char *name, cJSON **out, struct
 
 int sandbox_image_delete(struct sandboxes *s, const char *name, struct err *e)
 {
+	char trash[PATH_MAX] = "";
 	pthread_mutex_lock(&s->mu);
 	unsigned n = image_name_valid(name) ? users(s, name) : 0;
 	int r = n ? err_set(e, ERR_CONFLICT, EBUSY,
 			    "image '%s' is used by %u sandbox%s: delete them first", name, n,
 			    n == 1 ? "" : "es")
-		  : image_remove(s->cfg.state_dir, name, e);
+		  : image_remove(s->cfg.state_dir, name, trash, sizeof(trash), e);
 	pthread_mutex_unlock(&s->mu);
+	/* Out of its name already: removing a big tree must not hold up
+	 * every other sandbox operation. */
+	if (r == 0 && trash[0] && fs_remove_tree(trash, e) < 0)
+		return err_code(e);
 	return r;
 }
 
