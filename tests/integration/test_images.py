@@ -57,7 +57,7 @@ def copy(root, path):
 
 def make_rootfs(root, desktop):
     """A small merged-/usr tree: sh, python3 and coreutils, and with
-    `desktop` Xvfb (xkbcomp, the keymaps) and openbox."""
+    `desktop` Xvfb (xkbcomp, the keymaps) and openbox (its theme, a font)."""
     for d in ("usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "etc"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     for link in ("bin", "lib", "lib64", "sbin"):
@@ -74,7 +74,10 @@ def make_rootfs(root, desktop):
     shutil.copytree(src, os.path.join(root, src.lstrip("/")), symlinks=True,
                     ignore=lambda d, names: [n for n in names if d == src and n in PY_SKIP])
     if desktop:
-        for p in ("/usr/share/X11/xkb", "/etc/xdg/openbox"):
+        # openbox exits without its theme; fontconfig wants its config
+        # and a font.
+        for p in ("/usr/share/X11/xkb", "/etc/xdg/openbox", "/usr/share/themes/Clearlooks",
+                  "/etc/fonts", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
             copy(root, p)
     with open(os.path.join(root, "etc/passwd"), "w") as f:
         f.write("root:x:0:0:root:/root:/bin/sh\n")
@@ -196,7 +199,19 @@ def sandbox_checks(t, srv):
     t.eq(r["stdout"], "hi from the host\n", "the sandbox sees the uploaded file")
     r = srv.request("GET", base + "/download?path=/workspace/hello.txt")
     t.eq(r.body, b"hi from the host\n", "and it downloads back")
+    r = srv.exec(sid, ["sh", "-c", "cat /proc/[0-9]*/comm"])
+    procs = set(r["stdout"].split())
+    t.ok({"Xvfb", "openbox", "deskbox-vnc"} <= procs,
+         "its desktop runs: the image's Xvfb and openbox, deskbox's VNC server", procs)
+    r = srv.exec(sid, ["python3", "-c", "import os; print(len(os.listdir('/.deskbox/lib')), "
+                       "[k for k in os.environ if k.startswith('LD_')])"])
+    want = "%d []\n" % len(os.listdir(os.path.join(dbx.BUILD, "image", "lib")))
+    t.eq(r["stdout"], want, "deskbox's libraries are in /.deskbox/lib; no LD_ variable reaches "
+         "the user's programs")
     info = dbx.png_info(srv.screenshot(sid))
+    with open(os.path.join(srv.state_dir, "sandboxes", sid, "init.log"), errors="replace") as f:
+        log = f.read()
+    t.ok("exited" not in log, "no part of the desktop exited (init.log)", log[-1500:])
     t.eq(info[:2], (1280, 800), "a screenshot of its desktop")
     r = srv.request("DELETE", "/v1/images/tiny")
     t.eq(r.status, 409, "deleting an image in use is 409")
