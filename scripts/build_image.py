@@ -55,6 +55,28 @@ def start_server(build, state_dir, token):
     raise SystemExit("build_image: deskboxd did not start")
 
 
+def serving(state_dir):
+    """The pid of a deskboxd already running over `state_dir`, or None: a
+    second one would take that one's containers for leftovers of a crash
+    and remove them."""
+    want = os.path.realpath(state_dir)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if not argv or os.path.basename(argv[0]) != "deskboxd":
+            continue
+        state = "/var/lib/deskbox"
+        for i, a in enumerate(argv):
+            if a == "--state-dir" and i + 1 < len(argv):
+                state = argv[i + 1]
+        if os.path.realpath(state) == want:
+            return int(pid)
+    return None
+
+
 def wait_build(port, token, name, timeout):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,6 +136,11 @@ def main():
     ap.add_argument("--mirror")
     ap.add_argument("--timeout", type=int, default=1800)
     a = ap.parse_args()
+    other = serving(a.state_dir)
+    if other:
+        raise SystemExit("build_image: deskboxd (pid %d) serves %s: stop it, or ask it with "
+                         "POST /v1/images {\"name\":\"%s\",\"build\":\"debian\"}"
+                         % (other, a.state_dir, a.name))
     token = secrets.token_hex(16)
     proc, port = start_server(a.build, a.state_dir, token)
     try:
