@@ -6,8 +6,11 @@ none of the host's /usr; the image is listed, kept across stop/start and
 refused for deletion while used.  An OCI archive (skopeo copy) of an
 image without Xvfb
 imports but is a 400 at create, as are a missing and two broken images;
-the default image is unchanged.  `make image` builds the Debian one (not
-here: it takes minutes)."""
+an archive of the desktop image, imported twice at once, gives one 201 and
+one 409 and boots to a desktop; a build against a closed loopback mirror
+answers 202, then fails saying why; the default image is unchanged.
+`make image` builds the Debian one for real (not here: it takes minutes
+and the network)."""
 
 import json
 import os
@@ -15,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -152,6 +156,52 @@ def import_checks(t, srv, layout, archive):
     t.eq(left, [], "nothing half-made is left in images/")
 
 
+def archive_desktop_checks(t, srv, layout, work):
+    """The desktop image again, as an OCI archive skopeo writes, imported
+    twice at once under one name: one import wins, the other is a 409;
+    then it boots to a desktop."""
+    archive = os.path.join(work, "tiny.tar")
+    subprocess.run(["skopeo", "copy", "oci:%s:t" % layout, "oci-archive:%s:t" % archive],
+                   check=True, capture_output=True)
+    got = []
+
+    def one():
+        got.append(srv.request("POST", "/v1/images", {"name": "tinyarc", "oci_archive": archive}))
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    t.eq(sorted(r.status for r in got), [201, 409], "two imports of one name at once: 201 and 409")
+    sb = srv.create({"image": "tinyarc"})
+    info = dbx.png_info(srv.screenshot(sb["id"]))
+    t.eq(info[:2], (1280, 800), "a sandbox from the archive's image has a desktop")
+    srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+    t.eq(srv.request("DELETE", "/v1/images/tinyarc").status, 204, "and its image deletes")
+
+
+def build_checks(t, srv):
+    """The build's background path without network: a mirror on a closed
+    loopback port makes debootstrap fail at once."""
+    r = srv.request("POST", "/v1/images", {"name": "deb", "build": "debian",
+                                           "mirror": "http://127.0.0.1:9/debian"})
+    t.ok(r.status == 202 and r.json().get("status") in ("building", "failed"),
+         "a build answers 202 with its status", r.body[:300])
+    j = dbx.wait_until(lambda: (lambda x: x if x.get("status") != "building" else None)(
+        srv.request("GET", "/v1/images/deb").json()), timeout=120, interval=0.2) or {}
+    t.ok(j.get("status") == "failed" and "debootstrap failed" in j.get("error", "") and
+         "127.0.0.1:9" in j.get("error", ""), "a failed build says why (GET)", j)
+    r = srv.request("POST", "/v1/sandboxes", {"image": "deb"})
+    t.ok(r.status == 400 and "not ready" in r.body.decode(), "create from a failed build is a 400",
+         r.body[:300])
+    names = [i["name"] for i in srv.request("GET", "/v1/images").json()["images"]]
+    t.ok("deb" in names, "a failed build is listed", names)
+    t.eq(srv.request("DELETE", "/v1/images/deb").status, 204, "a failed build's status deletes")
+    t.eq(srv.request("GET", "/v1/images/deb").status, 404, "and is gone")
+    left = [n for n in os.listdir(os.path.join(srv.state_dir, "images")) if n.startswith(".")]
+    t.eq(left, [], "nothing of the build is left in images/")
+
+
 def list_checks(t, srv):
     r = srv.request("GET", "/v1/images")
     names = [i["name"] for i in r.json().get("images", [])] if r.status == 200 else []
@@ -250,7 +300,7 @@ def default_checks(t, srv):
 
 def main():
     dbx.require_root_and_tools()
-    for tool in ("umoci", "skopeo", "tar", "ldd"):
+    for tool in ("umoci", "skopeo", "debootstrap", "tar", "ldd"):
         if not shutil.which(tool):
             dbx.skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
     if not os.path.isdir("/usr/lib/python3.11"):
@@ -273,6 +323,8 @@ def main():
         srv = dbx.Server()
         import_checks(t, srv, layout, archive)
         list_checks(t, srv)
+        archive_desktop_checks(t, srv, layout, work)
+        build_checks(t, srv)
         refused_creates(t, srv)
         srv = sandbox_checks(t, srv)
         default_checks(t, srv)
