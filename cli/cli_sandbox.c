@@ -51,7 +51,7 @@ int cli_env_add(cJSON *env, const char *kv)
 	return 0;
 }
 
-enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV };
+enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV, OPT_IMAGE };
 
 static int create_opt(void *ctx, int opt, const char *arg)
 {
@@ -73,6 +73,10 @@ static int create_opt(void *ctx, int opt, const char *arg)
 		cJSON_AddNumberToObject(body, "memory_mb", (double)mb);
 		return 0;
 	}
+	case OPT_IMAGE:
+		cJSON_DeleteItemFromObjectCaseSensitive(body, "image");
+		cJSON_AddStringToObject(body, "image", arg);
+		return 0;
 	case OPT_ENV: {
 		cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
 		if (!env)
@@ -89,6 +93,7 @@ int cli_cmd_create(struct cli *c, int argc, char **argv)
 					     {"agent-display", required_argument, NULL, OPT_AGENT},
 					     {"memory", required_argument, NULL, OPT_MEMORY},
 					     {"env", required_argument, NULL, OPT_ENV},
+					     {"image", required_argument, NULL, OPT_IMAGE},
 					     {0}};
 	cJSON *body = cJSON_CreateObject();
 	int first, rc = cli_parse(c, argc, argv, opts, create_opt, body, &first);

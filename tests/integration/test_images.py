@@ -173,7 +173,17 @@ def archive_desktop_checks(t, srv, layout, work):
     for th in threads:
         th.join()
     t.eq(sorted(r.status for r in got), [201, 409], "two imports of one name at once: 201 and 409")
-    sb = srv.create({"image": "tinyarc"})
+    # The command-line client's create --image.
+    cli = [os.path.join(dbx.BUILD, "deskbox"), "--url", "http://127.0.0.1:%d" % srv.port,
+           "--token", srv.token, "create"]
+    p = subprocess.run(cli + ["--image", "nope"], capture_output=True, text=True, timeout=120)
+    t.ok(p.returncode == 5 and "nope" in p.stderr, "deskbox create --image nope fails saying so",
+         p.stderr)
+    p = subprocess.run(cli + ["--image", "tinyarc"], capture_output=True, text=True, timeout=120)
+    sb = {"id": p.stdout.strip()}
+    r = srv.request("GET", "/v1/sandboxes/" + sb["id"])
+    t.ok(p.returncode == 0 and r.status == 200 and r.json().get("image") == "tinyarc",
+         "deskbox create --image tinyarc makes a sandbox on it", p.stderr + r.body.decode()[:200])
     info = dbx.png_info(srv.screenshot(sb["id"]))
     t.eq(info[:2], (1280, 800), "a sandbox from the archive's image has a desktop")
     srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
