@@ -75,7 +75,19 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 BINARIES := $(DESKBOXD) $(BRIDGE) $(INIT) $(VNC) $(XTOOL) $(CLI)
 
-.PHONY: all run test check check-structure check-headers format clean install-deps unit integration bench \
+# deskbox's desktop parts for stored images (docs/images.md): the same
+# programs, linked to load the host's loader and libraries from
+# /.deskbox/lib (a copy of exactly those, bind-mounted read-only), so the
+# image's own glibc and X libraries never matter and nothing leaks into
+# the image's programs (no LD_LIBRARY_PATH).
+IMAGE_DIR := $(BUILD)/image
+HOST_INTERP := $(shell readelf -l /bin/sh 2>/dev/null | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+IMAGE_LDFLAGS := -Wl,--dynamic-linker=/.deskbox/lib/$(notdir $(HOST_INTERP)) \
+	-Wl,-rpath,/.deskbox/lib -Wl,--disable-new-dtags
+IMAGE_BINS := $(IMAGE_DIR)/deskbox-init $(IMAGE_DIR)/deskbox-vnc $(IMAGE_DIR)/deskbox-xtool
+BINARIES += $(IMAGE_BINS) $(IMAGE_DIR)/lib/.done
+
+.PHONY: all image run test check check-structure check-headers format clean install-deps unit integration bench \
 	compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
 
@@ -123,6 +135,27 @@ $(VNC): $(call obj,$(VNC_SRC)) $(LIBCOMMON)
 $(CLI): $(call obj,$(CLI_SRC)) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS)
+
+$(IMAGE_DIR)/deskbox-init: $(call obj,$(INIT_SRC)) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) $(IMAGE_LDFLAGS) -o $@ $^ $(INIT_LIBS)
+
+$(IMAGE_DIR)/deskbox-xtool: $(call obj,$(XTOOL_SRC)) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) $(IMAGE_LDFLAGS) -o $@ $^ -lxdo $(call PKG_LIBS,x11 xtst)
+
+$(IMAGE_DIR)/deskbox-vnc: $(call obj,$(VNC_SRC)) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(quiet) LINK $@
+	$(Q)$(CC) $(LDFLAGS) $(IMAGE_LDFLAGS) -o $@ $^ $(VNC_LIBS)
+
+# The host libraries those load (ldd of the normal build: same links).
+$(IMAGE_DIR)/lib/.done: $(INIT) $(VNC) $(XTOOL) scripts/image-libs.sh
+	$(quiet) LIBS $(dir $@)
+	$(Q)sh scripts/image-libs.sh $(dir $@) $(INIT) $(VNC) $(XTOOL)
+	@touch $@
 
 # A unit test links only the modules it tests: test_input* the input module,
 # test_capture* and test_png* capture and input, test_runtime* the runtime
@@ -210,6 +243,14 @@ STATE ?= /var/lib/deskbox
 run: install-deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
+
+# The Debian 12 desktop image (docs/images.md): debootstrap from the host's
+# apt mirror through POST /v1/images, minutes; then a sandbox from it is
+# checked (python3, chromium, typing into xterm).  Not part of `make test`.
+IMAGE_NAME ?= debian12
+image: install-deps
+	@$(MAKE) --no-print-directory all
+	python3 scripts/build_image.py --build $(BUILD) --state-dir $(STATE) --name $(IMAGE_NAME)
 
 # File and function sizes, and which folder may include which
 # (scripts/check_structure.py); `make test` and `make check` run it first.

@@ -52,7 +52,7 @@ int cli_env_add(cJSON *env, const char *kv)
 	return 0;
 }
 
-enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV, OPT_NETWORK };
+enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV, OPT_NETWORK, OPT_IMAGE };
 
 /* --network none|internet, or an allow list "NAME,CIDR,ADDR:PORT,...". */
 static int network_opt(cJSON *body, const char *arg)
@@ -96,6 +96,10 @@ static int create_opt(void *ctx, int opt, const char *arg)
 		cJSON_AddNumberToObject(body, "memory_mb", (double)mb);
 		return 0;
 	}
+	case OPT_IMAGE:
+		cJSON_DeleteItemFromObjectCaseSensitive(body, "image");
+		cJSON_AddStringToObject(body, "image", arg);
+		return 0;
 	case OPT_ENV: {
 		cJSON *env = cJSON_GetObjectItemCaseSensitive(body, "env");
 		if (!env)
@@ -115,6 +119,7 @@ int cli_cmd_create(struct cli *c, int argc, char **argv)
 					     {"memory", required_argument, NULL, OPT_MEMORY},
 					     {"env", required_argument, NULL, OPT_ENV},
 					     {"network", required_argument, NULL, OPT_NETWORK},
+					     {"image", required_argument, NULL, OPT_IMAGE},
 					     {0}};
 	cJSON *body = cJSON_CreateObject();
 	int first, rc = cli_parse(c, argc, argv, opts, create_opt, body, &first);
@@ -384,9 +389,8 @@ int cli_cmd_vnc(struct cli *c, int argc, char **argv)
 
 int cli_cmd_port(struct cli *c, int argc, char **argv)
 {
-	static const struct option opts[] = {{"open", no_argument, NULL, OPT_OPEN},
-					     {"ttl", required_argument, NULL, OPT_TTL},
-					     {0}};
+	static const struct option opts[] = {
+	    {"open", no_argument, NULL, OPT_OPEN}, {"ttl", required_argument, NULL, OPT_TTL}, {0}};
 	struct vnc_opts o = {.ttl = 3600};
 	int first, rc = cli_parse(c, argc, argv, opts, vnc_opt, &o, &first);
 	if (rc)

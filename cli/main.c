@@ -12,14 +12,16 @@
 
 static const struct cli_verb verbs[] = {
     {"create", cli_cmd_create,
-     "create [--display WxH] [--agent-display WxH] [--memory MB] [--env K=V]... [--network N]",
+     "create [--display WxH] [--agent-display WxH] [--memory MB] [--env K=V]... [--network N]\n"
+     "       [--image NAME]",
      "create a sandbox and print its id",
      "Creates a sandbox with a desktop and prints its id once the desktop is up.\n"
      "  --display WxH        screen size (default 1280x800)\n"
      "  --agent-display WxH  the size an agent sees and points in\n"
      "  --memory MB          memory limit (default 2048)\n"
      "  --env K=V            an environment variable for every process (repeatable)\n"
-     "  --network N          none, internet, or an allow list: NAME,CIDR,ADDR:PORT,...\n"},
+     "  --network N          none, internet, or an allow list: NAME,CIDR,ADDR:PORT,...\n"
+     "  --image NAME         a stored image (docs/images.md; default: default)\n"},
     {"ls", cli_cmd_ls, "ls", "list the sandboxes", ""},
     {"get", cli_cmd_get, "get ID", "show one sandbox", ""},
     {"rm", cli_cmd_rm, "rm ID...", "delete sandboxes (every process and file of them)", ""},

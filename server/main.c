@@ -84,6 +84,8 @@ static int sibling(const char *name, char *out, size_t size)
 struct host {
 	/* The helper binaries next to deskboxd. */
 	char bridge[PATH_MAX], init[PATH_MAX], vnc[PATH_MAX], xtool[PATH_MAX];
+	/* image/: the desktop parts for stored images; "" when not built. */
+	char image_bin[PATH_MAX];
 	char state[PATH_MAX]; /* the state directory's real path */
 	enum runtime_cgroup_mode cgroup_mode;
 	uint32_t userns_base; /* 0: no user namespaces */
@@ -116,6 +118,10 @@ static int find_host_paths(const struct options *o, struct host *h)
 				"deskbox-xtool must sit next to deskboxd\n");
 		return -1;
 	}
+	if (sibling("image/deskbox-init", h->image_bin, sizeof(h->image_bin)) == 0)
+		*strrchr(h->image_bin, '/') = '\0';
+	else
+		h->image_bin[0] = '\0';
 	struct err e = ERR_INIT;
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 || !realpath(o->state_dir, h->state)) {
 		fprintf(stderr, "deskboxd: state dir: %s\n", e.msg[0] ? e.msg : strerror(errno));
@@ -194,6 +200,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .init_path = h->init,
 	    .vnc_path = h->vnc,
 	    .xtool_path = h->xtool,
+	    .image_bin_dir = h->image_bin[0] ? h->image_bin : NULL,
 	    .cgroup_mode = h->cgroup_mode,
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,

@@ -73,6 +73,12 @@ int api_template_expand(struct api *api, cJSON **body, struct sandbox_template_e
 			struct err *e);
 int api_sandbox_network(struct http_request *req, struct http_response *res, struct err *e);
 
+/* api_images.c (docs/images.md) */
+int api_image_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_create(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_delete(struct http_request *req, struct http_response *res, struct err *e);
+
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
 int api_files_upload(struct http_request *req, struct http_response *res, struct err *e);

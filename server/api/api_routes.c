@@ -46,6 +46,12 @@ const struct http_route api_routes[] = {
     ROUTE("DELETE", "/v1/templates/{name}", api_template_delete, 0),
     ROUTE("PUT", SB "/network", api_sandbox_network, 0),
 
+    /* Images (docs/images.md). */
+    ROUTE("GET", "/v1/images", api_image_list, 0),
+    ROUTE("POST", "/v1/images", api_image_create, 0),
+    ROUTE("GET", "/v1/images/{name}", api_image_get, 0),
+    ROUTE("DELETE", "/v1/images/{name}", api_image_delete, 0),
+
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),
     STREAM("POST", SB "/files/upload", api_files_upload_begin, api_files_upload),

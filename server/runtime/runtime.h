@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/error.h"
 
 enum runtime_cgroup_mode {
@@ -177,6 +179,76 @@ int image_own_dirs(const char *rootfs, uint32_t host_base, struct err *e);
 
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
 int image_umount_rootfs(const char *target, struct err *e);
+
+/* ---- stored images (runtime_images.c, runtime_images_make.c) ---- */
+
+/* images: root filesystems other than the default one, each in
+ * <state>/images/<name>/: rootfs/ (read-only, the overlay's lower layer in
+ * place of the default's, with no host /usr over it) and manifest.json
+ * (name, source, digest, layers or packages, size_bytes, created_at).  An
+ * image is made in <state>/images/.tmp-<name>-XXXXXX and renamed into place
+ * whole, so a half-made one is never seen; it is never changed afterwards.
+ * Every image gets deskbox's mount points (/.deskbox/{init,deskbox-vnc,
+ * xtool,lib}, /proc, /sys, /dev, /run, /home/user, /workspace, /root) and a
+ * "user" (IMAGE_USER_UID) in /etc/passwd when it has none. */
+
+#define IMAGE_DEFAULT  "default"
+#define IMAGE_NAME_MAX 63
+/* Where deskbox's own libraries (the host's, for the image variants of its
+ * binaries, see docs/images.md) are mounted in a stored image. */
+#define IMAGE_LIB_DIR "/.deskbox/lib"
+
+/* 1 if `name` is [a-z0-9][a-z0-9._-]{0,62} (or "default"). */
+int image_name_valid(const char *name);
+
+/* Removes what an earlier deskboxd left half-made (.tmp-* trees) and marks
+ * builds it did not finish as failed.  Called once at start. */
+void images_recover(const char *state_dir);
+
+/* The lower layer of stored image `name` (not "default") into `lower`,
+ * after checking that it is usable for a desktop: a readable manifest, a
+ * rootfs with /bin/sh, Xvfb and openbox and deskbox's mount points.
+ * ERR_INVALID naming the image and what is wrong. */
+int image_lookup(const char *state_dir, const char *name, char *lower, size_t size, struct err *e);
+
+/* The manifest of `name` ("default" included), or the status of a build in
+ * progress or failed ({"name","status":"building"|"failed","error"}); a new
+ * object the caller frees.  ERR_NOT_FOUND. */
+int image_get(const char *state_dir, const char *name, cJSON **out, struct err *e);
+
+/* Every image and build, "default" first; a new array the caller frees. */
+cJSON *image_list(const char *state_dir);
+
+/* Takes stored image `name` (or a failed build's status) out of its name:
+ * its tree is renamed to `trash` (a .tmp- path), which the caller removes
+ * (fs_remove_tree, slow for a big image: outside its locks).  The caller
+ * makes sure no sandbox uses it.  ERR_NOT_FOUND, ERR_INVALID for "default",
+ * ERR_CONFLICT while it is being built. */
+int image_remove(const char *state_dir, const char *name, char *trash, size_t size, struct err *e);
+
+/* Imports an OCI image (an OCI layout directory, or a tar of one as
+ * `skopeo copy ... oci-archive:` writes) as image `name`, unpacking it with
+ * umoci.  `ref` picks the tag; NULL: the only one in the layout.  Returns
+ * the manifest (caller frees).  ERR_CONFLICT if `name` exists, ERR_INVALID
+ * for a bad source. */
+struct image_import {
+	const char *name;
+	const char *layout;  /* an OCI layout directory, or NULL */
+	const char *archive; /* a tar of one, or NULL */
+	const char *ref;
+};
+int image_import_oci(const char *state_dir, const struct image_import *im, cJSON **manifest,
+		     struct err *e);
+
+/* Builds a Debian 12 desktop image `name` with debootstrap from `mirror`
+ * (NULL: the first Debian URI in /etc/apt/sources.list(.d)); takes
+ * minutes.  image_build_debian() works in the calling thread and returns
+ * the manifest; image_build_start() checks the name, answers at once and
+ * builds in a detached thread, its status in <state>/images/.build-<name>.json
+ * (image_get). */
+int image_build_debian(const char *state_dir, const char *name, const char *mirror,
+		       cJSON **manifest, struct err *e);
+int image_build_start(const char *state_dir, const char *name, const char *mirror, struct err *e);
 
 /* ---- a sandbox's own disk (runtime_disk.c) ---- */
 

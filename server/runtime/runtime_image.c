@@ -25,6 +25,7 @@
 #include "common/cleanup.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "internal.h"
 
 /* Host /etc entries copied into the image: what programs need to find
  * libraries, fonts, certificates, mime types and the time zone.  Never
@@ -322,7 +323,7 @@ static int generate_etc(struct builder *b, const char *state_dir)
  * deskboxd's CDP route (docs/browser.md).  Later flags on the command line
  * win over these. */
 #define CHROMIUM_WRAPPER "/usr/bin/chromium"
-static const char chromium_flags[] =
+const char image_chromium_flags[] =
     "# Written by deskbox for its sandboxes; see deskbox's docs/browser.md.\n"
     "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --disable-gpu --disable-dev-shm-usage\"\n"
     "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-first-run --no-default-browser-check"
@@ -345,7 +346,7 @@ static int browser_etc(struct builder *b)
 	static const char *const links[] = {"etc/alternatives/x-www-browser",
 					    "etc/alternatives/gnome-www-browser"};
 	int r = make_dir(b, "etc/chromium.d", 0755);
-	r = r ?: make_text(b, "etc/chromium.d/deskbox", chromium_flags);
+	r = r ?: make_text(b, "etc/chromium.d/deskbox", image_chromium_flags);
 	r = r ?: make_dir(b, "etc/alternatives", 0755);
 	for (size_t i = 0; r == 0 && i < sizeof(links) / sizeof(links[0]); i++) {
 		char p[PATH_MAX];

@@ -169,6 +169,12 @@ void sandbox_run_dir(const struct sandbox *sb, char *buf, size_t size);
  * (sandbox_log.c). */
 int sandbox_log_detach(struct sandbox *sb, pid_t *keeper, struct err *e);
 int sandbox_log_adopt(struct sandbox *sb, pid_t keeper, struct err *e);
+/* ---- images (sandbox_image.c) ---- */
+/* Checks that image `name` can be used by a new sandbox ("default"
+ * always can); ERR_INVALID naming what is wrong.  With s->mu held. */
+int sandbox_image_check(struct sandboxes *s, const char *name, struct err *e);
+/* The lower layer of the sandbox's image into `lower`. */
+int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, struct err *e);
 
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);

@@ -98,6 +98,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 	cJSON_AddNumberToObject(j, "pids_max", (double)sb->spec.pids_max);
 	cJSON_AddNumberToObject(j, "cpu_millis", sb->spec.cpu_millis);
 	cJSON_AddNumberToObject(j, "disk_mb", (double)sb->spec.disk_mb);
+	cJSON_AddStringToObject(j, "image", sb->spec.image[0] ? sb->spec.image : IMAGE_DEFAULT);
 	if (sb->spec.agent_width) {
 		cJSON *ad = cJSON_AddObjectToObject(j, "agent_display");
 		cJSON_AddNumberToObject(ad, "width", sb->spec.agent_width);
@@ -223,6 +224,31 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Lists a new sandbox (the registry takes a reference): ERR_LIMIT past
+ * max_sandboxes (pool members do not count), ERR_INVALID for an image
+ * that cannot be used. */
+static int registry_add(struct sandboxes *s, struct sandbox *sb, int pooled, struct err *e)
+{
+	pthread_mutex_lock(&s->mu);
+	int r = 0;
+	if (!pooled && s->count >= s->cfg.max_sandboxes)
+		r = err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
+			    s->cfg.max_sandboxes);
+	/* Under the registry's lock: an image is deleted only while no
+	 * listed sandbox names it (sandbox_image_delete). */
+	else if (sandbox_image_check(s, sb->spec.image, e) < 0)
+		r = err_code(e);
+	if (r == 0) {
+		sb->next = s->list;
+		s->list = sb;
+		if (!pooled)
+			s->count++;
+		atomic_fetch_add(&sb->refs, 1); /* the registry's */
+	}
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
 static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 		  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
 {
@@ -250,20 +276,11 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 		return err_code(e);
 	}
 
-	pthread_mutex_lock(&s->mu);
-	if (!pooled && s->count >= s->cfg.max_sandboxes) {
-		pthread_mutex_unlock(&s->mu);
+	if (registry_add(s, sb, pooled, e) < 0) {
 		sandbox_userns_release(s, sb->host_base);
 		sandbox_put(sb);
-		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
-			       s->cfg.max_sandboxes);
+		return err_code(e);
 	}
-	sb->next = s->list;
-	s->list = sb;
-	if (!pooled)
-		s->count++;
-	atomic_fetch_add(&sb->refs, 1); /* the registry's */
-	pthread_mutex_unlock(&s->mu);
 
 	/* Exclusive while starting: operations that find it wait or see
 	 * "creating", delete waits for the start to finish. */
@@ -376,7 +393,7 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
 	       disk == sb->spec.disk_mb && req->memory_mb == sb->spec.memory_mb &&
 	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
-	       !req->env[0] && !sb->spec.env[0];
+	       !req->env[0] && !sb->spec.env[0] && strcmp(req->image, sb->spec.image) == 0;
 }
 
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
@@ -595,6 +612,7 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 		free(s);
 		return err_code(e);
 	}
+	images_recover(cfg->state_dir);
 	if (sandbox_monitor_new(s, e) < 0) {
 		sandbox_monitor_free(s);
 		runtime_free(s->rt);

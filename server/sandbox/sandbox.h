@@ -72,6 +72,8 @@ struct sandbox_spec {
 	 * when the request named none (the server's default, resolved at
 	 * create). */
 	struct network_policy network;
+	/* "default" or a stored image (server/runtime/runtime.h, images). */
+	char image[IMAGE_NAME_MAX + 1];
 };
 
 #define SANDBOX_TIMEOUT_DEFAULT (-1)
@@ -87,6 +89,9 @@ struct sandboxes_config {
 	const char *init_path;	    /* build/deskbox-init */
 	const char *vnc_path;	    /* build/deskbox-vnc */
 	const char *xtool_path;	    /* build/deskbox-xtool */
+	/* build/image: deskbox-init, deskbox-vnc, deskbox-xtool linked for
+	 * stored images, and lib/ (docs/images.md); NULL: none. */
+	const char *image_bin_dir;
 	enum runtime_cgroup_mode cgroup_mode;
 	unsigned max_sandboxes;
 	int ready_timeout_ms;
@@ -133,7 +138,7 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
  * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
- * "restart":"no"|"on-failure", "network": see network.h}); on
+ * "restart":"no"|"on-failure", "network": see network.h, "image"}); on
  * failure nothing is left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
@@ -319,6 +324,18 @@ int sandbox_vnc_connect(const struct sandbox *sb, struct err *e);
  * accepts within `timeout_ms`.  Call between sandbox_use() and
  * sandbox_unuse(); the connection may outlive that. */
 int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, struct err *e);
+
+/* Stored images (sandbox_image.c over server/runtime's images): the list
+ * and one manifest, each with "sandboxes" (how many use it); delete is
+ * ERR_CONFLICT while a sandbox, stopped ones included, names the image;
+ * import is synchronous, build answers at once and runs in the background
+ * (its status in sandbox_image_get). */
+cJSON *sandbox_images_json(struct sandboxes *s);
+int sandbox_image_get(struct sandboxes *s, const char *name, cJSON **out, struct err *e);
+int sandbox_image_delete(struct sandboxes *s, const char *name, struct err *e);
+int sandbox_image_import(struct sandboxes *s, const struct image_import *im, cJSON **out,
+			 struct err *e);
+int sandbox_image_build(struct sandboxes *s, const char *name, const char *mirror, struct err *e);
 
 const char *sandbox_id(const struct sandbox *sb);
 const char *sandbox_container_id(const struct sandbox *sb);

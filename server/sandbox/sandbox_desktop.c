@@ -214,10 +214,12 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 	char rootfs[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	pthread_mutex_lock(&sb->mu);
+	char lower[PATH_MAX];
 	int r = 0;
 	if (!sb->rootfs_mounted) {
-		r = sandbox_disk_mount(sb, upper, work, sizeof(upper), e);
-		r = r ?: image_mount_rootfs(sb->owner->lower, upper, work, rootfs, e);
+		r = sandbox_image_lower(sb, lower, sizeof(lower), e);
+		r = r ?: sandbox_disk_mount(sb, upper, work, sizeof(upper), e);
+		r = r ?: image_mount_rootfs(lower, upper, work, rootfs, e);
 		sb->rootfs_mounted = r == 0;
 		if (r == 0)
 			r = image_own_dirs(rootfs, sb->host_base, e);
@@ -252,11 +254,45 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 	env[n] = NULL;
 }
 
+/* The container's bind mounts into `mounts` (room for 6; `img` holds
+ * their paths); returns how many. */
+static int bundle_mounts(const struct sandbox *sb, const char *run, struct runtime_mount *mounts,
+			 char img[4][PATH_MAX], struct err *e)
+{
+	const struct sandboxes *s = sb->owner;
+	int n_mounts = 0;
+	if (!sb->spec.image[0] || strcmp(sb->spec.image, IMAGE_DEFAULT) == 0) {
+		mounts[n_mounts++] = (struct runtime_mount){"/usr", "/usr", 1};
+		mounts[n_mounts++] = (struct runtime_mount){s->cfg.init_path, "/.deskbox/init", 1};
+		mounts[n_mounts++] =
+		    (struct runtime_mount){s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1};
+		mounts[n_mounts++] =
+		    (struct runtime_mount){s->cfg.xtool_path, "/.deskbox/xtool", 1};
+	} else {
+		/* A stored image: its own /usr, deskbox's parts linked against
+		 * the host libraries in /.deskbox/lib (docs/images.md). */
+		if (!s->cfg.image_bin_dir)
+			return err_set(e, ERR_UNAVAILABLE, ENOENT,
+				       "deskboxd has no image binaries (build/image): only the "
+				       "default image works");
+		static const char *const parts[][2] = {{"deskbox-init", "/.deskbox/init"},
+						       {"deskbox-vnc", "/.deskbox/deskbox-vnc"},
+						       {"deskbox-xtool", "/.deskbox/xtool"},
+						       {"lib", IMAGE_LIB_DIR}};
+		for (size_t i = 0; i < 4; i++) {
+			snprintf(img[i], sizeof(img[i]), "%s/%s", s->cfg.image_bin_dir,
+				 parts[i][0]);
+			mounts[n_mounts++] = (struct runtime_mount){img[i], parts[i][1], 1};
+		}
+	}
+	mounts[n_mounts++] = (struct runtime_mount){run, "/run/deskbox", 0};
+	return n_mounts;
+}
+
 /* Writes <dir>/bundle/config.json for the sandbox's container. */
 static int write_bundle(struct sandbox *sb, const char *bundle, const char *rootfs, const char *run,
 			const char *userns, struct err *e)
 {
-	struct sandboxes *s = sb->owner;
 	char resolv[PATH_MAX];
 	sandbox_net_resolv_path(sb, resolv, sizeof(resolv));
 	if (network_resolv_prepare(resolv, e) < 0)
@@ -265,15 +301,14 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	const char *env[SANDBOX_MAX_ENV + 8];
 	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
 	const char *argv[] = {"/.deskbox/init", NULL};
-	struct runtime_mount mounts[] = {
-	    {"/usr", "/usr", 1},
-	    {s->cfg.init_path, "/.deskbox/init", 1},
-	    {s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1},
-	    {s->cfg.xtool_path, "/.deskbox/xtool", 1},
-	    {run, "/run/deskbox", 0},
-	    /* The network's resolver, rewritten in place as it changes. */
-	    {resolv, "/etc/resolv.conf", 1},
-	};
+	/* Room for bundle_mounts' 6 and the resolver's. */
+	struct runtime_mount mounts[7];
+	char img[4][PATH_MAX];
+	int n_mounts = bundle_mounts(sb, run, mounts, img, e);
+	if (n_mounts < 0)
+		return n_mounts;
+	/* The network's resolver, rewritten in place as it changes. */
+	mounts[n_mounts++] = (struct runtime_mount){resolv, "/etc/resolv.conf", 1};
 	/* With a user namespace the init runs as the container's root: apart
 	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
 	 * and setgid), and able to stop them (kill).  Without one, everything
@@ -293,7 +328,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .env = env,
 	    .cwd = "/workspace",
 	    .mounts = mounts,
-	    .n_mounts = sizeof(mounts) / sizeof(mounts[0]),
+	    .n_mounts = (size_t)n_mounts,
 	    .memory_bytes = sb->spec.memory_mb << 20,
 	    .pids_max = sb->spec.pids_max,
 	    .cpu_millis = sb->spec.cpu_millis,

@@ -66,6 +66,22 @@ static int parse_lifetime(const cJSON *req, struct sandbox_spec *spec, struct er
 	return args_bool(req, "auto_resume", 0, &spec->auto_resume, e);
 }
 
+/* "image": "default" (the embedded host-/usr image) or a stored image's
+ * name; whether it exists and works is checked at create. */
+static int parse_image(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	snprintf(spec->image, sizeof(spec->image), "%s", IMAGE_DEFAULT);
+	const cJSON *im = cJSON_GetObjectItemCaseSensitive(req, "image");
+	if (!im || cJSON_IsNull(im))
+		return 0;
+	if (!cJSON_IsString(im) || !image_name_valid(im->valuestring))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'image' must be \"default\" or an image name "
+			       "([a-z0-9][a-z0-9._-]{0,62})");
+	snprintf(spec->image, sizeof(spec->image), "%s", im->valuestring);
+	return 0;
+}
+
 /* "env": {K: V} into spec->env; on failure what was added is released. */
 static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
@@ -146,7 +162,7 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	if (parse_env(req, spec, e) < 0)
+	if (parse_image(req, spec, e) < 0 || parse_env(req, spec, e) < 0)
 		return err_code(e);
 	/* Last: what failed before has no network to release. */
 	if (network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"), &spec->network,
