@@ -15,6 +15,7 @@ int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e);
 
 /* Per-mirror screenshot state (capture_shot.c): the encoded-image cache and
  * the incremental PNG encoder.  Owned by struct capture. */
+struct capture;
 struct capture_shots;
 int capture_shots_new(struct capture_shots **out, struct err *e);
 void capture_shots_free(struct capture_shots *s);

@@ -2,7 +2,7 @@
 // with Playwright's connectOverCDP, as a user's script would.  Run by
 // tests/integration/test_cdp.py: CDP_URL (…/v1/sandboxes/ID/browser/cdp),
 // DESKBOX_TOKEN, PAGE_URL (as the browser inside sees it).  Prints one JSON
-// line: {"title", "text", "pages"} or {"error"}.
+// line: {"title", "text" (the body's), "pages"} or {"error"}.
 import { chromium } from 'playwright-core';
 
 const headers = { Authorization: `Bearer ${process.env.DESKBOX_TOKEN}` };
@@ -14,7 +14,7 @@ try {
   await page.goto(process.env.PAGE_URL, { timeout: 60000 });
   await page.bringToFront();
   const title = await page.title();
-  const text = await page.locator('#msg').textContent();
+  const text = await page.evaluate(() => document.body.innerText);
   console.log(JSON.stringify({ title, text, pages: ctx.pages().length }));
 } catch (err) {
   console.log(JSON.stringify({ error: String(err && err.stack || err) }));

@@ -18,12 +18,17 @@ private address are unreachable (while the test itself reaches the last
 two through the same route, so the drop is the filter's); PUT network
 changes a running sandbox; 50 creates and deletes with internet leave the
 links, addresses, nftables and dnsmasq processes as they were; a kill -9
-of deskboxd with networked sandboxes and a restart leave nothing."""
+of deskboxd with networked sandboxes and a restart leave nothing;
+Playwright's connectOverCDP through deskboxd drives the in-sandbox
+chromium to a page of the test's internet, which shows in a screenshot;
+a networked sandbox left running by a stopping deskboxd has no network
+while none runs and gets it back from the next one."""
 
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +52,9 @@ import http.server, socketserver, sys, threading
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = ("hello from %s:%d" % self.server.server_address).encode()
+        if self.path == "/page":
+            body = (b"<!doctype html><title>world page</title>"
+                    b"<body style='margin:0;background:#20a040'><h1>" + body + b"</h1>")
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -413,6 +421,63 @@ def check_pool(t, args):
         srv.cleanup()
 
 
+BROWSER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser")
+
+
+def cdp_visit(t, srv, sid):
+    """connectOverCDP from this host (the test's namespace) opens a page of
+    the world in the sandbox's chromium; the page shows on its screen."""
+    node = shutil.which("node")
+    if not node or not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
+        t.skip("connectOverCDP to a page of the world", "node or tests/browser/node_modules missing")
+        return
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/browser" % sid, {})
+    t.eq(r.status, 200, "the browser starts in an internet sandbox")
+    env = dict(os.environ, DESKBOX_TOKEN=srv.token, PAGE_URL="http://site-a.test/page",
+               CDP_URL="http://127.0.0.1:%d/v1/sandboxes/%s/browser/cdp" % (srv.port, sid))
+    p = subprocess.run([node, "cdp.mjs"], cwd=BROWSER_DIR, env=env, capture_output=True,
+                       text=True, timeout=180)
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        out = {}
+    t.ok(out.get("title") == "world page" and "hello from " + SITE_A in out.get("text", ""),
+         "connectOverCDP: the sandbox's chromium shows a page of the test's internet",
+         p.stdout[-1500:] + p.stderr[-1500:])
+
+    def green():
+        rows = dbx.png_pixels(srv.screenshot(sid))
+        hits = sum(1 for y in range(0, len(rows), 8) for x in range(0, len(rows[0]) // 3, 8)
+                   if rows[y][3 * x:3 * x + 3] == b"\x20\xa0\x40")
+        return hits / float(len(range(0, len(rows), 8)) * len(range(0, len(rows[0]) // 3, 8)))
+    t.ok(dbx.wait_until(lambda: green() > 0.3, timeout=30, interval=0.5),
+         "and the page shows in a REST screenshot", "green share %.2f" % green())
+
+
+def check_cdp_and_keep(t, args):
+    srv = dbx.Server(args=args, on_exit="keep")
+    state = srv.state_dir
+    try:
+        sid = srv.create({"network": "internet", "display": {"width": 1024, "height": 768}})["id"]
+        cdp_visit(t, srv, sid)
+        srv.proc.send_signal(signal.SIGTERM)
+        t.eq(srv.proc.wait(timeout=60), 0, "deskboxd stops, leaving the sandbox running")
+        srv.log.close()
+        down = inventory(state)
+        t.ok(not [l for l in down["links"] if l.startswith("dbx")] and not down["dnsmasq"] and
+             "deskbox" not in down["nft"],
+             "while no deskboxd runs, the sandbox has no link, filter or resolver", down)
+        srv = dbx.Server(state_dir=state, args=args, on_exit="keep")
+        srv.own_state = True
+        sb = srv.request("GET", "/v1/sandboxes/" + sid).json()
+        t.ok(sb["status"] == "running" and sb.get("network_address"),
+             "the next deskboxd takes it over with an address", sb)
+        out = fetch(srv, sid, "site-a.test")
+        t.ok(out.startswith("OK hello from " + SITE_A), "and its network works again", out)
+    finally:
+        srv.cleanup()
+
+
 def inner():
     t = dbx.Tap()
     only_world_routes(t)
@@ -483,6 +548,7 @@ def inner():
          not clean["dnsmasq"], "a clean stop of deskboxd leaves no link, table or resolver",
          clean)
     check_pool(t, args)
+    check_cdp_and_keep(t, args)
     only_world_routes(t)
     with open(os.environ["DBX_NETTEST_LEAKS"]) as f:
         seen = f.read().splitlines()
