@@ -346,12 +346,18 @@ static int skel_dir(int rootfd, const char *rel, mode_t mode, struct err *e)
 
 static int skel_file(int rootfd, const char *rel, struct err *e)
 {
-	_cleanup_fd_ int pfd = open_in_root(rootfd, ".deskbox", O_PATH | O_DIRECTORY);
+	char dir[64];
 	const char *leaf = strrchr(rel, '/') + 1;
-	_cleanup_fd_ int fd =
-	    pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(leaf - rel - 1), rel);
+	_cleanup_fd_ int pfd = open_in_root(rootfd, dir, O_PATH | O_DIRECTORY);
+	int fd = pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
+	/* A symlink there (an image's /etc/resolv.conf often is one) cannot
+	 * be a mount point: a plain file replaces it. */
+	if (fd < 0 && errno == ELOOP && unlinkat(pfd, leaf, 0) == 0)
+		fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "image: creating '/%s'", rel);
+	close(fd);
 	return 0;
 }
 

@@ -403,6 +403,9 @@ static int spec_copy(const struct sandbox_spec *from, struct sandbox_spec *to, s
 {
 	*to = *from;
 	memset(to->env, 0, sizeof(to->env));
+	/* The network policy owns its JSON and rules: copied too. */
+	if (network_policy_copy(&to->network, &from->network, e) < 0)
+		return err_code(e);
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && from->env[i]; i++) {
 		to->env[i] = strdup(from->env[i]);
 		if (!to->env[i]) {

@@ -304,7 +304,20 @@ void sandbox_templates_free(struct sandbox_templates *t)
 	free(t);
 }
 
-int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *body,
+/* Drops members whose value is null, in `j` and its objects: null means
+ * "not given", as at create, so the template keeps only what it sets. */
+static void strip_nulls(cJSON *j)
+{
+	for (cJSON *it = j ? j->child : NULL, *next; it; it = next) {
+		next = it->next;
+		if (cJSON_IsNull(it))
+			cJSON_Delete(cJSON_DetachItemViaPointer(j, it));
+		else if (cJSON_IsObject(it))
+			strip_nulls(it);
+	}
+}
+
+int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *given,
 			 struct err *e)
 {
 	if (!sandbox_template_name_ok(name))
@@ -312,17 +325,22 @@ int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJ
 			       "template name '%.80s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
 			       "start with '.' or '-'",
 			       name);
-	if (check_template(body, e) < 0)
+	if (check_template(given, e) < 0)
 		return err_wrap(e, "template '%s'", name);
-	_cleanup_free_ char *text = cJSON_PrintUnformatted(body);
+	cJSON *body = cJSON_Duplicate(given, 1);
+	strip_nulls(body);
+	_cleanup_free_ char *text = body ? cJSON_PrintUnformatted(body) : NULL;
 	char path[8192];
 	snprintf(path, sizeof(path), "%s/%s.json", t->dir, name);
 	pthread_mutex_lock(&t->mu);
 	int r = text ? fs_write_atomic(path, text, strlen(text), 0600, e)
 		     : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	if (r == 0)
-		r = store(t, name, cJSON_Duplicate(body, 1), e);
+	if (r == 0) {
+		r = store(t, name, body, e);
+		body = NULL;
+	}
 	pthread_mutex_unlock(&t->mu);
+	cJSON_Delete(body);
 	return r;
 }
 
