@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "internal.h"
 #include "internal_files.h"
 
 #define WAIT_MS	     1000
@@ -28,53 +29,17 @@ struct watch_sse {
 	struct files_watch *w;
 	struct sandbox *sb;
 	enum sandbox_status status; /* at the start */
-	char *buf;
-	size_t len, off, cap;
-	int ended, failed;
+	struct api_sse out;
+	int ended;
 	long long last_ms;
 	long long deadline_ms; /* timeout_s; 0: none */
 };
-
-static void append(struct watch_sse *s, const char *data, size_t n)
-{
-	if (s->failed)
-		return;
-	if (s->len + n > s->cap) {
-		size_t ncap = s->cap ? s->cap : 8192;
-		while (ncap < s->len + n)
-			ncap *= 2;
-		char *nb = realloc(s->buf, ncap);
-		if (!nb) {
-			s->failed = 1;
-			return;
-		}
-		s->buf = nb;
-		s->cap = ncap;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-}
-
-static void event(struct watch_sse *s, const char *name, const cJSON *j)
-{
-	char *text = cJSON_PrintUnformatted(j);
-	if (!text) {
-		s->failed = 1;
-		return;
-	}
-	append(s, "event: ", 7);
-	append(s, name, strlen(name));
-	append(s, "\ndata: ", 7);
-	append(s, text, strlen(text));
-	append(s, "\n\n", 2);
-	free(text);
-}
 
 static void end(struct watch_sse *s, const char *reason)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "reason", reason);
-	event(s, "end", j);
+	api_sse_event(&s->out, "end", j);
 	cJSON_Delete(j);
 	s->ended = 1;
 }
@@ -92,37 +57,34 @@ static void wait_once(struct watch_sse *s)
 	}
 	cJSON *events = cJSON_CreateArray();
 	if (!events) {
-		s->failed = 1;
+		s->out.failed = 1;
 		return;
 	}
 	int r = files_watch_next(s->w, WAIT_MS, events);
 	const cJSON *ev;
 	cJSON_ArrayForEach(ev, events)
 	{
-		event(s, cJSON_GetObjectItem(ev, "type")->valuestring, ev);
+		api_sse_event(&s->out, cJSON_GetObjectItem(ev, "type")->valuestring, ev);
 	}
 	cJSON_Delete(events);
 	if (r < 0)
 		end(s, "the directory was deleted or moved away");
-	else if (s->len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS)
-		append(s, ": keepalive\n\n", 13);
+	else if (s->out.len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS)
+		api_sse_append(&s->out, ": keepalive\n\n", 13);
 }
 
 static long watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct watch_sse *s = cls;
-	while (s->off == s->len) {
-		s->off = s->len = 0;
-		if (s->failed)
+	size_t n;
+	while ((n = api_sse_take(&s->out, buf, max)) == 0) {
+		if (s->out.failed)
 			return HTTP_STREAM_ERROR;
 		if (s->ended)
 			return HTTP_STREAM_END;
 		wait_once(s);
 	}
 	s->last_ms = clock_mono_ms();
-	size_t n = s->len - s->off < max ? s->len - s->off : max;
-	memcpy(buf, s->buf + s->off, n);
-	s->off += n;
 	return (long)n;
 }
 
@@ -131,7 +93,7 @@ static void watch_release(void *cls)
 	struct watch_sse *s = cls;
 	files_watch_free(s->w);
 	sandbox_put(s->sb);
-	free(s->buf);
+	api_sse_release(&s->out);
 	free(s);
 }
 
@@ -161,7 +123,7 @@ int api_files_watch(struct http_request *req, struct http_response *res, struct 
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "path", path);
 	cJSON_AddBoolToObject(j, "recursive", recursive);
-	event(s, "ready", j);
+	api_sse_event(&s->out, "ready", j);
 	cJSON_Delete(j);
 	s->last_ms = clock_mono_ms();
 	if (timeout_s)

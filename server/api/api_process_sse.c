@@ -22,48 +22,18 @@
 
 struct sse {
 	struct process_run *run;
-	char *buf; /* pending bytes of the response */
-	size_t len, off, cap;
-	char carry[2][4]; /* an incomplete UTF-8 tail per stream */
+	struct api_sse out; /* pending bytes of the response */
+	char carry[2][4];   /* an incomplete UTF-8 tail per stream */
 	size_t carry_len[2];
-	int finished, failed;
+	int finished;
 	long long last_ms;
 };
 
-static void append(struct sse *s, const char *data, size_t n)
-{
-	if (s->failed)
-		return;
-	if (s->len + n > s->cap) {
-		size_t ncap = s->cap ? s->cap : 8192;
-		while (ncap < s->len + n)
-			ncap *= 2;
-		char *nb = realloc(s->buf, ncap);
-		if (!nb) {
-			s->failed = 1;
-			return;
-		}
-		s->buf = nb;
-		s->cap = ncap;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-}
-
+/* Queues an event; takes `j`. */
 static void event(struct sse *s, const char *name, cJSON *j)
 {
-	char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+	api_sse_event(&s->out, name, j);
 	cJSON_Delete(j);
-	if (!text) {
-		s->failed = 1;
-		return;
-	}
-	append(s, "event: ", 7);
-	append(s, name, strlen(name));
-	append(s, "\ndata: ", 7);
-	append(s, text, strlen(text));
-	append(s, "\n\n", 2);
-	free(text);
 }
 
 /* Length of the tail of data[0..n) that starts a UTF-8 sequence the data
@@ -87,7 +57,7 @@ static void output(void *cls, enum process_stream id, const char *data, size_t n
 	size_t total = s->carry_len[i] + n;
 	char *joined = malloc(total + 1);
 	if (!joined) {
-		s->failed = 1;
+		s->out.failed = 1;
 		return;
 	}
 	memcpy(joined, s->carry[i], s->carry_len[i]);
@@ -126,9 +96,9 @@ static void flush_carry(struct sse *s)
 static long sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse *s = cls;
-	while (s->off == s->len) {
-		s->off = s->len = 0;
-		if (s->failed)
+	size_t n;
+	while ((n = api_sse_take(&s->out, buf, max)) == 0) {
+		if (s->out.failed)
 			return HTTP_STREAM_ERROR;
 		if (s->finished)
 			return HTTP_STREAM_END;
@@ -141,14 +111,11 @@ static long sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			event(s, "result", api_result_json(&pr, 0));
 			process_result_release(&pr);
 			s->finished = 1;
-		} else if (s->len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS) {
-			append(s, ": keepalive\n\n", 13);
+		} else if (s->out.len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS) {
+			api_sse_append(&s->out, ": keepalive\n\n", 13);
 		}
 	}
 	s->last_ms = clock_mono_ms();
-	size_t n = s->len - s->off < max ? s->len - s->off : max;
-	memcpy(buf, s->buf + s->off, n);
-	s->off += n;
 	return (long)n;
 }
 
@@ -156,7 +123,7 @@ static void sse_release(void *cls)
 {
 	struct sse *s = cls;
 	process_run_free(s->run);
-	free(s->buf);
+	api_sse_release(&s->out);
 	free(s);
 }
 

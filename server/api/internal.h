@@ -64,4 +64,18 @@ int api_ws_handshake(struct http_request *req, char *accept, struct err *e);
 int api_ws_accept(struct http_request *req, struct http_response *res, const char *accept,
 		  struct err *e);
 
+/* api_sse.c: a Server-Sent Events body being produced.  Events go in with
+ * api_sse_event() ("event: NAME\ndata: JSON\n\n"; `j` stays the caller's),
+ * a streamed response's reader takes them out with api_sse_take() (0 when
+ * nothing waits); `failed` is set when memory ran out. */
+struct api_sse {
+	char *buf;
+	size_t len, off, cap;
+	int failed;
+};
+void api_sse_append(struct api_sse *s, const char *data, size_t n);
+void api_sse_event(struct api_sse *s, const char *name, const cJSON *j);
+size_t api_sse_take(struct api_sse *s, char *buf, size_t max);
+void api_sse_release(struct api_sse *s);
+
 #endif
