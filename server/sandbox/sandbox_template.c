@@ -1,6 +1,6 @@
 /* sandbox_template: named sandbox templates, defaults for a create.
  *
- * A template is a JSON object: "image" ("default"), "display",
+ * A template is a JSON object: "image" ("default" or a stored image), "display",
  * "agent_display", "resources" {"cpus","memory_mb","pids_max","disk_mb"},
  * "network", "env", "files" [{"path","content","mode"}] (text content),
  * "startup" ["shell command", …], "timeout_s", "on_timeout", "auto_resume",
@@ -47,7 +47,8 @@ struct template
 };
 
 struct sandbox_templates {
-	char dir[4096]; /* <state>/templates */
+	char state[4096]; /* the state dir: its images/ are what "image" may name */
+	char dir[4096];	  /* <state>/templates */
 	pthread_mutex_t mu;
 	struct template *list;
 	unsigned count;
@@ -144,8 +145,8 @@ static cJSON *create_form(const cJSON *t, struct err *e)
 	const cJSON *it;
 	cJSON_ArrayForEach(it, t)
 	{
-		if (strcmp(it->string, "resources") && strcmp(it->string, "image") &&
-		    strcmp(it->string, "files") && strcmp(it->string, "startup"))
+		if (strcmp(it->string, "resources") && strcmp(it->string, "files") &&
+		    strcmp(it->string, "startup"))
 			cJSON_AddItemToObject(req, it->string, cJSON_Duplicate(it, 1));
 	}
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(t, "resources");
@@ -172,7 +173,7 @@ static cJSON *create_form(const cJSON *t, struct err *e)
 
 /* Checks a whole template: its fields, its image, and that its create
  * form is a valid create. */
-static int check_template(const cJSON *t, struct err *e)
+static int check_template(const struct sandbox_templates *ts, const cJSON *t, struct err *e)
 {
 	if (!cJSON_IsObject(t))
 		return err_set(e, ERR_INVALID, EINVAL, "a template must be an object");
@@ -185,9 +186,17 @@ static int check_template(const cJSON *t, struct err *e)
 	const char *image;
 	if (args_string(t, "image", 256, 0, &image, e) < 0)
 		return err_code(e);
-	if (image && strcmp(image, "default") != 0)
-		return err_set(e, ERR_INVALID, ENOENT, "no image '%.64s' (there is \"default\")",
-			       image);
+	/* A stored image must be there and usable now; a create checks again
+	 * (it may be deleted meanwhile). */
+	char lower[4096];
+	if (image && strcmp(image, "default") != 0) {
+		if (!image_name_valid(image))
+			return err_set(e, ERR_INVALID, EINVAL, "no image '%.64s'", image);
+		if (image_lookup(ts->state, image, lower, sizeof(lower), e) < 0) {
+			e->kind = ERR_INVALID; /* a field of the request, not its target */
+			return err_wrap(e, "field 'image'");
+		}
+	}
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "files");
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(t, "startup");
 	if ((f && !cJSON_IsNull(f) && check_files(f, e) < 0) ||
@@ -259,7 +268,7 @@ static void load_dir(struct sandbox_templates *t, const char *dir)
 		else if (fs_read_file(path, 1 << 21, &text, NULL, &e) == 0 &&
 			 !(j = cJSON_Parse(text)))
 			err_set(&e, ERR_INVALID, EINVAL, "not JSON");
-		if (j && check_template(j, &e) < 0) {
+		if (j && check_template(t, j, &e) < 0) {
 			cJSON_Delete(j);
 			j = NULL;
 		}
@@ -278,6 +287,7 @@ int sandbox_templates_open(struct sandbox_templates **out, const char *state_dir
 	if (!t)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	pthread_mutex_init(&t->mu, NULL);
+	snprintf(t->state, sizeof(t->state), "%s", state_dir);
 	snprintf(t->dir, sizeof(t->dir), "%s/templates", state_dir);
 	if (fs_mkdir_p(t->dir, 0700, e) < 0) {
 		free(t);
@@ -325,7 +335,7 @@ int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJ
 			       "template name '%.80s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
 			       "start with '.' or '-'",
 			       name);
-	if (check_template(given, e) < 0)
+	if (check_template(t, given, e) < 0)
 		return err_wrap(e, "template '%s'", name);
 	cJSON *body = cJSON_Duplicate(given, 1);
 	strip_nulls(body);
@@ -456,7 +466,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	if (r == 0) {
 		cJSON_DeleteItemFromObjectCaseSensitive(merged, "name");
 		merge(merged, over);
-		r = check_template(merged, e);
+		r = check_template(t, merged, e);
 	}
 	if (r == 0 && !(*create = create_form(merged, e)))
 		r = err_code(e);

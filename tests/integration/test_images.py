@@ -241,8 +241,26 @@ def refused_creates(t, srv):
     shutil.rmtree(os.path.join(images, "norootfs"))
 
 
+def template_checks(t, srv):
+    """A template may name a stored image; one that does not exist is a 400."""
+    r = srv.request("POST", "/v1/templates", {"name": "on-tiny", "image": "tiny",
+                                               "display": {"width": 640, "height": 480}})
+    t.eq(r.status, 201, "a template names a stored image")
+    r = srv.request("POST", "/v1/templates", {"name": "on-none", "image": "no-such-image"})
+    t.ok(r.status == 400 and "no-such-image" in r.json()["error"]["message"],
+         "a template naming a missing image: 400 naming it", r.body[:200])
+    r = srv.request("POST", "/v1/sandboxes", {"template": "on-tiny"})
+    j = r.json() if r.status == 201 else {}
+    t.ok(j.get("image") == "tiny" and j.get("display") == {"width": 640, "height": 480},
+         "a create from it runs on the image", r.body[:300])
+    if r.status == 201:
+        srv.request("DELETE", "/v1/sandboxes/" + j["id"])
+    srv.request("DELETE", "/v1/templates/on-tiny")
+
+
 def sandbox_checks(t, srv):
     t0 = time.monotonic()
+    template_checks(t, srv)
     sb = srv.create({"image": "tiny"})
     t.diag("create from the image: %.2f s" % (time.monotonic() - t0))
     sid = sb["id"]
