@@ -1,0 +1,96 @@
+"""make bench, density (issue 15): N idle desktops at once (100; 20 with
+BENCH_QUICK=1) on one deskboxd.  While 8 clients hammer 4 of them with
+screenshots, a screenshot of any other still comes quickly, and a key typed
+into an xterm shows in that sandbox's mirror quickly; both at p99.  Also
+the memory each desktop costs with all of them running."""
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import dbx
+
+DISPLAY = {"width": 1024, "height": 768}
+
+
+def wait_frame_change(srv, sid, since, timeout=5.0):
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        f = srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
+        if f != since:
+            return f
+        time.sleep(0.0005)
+    return None
+
+
+def frame(srv, sid):
+    return srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
+
+
+def hammer(srv, sids, stop):
+    """8 clients, each taking screenshots of one of `sids` back to back."""
+    def client(i):
+        while not stop.is_set():
+            srv.screenshot(sids[i % len(sids)])
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(8)]
+    for th in threads:
+        th.start()
+    return threads
+
+
+def probes_ready(srv, probes):
+    """An xterm on each probe sandbox, focused, so a key changes its screen."""
+    for sid in probes:
+        srv.exec(sid, ["xterm", "-geometry", "80x24+0+0"], background=True)
+    for sid in probes:
+        r = srv.request("POST", "/v1/sandboxes/%s/desktop/windows/wait" % sid,
+                        {"class": "XTerm", "timeout_ms": 30000})
+        if r.status == 200:
+            srv.post(sid, "click", {"x": 200, "y": 150})
+
+
+def run(report, pct, idle_cost, quick):
+    n = 20 if quick else 100
+    srv = dbx.Server(args=["--max-sandboxes", str(n + 4)])
+    ids = []
+    try:
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(4) as ex:
+            ids = list(ex.map(lambda _: srv.create({"display": DISPLAY})["id"], range(n)))
+        print("density: %d desktops up in %.1f s" % (n, time.perf_counter() - t0), flush=True)
+        pss, cpu = idle_cost(srv, ids, seconds=3.0)
+        report("idle desktop PSS, %d running" % n, [pss], unit="MB", target="<= 20 MB")
+        report("idle desktop CPU, %d running" % n, [cpu], unit="%")
+        busy, others = ids[:4], ids[4:]
+        probes = others[:10]
+        probes_ready(srv, probes)
+        stop = threading.Event()
+        threads = hammer(srv, busy, stop)
+        try:
+            shots = []
+            for _ in range(60 if quick else 300):
+                sid = random.choice(others)
+                t1 = time.perf_counter()
+                srv.screenshot(sid)
+                shots.append((time.perf_counter() - t1) * 1000)
+            keys = []
+            for i in range(40 if quick else 150):
+                sid = probes[i % len(probes)]
+                f0 = frame(srv, sid)
+                t1 = time.perf_counter()
+                srv.post(sid, "key", {"keys": "a" if (i // len(probes)) % 2 == 0 else "BackSpace"})
+                if wait_frame_change(srv, sid, f0) is not None:
+                    keys.append((time.perf_counter() - t1) * 1000)
+        finally:
+            stop.set()
+            for th in threads:
+                th.join()
+        report("density: screenshot of 1 of %d, 8 clients on 4" % n, shots)
+        report("density: screenshot p99", [pct(shots, 0.99)], target="<= 100 ms")
+        report("density: key to frame of 1 of %d, 8 clients on 4" % n, keys)
+        report("density: key to frame p99 (%d of %d seen)" % (len(keys), 40 if quick else 150),
+               [pct(keys, 0.99)], target="<= 20 ms")
+    finally:
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(lambda s: srv.request("DELETE", "/v1/sandboxes/" + s), ids))
+        srv.cleanup()
