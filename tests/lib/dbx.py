@@ -525,3 +525,47 @@ class ReflinkStateDir:
             shutil.rmtree(self.mount, ignore_errors=True)
             os.unlink(self.img)
             self.path = None
+
+
+# ---- browser tests (tests/browser: playwright-core driving Debian's chromium) ----
+
+BROWSER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser")
+CHROMIUM = "/usr/bin/chromium"
+
+
+def run_browser_script(script):
+    """Starts deskboxd and runs tests/browser/`script` under node against it,
+    passing its TAP through, and exits with its code.  Skips (77) only when
+    chromium or node is not installed; installs playwright-core with npm ci
+    when it is missing."""
+    require_root_and_tools()
+    if not os.access(CHROMIUM, os.X_OK):
+        skip_all("chromium is not installed (scripts/install-deps.sh installs it)")
+    node = shutil.which("node")
+    if not node:
+        skip_all("node is not installed")
+    if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
+        npm = shutil.which("npm")
+        if not npm:
+            skip_all("npm is not installed, so playwright-core cannot be")
+        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=BROWSER_DIR,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            print("not ok 1 - npm ci in tests/browser")
+            print("# " + r.stdout.decode(errors="replace")[-2000:].replace("\n", "\n# "))
+            print("1..1")
+            sys.exit(1)
+    srv = Server()
+    try:
+        env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port,
+                   DESKBOX_TOKEN=srv.token, CHROMIUM=CHROMIUM,
+                   DESKBOX_STATE=srv.state_dir,
+                   DESKBOX_DBX=os.path.abspath(__file__))
+        r = subprocess.run([node, script], cwd=BROWSER_DIR, env=env, timeout=600)
+        rc = r.returncode
+        if rc != 0:
+            for line in srv.stderr().splitlines()[-30:]:
+                print("# deskboxd: " + line)
+    finally:
+        srv.cleanup()
+    sys.exit(rc)
