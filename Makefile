@@ -167,8 +167,11 @@ $(filter $(BUILD)/tests/test_input%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,t
 XLIVE_BIN := $(BUILD)/tests/test_capture $(BUILD)/tests/test_capture_vnc
 $(XLIVE_BIN): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(call obj,tests/lib/xlive.c) \
 		$(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
-$(filter-out $(XLIVE_BIN),$(filter $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png%,$(UNIT_BIN))): \
+$(filter-out $(XLIVE_BIN),$(filter $(BUILD)/tests/test_capture%,$(UNIT_BIN))): \
 		$(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+# The PNG tests share tests/lib/pngread.c (a libpng decoder).
+$(filter $(BUILD)/tests/test_png%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
+		$(call obj,tests/lib/pngread.c) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 $(filter $(BUILD)/tests/test_runtime%,$(UNIT_BIN)): $(BUILD)/tests/%: $(call obj,tests/unit/%.c) \
 		$(BUILD)/libserver-runtime.a $(LIBCOMMON)
 $(filter-out $(BUILD)/tests/test_input% $(BUILD)/tests/test_capture% $(BUILD)/tests/test_png% \

@@ -1,4 +1,3 @@
-#include <png.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,45 +5,7 @@
 
 #include "capture/capture.h"
 #include "tests/harness.h"
-
-struct reader {
-	const uint8_t *p;
-	size_t len, off;
-};
-
-static void read_fn(png_structp png, png_bytep out, png_size_t n)
-{
-	struct reader *r = png_get_io_ptr(png);
-	if (n > r->len - r->off)
-		png_error(png, "short read");
-	memcpy(out, r->p + r->off, n);
-	r->off += n;
-}
-
-/* Decodes an RGB PNG into `rgb` (w*h*3); returns 0 when it matches w x h. */
-static int decode(const uint8_t *data, size_t len, uint32_t w, uint32_t h, uint8_t *rgb)
-{
-	struct reader r = {data, len, 0};
-	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-	png_infop info = png_create_info_struct(png);
-	if (setjmp(png_jmpbuf(png))) {
-		png_destroy_read_struct(&png, &info, NULL);
-		return -1;
-	}
-	png_set_read_fn(png, &r, read_fn);
-	png_read_info(png, info);
-	if (png_get_image_width(png, info) != w || png_get_image_height(png, info) != h ||
-	    png_get_color_type(png, info) != PNG_COLOR_TYPE_RGB ||
-	    png_get_bit_depth(png, info) != 8) {
-		png_destroy_read_struct(&png, &info, NULL);
-		return -1;
-	}
-	for (uint32_t y = 0; y < h; y++)
-		png_read_row(png, rgb + (size_t)y * w * 3, NULL);
-	png_read_end(png, NULL);
-	png_destroy_read_struct(&png, &info, NULL);
-	return 0;
-}
+#include "tests/lib/pngread.h"
 
 static uint32_t rng = 12345;
 static uint8_t rnd(void)
@@ -66,7 +27,7 @@ static int roundtrip(uint32_t w, uint32_t h, size_t stride, int noise, int level
 	int ok = r == 0;
 	uint8_t *rgb = malloc((size_t)w * h * 3);
 	if (ok)
-		ok = decode(out, len, w, h, rgb) == 0;
+		ok = png_test_decode(out, len, w, h, rgb) == 0;
 	for (uint32_t y = 0; ok && y < h; y++)
 		for (uint32_t x = 0; ok && x < w; x++) {
 			const uint8_t *s = img + (size_t)y * stride + (size_t)x * 4;

@@ -1,7 +1,6 @@
 /* The banded incremental PNG encoder: random damage on a synthetic
  * framebuffer, encoded incrementally, decoded by libpng and compared pixel
  * by pixel with the framebuffer and with a fresh full encode. */
-#include <png.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,46 +8,7 @@
 
 #include "capture/capture.h"
 #include "tests/harness.h"
-
-struct reader {
-	const uint8_t *p;
-	size_t len, off;
-};
-
-static void read_fn(png_structp png, png_bytep out, png_size_t n)
-{
-	struct reader *r = png_get_io_ptr(png);
-	if (n > r->len - r->off)
-		png_error(png, "short read");
-	memcpy(out, r->p + r->off, n);
-	r->off += n;
-}
-
-/* Decodes an 8-bit RGB PNG of w x h into `rgb`; libpng checks every CRC
- * and the zlib Adler-32.  0 on success. */
-static int decode(const uint8_t *data, size_t len, uint32_t w, uint32_t h, uint8_t *rgb)
-{
-	struct reader r = {data, len, 0};
-	png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-	png_infop info = png_create_info_struct(png);
-	if (setjmp(png_jmpbuf(png))) {
-		png_destroy_read_struct(&png, &info, NULL);
-		return -1;
-	}
-	png_set_read_fn(png, &r, read_fn);
-	png_read_info(png, info);
-	if (png_get_image_width(png, info) != w || png_get_image_height(png, info) != h ||
-	    png_get_color_type(png, info) != PNG_COLOR_TYPE_RGB ||
-	    png_get_bit_depth(png, info) != 8) {
-		png_destroy_read_struct(&png, &info, NULL);
-		return -1;
-	}
-	for (uint32_t y = 0; y < h; y++)
-		png_read_row(png, rgb + (size_t)y * w * 3, NULL);
-	png_read_end(png, NULL);
-	png_destroy_read_struct(&png, &info, NULL);
-	return r.off == len ? 0 : -1;
-}
+#include "tests/lib/pngread.h"
 
 static uint32_t rng = 4242;
 static uint32_t rnd(void)
@@ -135,7 +95,7 @@ static int incremental(uint32_t w, uint32_t h, size_t stride, int level, int rou
 		uint32_t redone = 0;
 		good = capture_bands_encode(b, part, w, h, stride, level, i ? dirty : NULL, &out,
 					    &len, &redone, &e) == 0 &&
-		       decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb);
+		       png_test_decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb);
 		if (good && nrect == 1 && redone > *max_redone_small)
 			*max_redone_small = redone;
 		/* A fresh encode of the whole picture decodes to the same. */
@@ -144,7 +104,7 @@ static int incremental(uint32_t w, uint32_t h, size_t stride, int level, int rou
 		good = good && capture_bands_new(&full, &e) == 0 &&
 		       capture_bands_encode(full, img, w, h, stride, level, NULL, &out2, &len2,
 					    NULL, &e) == 0 &&
-		       decode(out2, len2, w, h, rgb2) == 0 &&
+		       png_test_decode(out2, len2, w, h, rgb2) == 0 &&
 		       memcmp(rgb, rgb2, (size_t)w * h * 3) == 0;
 		if (!good)
 			printf("#   round %d failed: %s\n", i, e.msg);
@@ -177,7 +137,7 @@ static int noise_roundtrip(uint32_t w, uint32_t h)
 	size_t len = 0;
 	int good = capture_bands_new(&b, &e) == 0 &&
 		   capture_bands_encode(b, img, w, h, stride, 1, NULL, &out, &len, NULL, &e) == 0 &&
-		   decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb) &&
+		   png_test_decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb) &&
 		   len < raw + raw / 1000 + 1024;
 	if (!good)
 		printf("#   noise %ux%u: %zu bytes for %zu raw\n", w, h, len, raw);
