@@ -183,7 +183,9 @@ static int list_answer(struct cli *c, const char *path, const char *key,
 	cJSON *j = cJSON_ParseWithLength(r.body, r.len);
 	const cJSON *item;
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(j, key))
-	    line(item);
+	{
+		line(item);
+	}
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "truncated")))
 		fprintf(stderr, "deskbox: the answer was truncated (a limit was reached)\n");
 	cJSON_Delete(j);
