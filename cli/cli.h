@@ -144,6 +144,10 @@ int cli_cmd_key(struct cli *c, int argc, char **argv);
 int cli_cmd_upload(struct cli *c, int argc, char **argv);
 int cli_cmd_download(struct cli *c, int argc, char **argv);
 int cli_cmd_mcp(struct cli *c, int argc, char **argv);
+int cli_cmd_archive(struct cli *c, int argc, char **argv);
+int cli_cmd_unpack(struct cli *c, int argc, char **argv);
+int cli_cmd_find(struct cli *c, int argc, char **argv);
+int cli_cmd_search(struct cli *c, int argc, char **argv);
 
 /* Parses a verb's options with getopt_long: `opts` may be NULL; the global
  * options (--url, --token, --json, --help) are accepted everywhere.

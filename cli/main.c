@@ -65,6 +65,26 @@ static const struct cli_verb verbs[] = {
      "copy a file out (streamed); prints size and sha256",
      "Writes LOCAL only once the whole file arrived (through a temporary file).\n"
      "A progress bar shows on a terminal.\n"},
+    {"archive", cli_cmd_archive, "archive ID REMOTE_DIR -o FILE [--format tar|tar.gz|zip]",
+     "save a directory as an archive (streamed); prints size and sha256",
+     "Writes FILE only once the whole archive arrived (through a temporary file).\n"
+     "  -o, --output FILE    where to write it\n"
+     "  --format F           tar, tar.gz (tgz) or zip (default: from FILE's name, else tar)\n"},
+    {"unpack", cli_cmd_unpack, "unpack ID LOCAL_ARCHIVE REMOTE_DIR [--format F] [--parents]",
+     "unpack a local archive into a new directory, all or nothing",
+     "REMOTE_DIR must not exist or be empty; a bad archive leaves nothing.\n"
+     "  --format F           tar, tar.gz (tgz) or zip (default: from the name, else tar)\n"
+     "  --parents            create REMOTE_DIR's missing parents\n"},
+    {"find", cli_cmd_find, "find ID PATH [--name GLOB] [--max-depth N]",
+     "list the entries under PATH, one path a line (directories end in /)",
+     "  --name GLOB          only entries whose name matches (fnmatch, e.g. '*.py')\n"
+     "  --max-depth N        levels below PATH (0: its entries only)\n"},
+    {"search", cli_cmd_search, "search ID PATH PATTERN [--regex] [--ignore-case]",
+     "print the lines of files under PATH that match, as path:line:text",
+     "PATTERN is literal text unless --regex (POSIX extended).  Exits 0 with or\n"
+     "without matches.\n"
+     "  --regex              PATTERN is a regular expression\n"
+     "  --ignore-case        match regardless of case\n"},
     {"mcp", cli_cmd_mcp, "mcp ID",
      "an MCP server on stdin/stdout for that sandbox (for clients that launch MCP servers "
      "as commands); docs/mcp.md",

@@ -2,15 +2,18 @@
 exec with the command's exit code and output passed through, run, a few
 MB uploaded and downloaded with equal sha256, a screenshot that is a PNG of
 the display's size, click/type/key, --json output that parses, stop/start,
-vnc, rm, and the exit codes for usage errors, unknown sandboxes and an
+archive/unpack round trips checked by sha256,
+find and search, vnc, rm, and the exit codes for usage errors, unknown sandboxes and an
 unreachable server."""
 
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.error
 import urllib.request
@@ -190,6 +193,77 @@ def test_stop_rm(t, cli, srv, sid):
     t.eq(cli("get", sid)[0], 3, "get after rm exits 3")
 
 
+def tar_members(path):
+    with tarfile.open(path) as tf:  # any compression
+        return {m.name.lstrip("./"): hashlib.sha256(tf.extractfile(m).read()).hexdigest()
+                for m in tf.getmembers() if m.isfile()}
+
+
+def test_trees(t, cli, sid, tmp):
+    """archive, unpack, find and search on a tree of three files."""
+    blob = os.urandom(4000)
+    files = {"a.py": b"print('needle')\n", "sub/b.py": b"x = 1\nneedle = 2\n", "sub/c.bin": blob}
+    rcs = []
+    for name, data in files.items():
+        local = os.path.join(tmp, name.replace("/", "_"))
+        with open(local, "wb") as f:
+            f.write(data)
+        rcs.append(cli("upload", sid, local, "tree/" + name, "--parents")[0])
+    t.eq(rcs, [0, 0, 0], "a tree of three files")
+    want = {"a.py": hashlib.sha256(b"print('needle')\n").hexdigest(),
+            "sub/b.py": hashlib.sha256(b"x = 1\nneedle = 2\n").hexdigest(),
+            "sub/c.bin": hashlib.sha256(blob).hexdigest()}
+    tgz = os.path.join(tmp, "tree.tar.gz")
+    rc, out, err = cli("archive", sid, "tree", "-o", tgz)
+    ok = rc == 0 and os.path.exists(tgz)
+    t.ok(ok and sha256_file(tgz) in out, "archive prints the size and sha256", (rc, out, err))
+    t.eq(tar_members(tgz) if ok else None, want,
+         "archive -o x.tar.gz: a gzipped tar of the tree (sha256 of each member)")
+    rc, out, err = cli("unpack", sid, tgz, "copy/of/tree", "--parents")
+    t.ok(rc == 0 and re.search(r": [45] members, %d bytes" % (4000 + 16 + 17), out),
+         "unpack prints the members and bytes", (rc, out, err))
+    tar = os.path.join(tmp, "copy.tar")
+    rc, out, err = cli("--json", "archive", sid, "copy/of/tree", "-o", tar, "--format", "tar")
+    try:
+        j = json.loads(out)
+    except ValueError:
+        j = {}
+    t.ok(rc == 0 and j.get("sha256") == sha256_file(tar) and tar_members(tar) == want,
+         "the unpacked copy archives back to the same members (--json, --format tar)",
+         (rc, out, err))
+    rc, _, err = cli("unpack", sid, tgz, "copy/of/tree")
+    t.ok(rc == 5 and "conflict" in err, "unpack onto a directory with files exits 5", (rc, err))
+    t.eq(cli("archive", sid, "no/such/dir", "-o", os.path.join(tmp, "x.tar"))[0], 3,
+         "archive of a missing directory exits 3")
+    t.ok(not os.path.exists(os.path.join(tmp, "x.tar")), "and writes nothing")
+    t.eq(cli("archive", sid, "tree", "-o", tar, "--format", "rar")[0], 2,
+         "an unknown --format exits 2")
+    t.eq(cli("archive", sid, "tree")[0], 2, "archive without -o exits 2")
+    rc, out, _ = cli("find", sid, "tree", "--name", "*.py")
+    t.eq(sorted(out.split()), ["/workspace/tree/a.py", "/workspace/tree/sub/b.py"],
+         "find --name prints one path a line")
+    rc, out, _ = cli("find", sid, "tree", "--max-depth", "0")
+    t.eq(sorted(out.split()), ["/workspace/tree/a.py", "/workspace/tree/sub/"],
+         "find --max-depth 0: directories end in /")
+    rc, out, _ = cli("--json", "find", sid, "tree", "--name", "c.*")
+    try:
+        names = [e["name"] for e in json.loads(out)["entries"]]
+    except (ValueError, KeyError):
+        names = out
+    t.eq(names, ["c.bin"], "find --json prints the server's answer")
+    rc, out, _ = cli("search", sid, "tree", "needle")
+    t.eq(sorted(out.splitlines()), ["/workspace/tree/a.py:1:print('needle')",
+                                    "/workspace/tree/sub/b.py:2:needle = 2"],
+         "search prints path:line:text")
+    rc, out, _ = cli("search", sid, "tree", "^x = [0-9]$", "--regex")
+    t.eq((rc, out), (0, "/workspace/tree/sub/b.py:1:x = 1\n"), "search --regex")
+    t.eq(cli("search", sid, "tree", "no such text")[:2], (0, ""), "no match: exit 0, no output")
+    t.eq(cli("search", sid, "tree")[0], 2, "search without PATTERN exits 2")
+    t.eq(cli("find", sid, "no/such/dir")[0], 3, "find in a missing directory exits 3")
+    rc, out, _ = cli("unpack", "--help")
+    t.ok(rc == 0 and "usage: deskbox unpack" in out, "the new verbs have --help")
+
+
 def main():
     dbx.require_root_and_tools()
     if not os.path.exists(CLI):
@@ -205,6 +279,7 @@ def main():
         if sid:
             test_exec(t, cli, sid)
             test_files(t, cli, sid, tmp)
+            test_trees(t, cli, sid, tmp)
             test_desktop(t, cli, sid, tmp)
             test_stop_rm(t, cli, srv, sid)
     finally:

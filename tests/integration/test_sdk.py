@@ -19,7 +19,7 @@ SDK = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "clien
 
 # Runs inside the venv; prints "CHECK 1|0 name [detail]" per check.
 SCRIPT = r'''
-import hashlib, io, os, struct, sys, time, urllib.error, urllib.request
+import hashlib, io, os, struct, sys, tarfile, time, urllib.error, urllib.request, zipfile
 import deskbox
 from deskbox import Deskbox, DeskboxError, NotFound, Unauthorized
 
@@ -110,6 +110,86 @@ try:
     check(sbx.files.stat("dir/sub/b.bin")["size"] == len(data), "mkdir, move, stat")
     sbx.files.delete("dir", recursive=True)
     check(not sbx.files.exists("dir"), "delete")
+
+    # Trees: an archive round trip, find, search, replace, chmod, watch.
+    tree = {"t/a.py": b"print('needle')\n", "t/sub/b.py": b"x = 1\nneedle = 2\n",
+            "t/sub/c.txt": os.urandom(5000)}
+    for p, b in tree.items():
+        sbx.files.upload(p, b)
+    digest = {p[2:]: hashlib.sha256(b).hexdigest() for p, b in tree.items()}
+    def members(raw, mode):
+        with tarfile.open(fileobj=io.BytesIO(raw), mode=mode) as tf:
+            return {m.name.lstrip("./"): hashlib.sha256(tf.extractfile(m).read()).hexdigest()
+                    for m in tf.getmembers() if m.isfile()}
+    tar = sbx.files.archive_download("t")
+    check(members(tar, "r:") == digest, "archive_download: a tar of the tree (sha256)",
+          members(tar, "r:"))
+    sink = io.BytesIO()
+    n = sbx.files.archive_download_to("t", sink, format="tar.gz")
+    check(n == len(sink.getvalue()) and members(sink.getvalue(), "r:gz") == digest,
+          "archive_download_to streams a tar.gz", n)
+    zipped = sbx.files.archive_download("t", format="zip")
+    with zipfile.ZipFile(io.BytesIO(zipped)) as zf:
+        zl = {i.filename for i in zf.infolist() if not i.is_dir()}
+    check(zl == set(digest), "archive_download of a zip", zl)
+    up = sbx.files.archive_upload("t2", io.BytesIO(tar))
+    check(up.get("members", 0) >= 3
+          and sbx.files.download("t2/sub/c.txt") == tree["t/sub/c.txt"],
+          "archive_upload unpacks it elsewhere", up)
+    try:
+        sbx.files.archive_upload("t3", b"not an archive")
+        check(False, "a bad archive raises")
+    except DeskboxError as e:
+        check(e.status == 400 and not sbx.files.exists("t3"),
+              "a bad archive raises, leaves nothing", e)
+    found = sbx.files.find("t", name="*.py")
+    check(sorted(e["name"] for e in found["entries"]) == ["a.py", "b.py"], "find name=*.py", found)
+    shallow = sbx.files.find("t", name="*.py", max_depth=0)
+    check([e["name"] for e in shallow["entries"]] == ["a.py"],
+          "find max_depth=0: its entries only", shallow)
+    hits = sbx.files.search("t", "needle")
+    check(sorted((m["path"].rsplit("/", 1)[-1], m["line"]) for m in hits["matches"])
+          == [("a.py", 1), ("b.py", 2)], "search, literal", hits)
+    hits = sbx.files.search("t", "^x = [0-9]$", regex=True)
+    check([m["text"] for m in hits["matches"]] == ["x = 1"], "search, regex", hits)
+    rep = sbx.files.replace(["t/a.py", "t/sub/b.py"], "needle", "pin")
+    check(rep["replacements"] == 2 and sbx.files.download("t/a.py") == b"print('pin')\n",
+          "replace", rep)
+    st = sbx.files.chmod("t/a.py", 0o600)
+    st2 = sbx.files.chmod("t/a.py", "0644")
+    check(st["mode"] & 0o777 == 0o600 and st2["mode"] & 0o777 == 0o644,
+          "chmod, a number and an octal string", st)
+    sbx.files.mkdir("w")
+    seen_ev = []
+    for ev in sbx.files.watch("w", timeout_s=60):
+        seen_ev.append(ev)
+        if ev["event"] == "ready":
+            sbx.files.upload("w/new.txt", b"hi")
+        elif ev.get("path", ev.get("to", "")).endswith("/new.txt"):
+            break
+    check(seen_ev and seen_ev[0]["event"] == "ready" and seen_ev[-1]["event"] in ("create", "move"),
+          "watch sees the file made after ready", [e["event"] for e in seen_ev])
+
+    # Interactive: stdin of a background run, a session, a terminal.
+    pid = sbx.process.start(["sh", "-c", "cat > /tmp/in.txt"], stdin=True)
+    w1 = sbx.process.write_stdin(pid, "hello ")
+    w2 = sbx.process.write_stdin(pid, b"world", close=True)
+    check(w1["written"] == 6 and w2["closed"], "write_stdin, then close", (w1, w2))
+    check(poll(lambda: sbx.process.status(pid).get("status") == "exited"), "cat ends at EOF",
+          sbx.process.status(pid))
+    check(sbx.files.download("/tmp/in.txt") == b"hello world", "its stdin arrived whole")
+    with sbx.sessions.create() as ses:
+        ses.exec("cd /tmp && export A=1")
+        r = ses.exec("pwd; echo $A", timeout_s=30)
+        check((r.exit_code, r.stdout) == (0, "/tmp\n1\n"), "a session keeps cd and variables", r)
+        check(any(s["id"] == ses.id for s in sbx.sessions.list()), "sessions.list")
+    check(all(s["id"] != ses.id for s in sbx.sessions.list()), "the with block closed it")
+    term = sbx.terminals.create(cols=100, rows=30, command=["sleep", "600"])
+    check(term["cols"] == 100 and term["rows"] == 30 and term["status"] == "running",
+          "terminals.create", term)
+    check(any(x["id"] == term["id"] for x in sbx.terminals.list()), "terminals.list")
+    sbx.terminals.delete(term["id"])
+    check(all(x["id"] != term["id"] for x in sbx.terminals.list()), "terminals.delete")
 
     try:
         sbx.files.download("no/such/file")

@@ -13,9 +13,11 @@ from .errors import (Conflict, DeskboxError, Forbidden, InvalidArgument, LimitEx
                      NotFound, ServerError, Unauthorized)
 from .files import Files
 from .process import ExecResult, OutputEvent, Process
+from .sessions import Session, SessionResult, Sessions, Terminals
 
 __version__ = "0.1.0"
 
 __all__ = ["Deskbox", "Sandbox", "Desktop", "Process", "Files", "ExecResult", "OutputEvent",
+           "Sessions", "Session", "SessionResult", "Terminals",
            "DeskboxError", "InvalidArgument", "Unauthorized", "Forbidden", "NotFound",
            "Conflict", "LimitExceeded", "ServerError"]

@@ -82,12 +82,14 @@ class Transport:
         data = self.request(method, path, query, body, timeout)
         return json.loads(data.decode("utf-8")) if data else None
 
-    def events(self, path: str, body: Mapping[str, Any],
-               timeout: Optional[float] = None) -> Iterator[Tuple[str, Dict[str, Any]]]:
-        """POSTs `body` and yields (event, data) of a text/event-stream as
-        each event arrives.  Closing the generator closes the connection,
-        which ends the run on the server."""
-        conn, resp = self.open("POST", path, body=body,
+    def events(self, path: str, body: Optional[Mapping[str, Any]],
+               timeout: Optional[float] = None, method: str = "POST",
+               query: Optional[Mapping[str, Any]] = None
+               ) -> Iterator[Tuple[str, Dict[str, Any]]]:
+        """Sends `body` (POST) or `query` (GET) and yields (event, data) of a
+        text/event-stream as each event arrives.  Closing the generator
+        closes the connection, which ends the run or watch on the server."""
+        conn, resp = self.open(method, path, query, body=body,
                                headers={"Accept": "text/event-stream"}, timeout=timeout)
         try:
             event, data = "", []

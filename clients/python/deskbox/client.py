@@ -7,6 +7,7 @@ from .desktop import Desktop
 from .errors import NotFound
 from .files import Files
 from .process import Process
+from .sessions import Sessions, Terminals
 
 # Creating waits for the desktop to come up (seconds, usually well under one).
 _CREATE_TIMEOUT_S = 180.0
@@ -24,6 +25,8 @@ class Sandbox:
         self.desktop = Desktop(transport, base)
         self.process = Process(transport, base)
         self.files = Files(transport, base)
+        self.sessions = Sessions(transport, base)
+        self.terminals = Terminals(transport, base)
 
     def __repr__(self) -> str:
         return "Sandbox(id=%r, status=%r)" % (self.id, self.info.get("status"))

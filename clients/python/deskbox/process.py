@@ -1,6 +1,7 @@
 """Runs in a sandbox: exec and code_run, whole or streamed."""
 
 import base64
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -99,10 +100,27 @@ class Process:
 
     def start(self, argv: Union[None, str, Sequence[str]] = None, *,
               command: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-              cwd: Optional[str] = None) -> int:
-        """Starts a background run; returns its pid in the sandbox."""
-        body = self._body(argv, command, {"env": env, "cwd": cwd, "background": True})
+              cwd: Optional[str] = None, stdin: bool = False) -> int:
+        """Starts a background run; returns its pid in the sandbox.  With
+        stdin=True its stdin stays open for write_stdin."""
+        body = self._body(argv, command, {"env": env, "cwd": cwd, "background": True,
+                                          "stdin": True if stdin else None})
         return int(self._t.json("POST", self._base + "/exec", body=body)["pid"])
+
+    def write_stdin(self, pid: int, data: Union[bytes, str] = b"",
+                    close: bool = False) -> Dict[str, Any]:
+        """Writes data to the stdin of a run started with stdin=True (and
+        closes it after, with close=True); returns {"pid", "written",
+        "closed"} once the program took all of it."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        conn, resp = self._t.open("POST", "%s/%d/stdin" % (self._base, pid),
+                                  query={"close": close or None}, body=data,
+                                  headers={"Content-Type": "application/octet-stream"})
+        try:
+            return json.loads(resp.read().decode("utf-8"))
+        finally:
+            conn.close()
 
     def exec_stream(self, argv: Union[None, str, Sequence[str]] = None, *,
                     command: Optional[str] = None, timeout_s: Optional[float] = None,
