@@ -6,7 +6,6 @@ them, and it is independent both ways; checkpoints of stopped sandboxes,
 listing, delete, a restart of deskboxd; bad names and states are 4xx."""
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,18 +219,7 @@ def main():
         t.ok(cli("restore", cid, "nope")[0] != 0, "CLI: restore of an unknown checkpoint fails")
         srv.request("DELETE", base(cid))
     finally:
-        rc = None
-        for s in servers:
-            rc = s.stop()
-        t.eq(rc, 0, "deskboxd exits cleanly")
-        if t.failed:
-            t.diag(servers[-1].stderr())
-        for s in servers:
-            try:
-                os.unlink(s.log_path)
-            except OSError:
-                pass
-        shutil.rmtree(state, ignore_errors=True)
+        dbx.stop_servers(t, servers, state)
     t.done()
 
 

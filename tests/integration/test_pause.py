@@ -6,7 +6,6 @@ mirror is still connected; auto_resume resumes on the next call; stop and
 delete work on a paused sandbox; a restart of deskboxd lists it stopped."""
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -163,18 +162,7 @@ def main():
         r = srv.request("GET", base(sid) + "/desktop/screenshot")
         t.eq(r.status, 200, "auto_resume: a screenshot resumes it too")
     finally:
-        rc = None
-        for s in servers:
-            rc = s.stop()
-        t.eq(rc, 0, "deskboxd exits cleanly")
-        if t.failed:
-            t.diag(servers[-1].stderr())
-        for s in servers:
-            try:
-                os.unlink(s.log_path)
-            except OSError:
-                pass
-        shutil.rmtree(state, ignore_errors=True)
+        dbx.stop_servers(t, servers, state)
     t.done()
 
 

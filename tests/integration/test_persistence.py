@@ -7,7 +7,6 @@ and half-created sandboxes rolled back."""
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -160,18 +159,7 @@ def main():
         t.eq(srv.request("DELETE", base(sid)).status, 204, "delete")
         t.ok(not os.path.exists(os.path.join(state, "sandboxes", sid)), "its state is gone")
     finally:
-        rc = None
-        for s in servers:
-            rc = s.stop()
-        t.eq(rc, 0, "deskboxd exits cleanly")
-        if t.failed:
-            t.diag(servers[-1].stderr())
-        for s in servers:
-            try:
-                os.unlink(s.log_path)
-            except OSError:
-                pass
-        shutil.rmtree(state, ignore_errors=True)
+        dbx.stop_servers(t, servers, state)
     t.done()
 
 

@@ -131,18 +131,7 @@ def main():
         t.eq(sorted(x["name"] for x in r.json()["templates"]), ["python-agent"],
              "API templates survive a restart")
     finally:
-        rc = None
-        for s in servers:
-            rc = s.stop()
-        t.eq(rc, 0, "deskboxd exits cleanly")
-        if t.failed:
-            t.diag(servers[-1].stderr())
-        for s in servers:
-            try:
-                os.unlink(s.log_path)
-            except OSError:
-                pass
-        shutil.rmtree(state, ignore_errors=True)
+        dbx.stop_servers(t, servers, state)
         shutil.rmtree(tdir, ignore_errors=True)
     t.done()
 

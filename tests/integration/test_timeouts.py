@@ -6,7 +6,6 @@ pool claims included; bad inputs are 4xx JSON errors."""
 
 import calendar
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -146,18 +145,7 @@ def main():
         sb = srv.create({"timeout_s": 0, "display": {"width": 800, "height": 600}})
         t.eq(sb.get("expires_at", "missing"), None, "timeout_s 0 overrides --default-timeout")
     finally:
-        rc = None
-        for s in servers:
-            rc = s.stop()
-        t.eq(rc, 0, "deskboxd exits cleanly")
-        if t.failed:
-            t.diag(servers[-1].stderr())
-        for s in servers:
-            try:
-                os.unlink(s.log_path)
-            except OSError:
-                pass
-        shutil.rmtree(state, ignore_errors=True)
+        dbx.stop_servers(t, servers, state)
     t.done()
 
 

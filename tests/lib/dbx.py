@@ -304,6 +304,25 @@ class Server:
                 pass
 
 
+def stop_servers(t, servers, state):
+    """The end of a test that ran several deskboxds one after another on
+    one state dir: stops them all (the last must exit 0: a TAP check), shows
+    the last one's log if anything failed, removes their logs and the state
+    dir."""
+    rc = None
+    for s in servers:
+        rc = s.stop()
+    t.eq(rc, 0, "deskboxd exits cleanly")
+    if t.failed:
+        t.diag(servers[-1].stderr())
+    for s in servers:
+        try:
+            os.unlink(s.log_path)
+        except OSError:
+            pass
+    shutil.rmtree(state, ignore_errors=True)
+
+
 # ---- PNG ----
 
 def png_chunks(data):
