@@ -183,15 +183,6 @@ int api_port_slash(struct http_request *req, struct http_response *res, struct e
 	return 0;
 }
 
-static int sandbox_alive(void *cls, const char *sid)
-{
-	struct sandbox *sb;
-	if (sandbox_get(cls, sid, &sb, NULL) < 0)
-		return 0;
-	sandbox_put(sb);
-	return 1;
-}
-
 int api_port_token_create(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
@@ -220,7 +211,7 @@ int api_port_token_create(struct http_request *req, struct http_response *res, s
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
 		return err_code(e);
 	const char *sid = sandbox_id(sb);
-	shares_sweep(api->shares, sandbox_alive, api->sandboxes);
+	shares_sweep(api->shares, api_sandbox_alive, api->sandboxes);
 	char token[VNC_TOKEN_HEX + 1];
 	long long expires;
 	r = share_token_create(api->shares, sid, port, ttl, token, &expires, e);

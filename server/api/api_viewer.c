@@ -33,7 +33,7 @@
 	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "    \
 	"connect-src 'self'; base-uri 'none'; form-action 'none'"
 
-static int sandbox_alive(void *cls, const char *sid)
+int api_sandbox_alive(void *cls, const char *sid)
 {
 	struct sandbox *sb;
 	if (sandbox_get(cls, sid, &sb, NULL) < 0)
@@ -61,7 +61,7 @@ int api_vnc_token_create(struct http_request *req, struct http_response *res, st
 	if (sandbox_get(api->sandboxes, sid, &sb, e) < 0)
 		return err_code(e);
 	sandbox_put(sb);
-	vnc_sweep(api->vnc, sandbox_alive, api->sandboxes);
+	vnc_sweep(api->vnc, api_sandbox_alive, api->sandboxes);
 	char token[VNC_TOKEN_HEX + 1];
 	long long expires_at;
 	if (vnc_token_create(api->vnc, sid, view_only, ttl, token, &expires_at, e) < 0)

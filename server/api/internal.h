@@ -78,4 +78,8 @@ void api_sse_event(struct api_sse *s, const char *name, const cJSON *j);
 size_t api_sse_take(struct api_sse *s, char *buf, size_t max);
 void api_sse_release(struct api_sse *s);
 
+/* Whether sandbox `sid` of registry `cls` (struct sandboxes) is still
+ * there: the sweep callback of viewer and share tokens (api_viewer.c). */
+int api_sandbox_alive(void *cls, const char *sid);
+
 #endif
