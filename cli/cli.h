@@ -130,6 +130,7 @@ int cli_cmd_start(struct cli *c, int argc, char **argv);
 int cli_cmd_pause(struct cli *c, int argc, char **argv);
 int cli_cmd_resume(struct cli *c, int argc, char **argv);
 int cli_cmd_timeout(struct cli *c, int argc, char **argv);
+int cli_cmd_limits(struct cli *c, int argc, char **argv);
 int cli_cmd_checkpoint(struct cli *c, int argc, char **argv);
 int cli_cmd_restore(struct cli *c, int argc, char **argv);
 int cli_cmd_fork(struct cli *c, int argc, char **argv);

@@ -511,3 +511,45 @@ int cli_cmd_fork(struct cli *c, int argc, char **argv)
 	return on_sandbox_with(c, argv[first], "/fork", "checkpoint",
 			       argc - first == 2 ? argv[first + 1] : NULL, 0, print_status);
 }
+
+enum { OPT_LIM_MEMORY = 0x300, OPT_LIM_PIDS, OPT_LIM_CPUS };
+
+/* One option of `limits` into the PATCH body; -1 on a bad value. */
+static int limits_opt(void *ctx, int opt, const char *arg)
+{
+	cJSON *body = ctx;
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (errno || end == arg || *end || v < 0)
+		return -1;
+	if (opt == OPT_LIM_MEMORY)
+		cJSON_AddNumberToObject(body, "memory_mb", v);
+	else if (opt == OPT_LIM_PIDS)
+		cJSON_AddNumberToObject(body, "pids_max", v);
+	else if (opt == OPT_LIM_CPUS)
+		cJSON_AddNumberToObject(body, "cpu_millis", (double)(long long)(v * 1000 + 0.5));
+	else
+		return -1;
+	return 0;
+}
+
+int cli_cmd_limits(struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {{"memory", required_argument, NULL, OPT_LIM_MEMORY},
+					     {"pids", required_argument, NULL, OPT_LIM_PIDS},
+					     {"cpus", required_argument, NULL, OPT_LIM_CPUS},
+					     {0}};
+	cJSON *body = cJSON_CreateObject();
+	int first, rc = cli_parse(c, argc, argv, opts, limits_opt, body, &first);
+	if (rc == 0 && argc - first != 1)
+		rc = cli_usage_error(argv[0], argc - first < 1 ? "missing the sandbox id"
+							      : "too many arguments");
+	if (rc) {
+		cJSON_Delete(body);
+		return rc == 1 ? CLI_OK : rc;
+	}
+	_cleanup_free_ char *json = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	return on_sandbox(c, "PATCH", argv[first], "", json, print_details);
+}

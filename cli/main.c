@@ -31,6 +31,11 @@ static const struct cli_verb verbs[] = {
     {"resume", cli_cmd_resume, "resume ID", "continue a paused sandbox", ""},
     {"timeout", cli_cmd_timeout, "timeout ID SECONDS",
      "its on_timeout happens SECONDS from now (0: never)", ""},
+    {"limits", cli_cmd_limits, "limits ID [--memory MB] [--pids N] [--cpus X]",
+     "change a sandbox's limits while it lives",
+     "Changes the memory (MiB), pids and CPU (cores, 0: no limit) limits of a\n"
+     "sandbox: at once when it runs or is paused, at its next start when stopped.\n"
+     "Prints the sandbox.  See docs/lifecycle.md.\n"},
     {"checkpoint", cli_cmd_checkpoint, "checkpoint ID [NAME]",
      "capture the filesystem as NAME; without NAME list the checkpoints",
      "Captures the sandbox's files as checkpoint NAME (its desktop keeps running);\n"

@@ -52,6 +52,7 @@ int api_sandbox_start(struct http_request *req, struct http_response *res, struc
 cJSON *api_sandbox_view(struct sandbox *sb);
 
 /* api_lifecycle.c (docs/lifecycle.md): timeouts, pause and resume … */
+int api_sandbox_patch(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_resume(struct http_request *req, struct http_response *res, struct err *e);

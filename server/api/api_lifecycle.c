@@ -1,4 +1,5 @@
-/* api_lifecycle: a sandbox's deadline, pause and resume (docs/lifecycle.md). */
+/* api_lifecycle: a sandbox's deadline, live limits, pause and resume
+ * (docs/lifecycle.md). */
 #include <stdlib.h>
 
 #include "api.h"
@@ -28,6 +29,24 @@ int api_sandbox_timeout(struct http_request *req, struct http_response *res, str
 	struct sandbox *sb;
 	uint64_t t0 = clock_mono_ns();
 	if (sandbox_set_timeout(api->sandboxes, req->captures[0], t, &sb, e) < 0)
+		return err_code(e);
+	return reply_sandbox(res, sb, t0, e);
+}
+
+int api_sandbox_patch(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	struct sandbox_limits l;
+	int r = sandbox_limits_parse(body, &l, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	struct sandbox *sb;
+	uint64_t t0 = clock_mono_ns();
+	if (sandbox_update_limits(api->sandboxes, req->captures[0], &l, &sb, e) < 0)
 		return err_code(e);
 	return reply_sandbox(res, sb, t0, e);
 }

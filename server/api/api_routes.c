@@ -29,6 +29,7 @@ const struct http_route api_routes[] = {
     ROUTE("GET", "/v1/sandboxes", api_sandbox_list, 0),
     ROUTE("GET", SB, api_sandbox_get, 0),
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
+    ROUTE("PATCH", SB, api_sandbox_patch, 0),
     ROUTE("POST", SB "/stop", api_sandbox_stop, 0),
     ROUTE("POST", SB "/start", api_sandbox_start, 0),
     /* Lifecycle (docs/lifecycle.md). */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
@@ -32,6 +33,7 @@
 
 #include "common/cleanup.h"
 #include "common/clock.h"
+#include "common/fs.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -529,4 +531,91 @@ int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_
 	if (spawn(rt, argv, x->stdin_fd, x->stdout_fd, x->stderr_fd, client_pid, e) < 0)
 		return err_wrap(e, "crun exec in '%s'", id);
 	return 0;
+}
+
+/* The OCI linux.resources form of `l`, for `crun update --resources`.
+ * Without the CPU limit's lifting: crun 1.8 writes a quota of -1 as an
+ * unsigned number, which the kernel refuses (ERANGE). */
+static cJSON *limits_json(const struct runtime_limits *l)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (!j)
+		return NULL;
+	if (l->memory_bytes) {
+		/* memory+swap == limit, as at create. */
+		cJSON *m = cJSON_AddObjectToObject(j, "memory");
+		if (!m || !cJSON_AddNumberToObject(m, "limit", (double)l->memory_bytes) ||
+		    !cJSON_AddNumberToObject(m, "swap", (double)l->memory_bytes))
+			return cJSON_Delete(j), NULL;
+	}
+	if (l->pids_max > 0) {
+		cJSON *p = cJSON_AddObjectToObject(j, "pids");
+		if (!p || !cJSON_AddNumberToObject(p, "limit", (double)l->pids_max))
+			return cJSON_Delete(j), NULL;
+	}
+	if (l->cpu_millis && l->cpu_millis != RUNTIME_CPU_UNLIMITED) {
+		double q = (double)l->cpu_millis * (RUNTIME_CPU_PERIOD_US / 1000);
+		cJSON *c = cJSON_AddObjectToObject(j, "cpu");
+		if (!c || !cJSON_AddNumberToObject(c, "quota", q) ||
+		    !cJSON_AddNumberToObject(c, "period", RUNTIME_CPU_PERIOD_US))
+			return cJSON_Delete(j), NULL;
+	}
+	return j;
+}
+
+static int write_cgroup(const char *path, const char *value, struct err *e)
+{
+	_cleanup_fd_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, value, strlen(value)) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "writing '%s' to '%s'", value, path);
+	return 0;
+}
+
+/* Lifts container `id`'s CPU limit by writing its cgroup's file (under
+ * the "deskbox" parent, as runtime_write_bundle's callers place it). */
+static int cpu_unlimit(const struct runtime *rt, const char *id, struct err *e)
+{
+	static const char *const v1_dirs[] = {"cpu", "cpu,cpuacct", "cpuacct,cpu", NULL};
+	char path[PATH_MAX];
+	if (rt->cgroup_mode == RUNTIME_CGROUP_V2) {
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/deskbox/%s/cpu.max", id);
+		return write_cgroup(path, "max", e);
+	}
+	for (const char *const *d = v1_dirs; *d; d++) {
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/deskbox/%s/cpu.cfs_quota_us", *d, id);
+		if (access(path, F_OK) == 0)
+			return write_cgroup(path, "-1", e);
+	}
+	return err_set(e, ERR_INTERNAL, ENOENT, "no cpu cgroup for container '%s'", id);
+}
+
+int runtime_update(struct runtime *rt, const char *id, const struct runtime_limits *l,
+		   struct err *e)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/update-%s.json", rt->root, id);
+	cJSON *j = limits_json(l);
+	char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	if (!text)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = fs_write_atomic(path, text, strlen(text), 0600, e);
+	free(text);
+	if (r < 0)
+		return r;
+	char *argv[] = {"crun", "--root", rt->root, "update", "--resources", path, (char *)id, NULL};
+	char errbuf[RUNTIME_ERR_MAX];
+	int status;
+	r = run_call(rt, argv, NULL, errbuf, &status, e);
+	unlink(path);
+	if (r < 0)
+		return err_wrap(e, "crun update '%s'", id);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return l->cpu_millis == RUNTIME_CPU_UNLIMITED ? cpu_unlimit(rt, id, e) : 0;
+	if (!container_known(rt, id))
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no container '%s'", id);
+	if (strstr(errbuf, "Device or resource busy"))
+		return err_set(e, ERR_CONFLICT, EBUSY,
+			       "the sandbox uses more memory than the new limit");
+	return call_failed(e, "update", id, status, errbuf);
 }

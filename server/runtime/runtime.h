@@ -111,6 +111,22 @@ int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct er
  * does not know is not an error. */
 int runtime_delete(struct runtime *rt, const char *id, int force, struct err *e);
 
+/* A running container's limits, changed in place (`crun update`).  A
+ * field of 0 is left as it is; cpu_millis RUNTIME_CPU_UNLIMITED lifts the
+ * CPU limit.  ERR_CONFLICT when the kernel refuses a memory limit below
+ * what the container uses now (cgroup v1 answers EBUSY). */
+#define RUNTIME_CPU_UNLIMITED UINT32_MAX
+/* The CFS period of every CPU limit (100 ms, the kernel's default):
+ * cpu_millis 1000 = one core. */
+#define RUNTIME_CPU_PERIOD_US 100000
+struct runtime_limits {
+	uint64_t memory_bytes;
+	int64_t pids_max;
+	uint32_t cpu_millis;
+};
+int runtime_update(struct runtime *rt, const char *id, const struct runtime_limits *l,
+		   struct err *e);
+
 /* Reports whether the container runs (frozen counts: its processes are
  * there) and its init's host pid (0 if not). */
 int runtime_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid, struct err *e);

@@ -19,9 +19,6 @@
 #define NOFILE_SOFT 1024
 #define NOFILE_HARD 65536
 
-/* The CFS period for cpu_millis: 100 ms, the kernel's default. */
-#define CPU_PERIOD_US 100000
-
 static const char *const masked_paths[] = {
     "/proc/asound",	 "/proc/acpi",		"/proc/interrupts", "/proc/kcore",
     "/proc/keys",	 "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
@@ -184,9 +181,9 @@ static int build_resources(cJSON *lx, const struct runtime_spec *s)
 	}
 	if (s->cpu_millis) {
 		cJSON *c = cJSON_AddObjectToObject(r, "cpu");
-		double quota = (double)s->cpu_millis * (CPU_PERIOD_US / 1000);
+		double quota = (double)s->cpu_millis * (RUNTIME_CPU_PERIOD_US / 1000);
 		if (!c || !cJSON_AddNumberToObject(c, "quota", quota) ||
-		    !cJSON_AddNumberToObject(c, "period", CPU_PERIOD_US))
+		    !cJSON_AddNumberToObject(c, "period", RUNTIME_CPU_PERIOD_US))
 			return -1;
 	}
 	return 0;

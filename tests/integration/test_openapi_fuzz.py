@@ -8,7 +8,8 @@ schema for that status; other answers have a content type the spec names.
 Bounded: EXAMPLES requests per operation (DESKBOX_FUZZ_EXAMPLES, default
 25), waits and timeouts clamped to a few hundred ms, commands and file paths
 drawn from safe sets for the operations that run or change things, create
-sent only invalid bodies plus one default create, stop and start once each,
+and PATCH of the limits sent only invalid bodies plus one default create
+and one valid PATCH, stop and start once each,
 the sandbox deleted last. DESKBOX_FUZZ_SEED repeats a run."""
 
 import json
@@ -424,7 +425,8 @@ def main():
         for method, path, route, op in common.spec_operations(spec):
             params = spec["paths"][path].get("parameters", []) + op.get("parameters", [])
             ops.append((method, path, route, op, params))
-        last = {"deleteSandbox", "stopSandbox", "startSandbox", "createSandbox"}
+        last = {"deleteSandbox", "stopSandbox", "startSandbox", "createSandbox",
+                "updateSandboxLimits"}
         order = [o for o in ops if o[3].get("operationId") not in last]
         order.sort(key=lambda o: o[3].get("operationId") == "listWindows", reverse=True)
         by_id = {o[3].get("operationId"): o for o in ops}
@@ -446,6 +448,15 @@ def main():
         # Creates: invalid bodies only (a valid one would start a desktop
         # per example); then stop and start once each, then delete.
         fuzz(by_id["createSandbox"], invalid_only=True)
+        # Limits: invalid bodies (a valid one could starve the sandbox the
+        # other operations used), then one valid change.
+        fuzz(by_id["updateSandboxLimits"], invalid_only=True)
+        o = by_id["updateSandboxLimits"]
+        r = srv.request("PATCH", o[1].replace("{id}", f.sid), {"memory_mb": 1024})
+        f_problems = []
+        f.check(o[3], "PATCH", o[1], r, f_problems)
+        t.ok(r.status == 200 and not f_problems, "updateSandboxLimits answers as the spec says",
+             "\n".join(f_problems) or r.body[:300])
         for op_id in ("stopSandbox", "startSandbox"):
             o = by_id[op_id]
             r = srv.request("POST", o[1].replace("{id}", f.sid), {})

@@ -75,6 +75,15 @@ class Sandbox:
         self.info = self._t.json("POST", self._base + "/timeout", body={"timeout_s": timeout_s})
         return self
 
+    def set_limits(self, memory_mb: Optional[int] = None, pids_max: Optional[int] = None,
+                   cpu_millis: Optional[int] = None) -> "Sandbox":
+        """Changes its limits while it lives (cpu_millis 0: no CPU limit);
+        a stopped sandbox gets them at its next start."""
+        body = {k: v for k, v in (("memory_mb", memory_mb), ("pids_max", pids_max),
+                                  ("cpu_millis", cpu_millis)) if v is not None}
+        self.info = self._t.json("PATCH", self._base, body=body)
+        return self
+
     def pause(self) -> "Sandbox":
         """Freezes every process (memory kept, no CPU); see resume()."""
         self.info = self._t.json("POST", self._base + "/pause")

@@ -1,0 +1,167 @@
+/* sandbox_limits: a sandbox's memory, CPU and pids limits changed while it
+ * lives (PATCH /v1/sandboxes/{id}, docs/lifecycle.md).
+ *
+ * A running or paused sandbox gets the new limits in its cgroup at once
+ * (the runtime's `update`: the kernel applies them to every process
+ * inside, including the runs' sub-cgroups, which sit below it); a stopped
+ * or failed one only in its spec, which its next start writes into the
+ * bundle.  Either way the spec is persisted, so the limits outlive a
+ * restart of the sandbox and of deskboxd.  The disk and the display are
+ * fixed when the sandbox is made and are refused here by name.
+ *
+ * Order: the cgroup first, the spec after.  When the kernel refuses (a
+ * memory limit below what the sandbox uses now, on cgroup v1: v2 reclaims
+ * and then kills inside instead), the limits already written are put back
+ * and the client hears 409; when the spec cannot be written after the
+ * cgroup changed, the cgroup is put back too. */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/args.h"
+#include "common/log.h"
+#include "server/runtime/runtime.h"
+
+/* Fields a PATCH may carry. */
+static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis", NULL};
+
+/* Fields of a create that are fixed for the sandbox's life. */
+static const char *const fixed_fields[] = {"disk_mb", "display", "agent_display", "image",
+					   "env",     "network", "template",	  NULL};
+
+static int in_list(const char *const *list, const char *name)
+{
+	for (; *list; list++)
+		if (strcmp(*list, name) == 0)
+			return 1;
+	return 0;
+}
+
+int sandbox_limits_parse(const cJSON *req, struct sandbox_limits *l, struct err *e)
+{
+	memset(l, 0, sizeof(*l));
+	if (!cJSON_IsObject(req))
+		return err_set(e, ERR_INVALID, EINVAL, "the body must be a JSON object");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, req)
+	{
+		if (in_list(patch_fields, it->string))
+			continue;
+		if (in_list(fixed_fields, it->string))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field '%s' is fixed when the sandbox is made; a PATCH "
+				       "changes memory_mb, pids_max and cpu_millis",
+				       it->string);
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "unknown field '%s': a PATCH changes memory_mb, pids_max and "
+			       "cpu_millis",
+			       it->string);
+	}
+	int64_t v;
+	if (args_int(req, "memory_mb", 128, 1 << 20, 0, 0, &v, e) < 0)
+		return err_code(e);
+	l->memory_mb = (uint64_t)v;
+	if (args_int(req, "pids_max", 32, 1 << 22, 0, 0, &v, e) < 0)
+		return err_code(e);
+	l->pids_max = v;
+	const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(req, "cpu_millis");
+	if (cpu) {
+		if (args_int(req, "cpu_millis", 0, 256000, 0, 0, &v, e) < 0)
+			return err_code(e);
+		l->has_cpu = 1;
+		l->cpu_millis = (uint32_t)v;
+	}
+	if (!l->memory_mb && !l->pids_max && !l->has_cpu)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "nothing to change: give memory_mb, pids_max or cpu_millis");
+	return 0;
+}
+
+/* The runtime's form of `l` (0 = unchanged; cpu 0 = no limit). */
+static struct runtime_limits runtime_form(const struct sandbox_limits *l)
+{
+	struct runtime_limits r = {.memory_bytes = l->memory_mb << 20, .pids_max = l->pids_max};
+	if (l->has_cpu)
+		r.cpu_millis = l->cpu_millis ? l->cpu_millis : RUNTIME_CPU_UNLIMITED;
+	return r;
+}
+
+/* The limits `sb` has now, in the form of a change to them. */
+static struct sandbox_limits current(const struct sandbox *sb)
+{
+	return (struct sandbox_limits){.memory_mb = sb->spec.memory_mb,
+				       .pids_max = sb->spec.pids_max,
+				       .has_cpu = 1,
+				       .cpu_millis = sb->spec.cpu_millis};
+}
+
+static void apply_to_spec(struct sandbox *sb, const struct sandbox_limits *l)
+{
+	pthread_mutex_lock(&sb->mu);
+	if (l->memory_mb)
+		sb->spec.memory_mb = l->memory_mb;
+	if (l->pids_max)
+		sb->spec.pids_max = l->pids_max;
+	if (l->has_cpu)
+		sb->spec.cpu_millis = l->cpu_millis;
+	pthread_mutex_unlock(&sb->mu);
+}
+
+/* Writes the limits `before` into the running container's cgroup again. */
+static void put_back(struct sandbox *sb, const struct sandbox_limits *before)
+{
+	struct runtime_limits back = runtime_form(before);
+	struct err e = ERR_INIT;
+	if (runtime_update(sb->owner->rt, sb->container_id, &back, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: putting the limits back: %s", sb->id, e.msg);
+}
+
+/* With sb->op held exclusively: the change, in the cgroup if a container
+ * runs, then in the persisted spec. */
+static int update_locked(struct sandbox *sb, enum sandbox_status st,
+			 const struct sandbox_limits *l, struct err *e)
+{
+	int live = st == SANDBOX_RUNNING || st == SANDBOX_PAUSED;
+	struct sandbox_limits before = current(sb);
+	struct runtime_limits rl = runtime_form(l);
+	if (live && runtime_update(sb->owner->rt, sb->container_id, &rl, e) < 0) {
+		/* The runtime writes one file after another: a refusal may
+		 * come after some of them took. */
+		put_back(sb, &before);
+		return err_wrap(e, "changing the limits of sandbox '%s'", sb->id);
+	}
+	apply_to_spec(sb, l);
+	if (sandbox_persist(sb, st, e) == 0)
+		return 0;
+	apply_to_spec(sb, &before);
+	if (live)
+		put_back(sb, &before);
+	return err_wrap(e, "saving the limits of sandbox '%s'", sb->id);
+}
+
+int sandbox_update_limits(struct sandboxes *s, const char *id, const struct sandbox_limits *l,
+			  struct sandbox **out, struct err *e)
+{
+	struct sandbox *sb;
+	if (sandbox_get(s, id, &sb, e) < 0)
+		return err_code(e);
+	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	enum sandbox_status st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	int r;
+	if (st == SANDBOX_DELETING)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id);
+	else if (st == SANDBOX_CREATING)
+		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", id);
+	else
+		r = update_locked(sb, st, l, e);
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0) {
+		sandbox_put(sb);
+		return r;
+	}
+	*out = sb;
+	return 0;
+}
