@@ -182,6 +182,21 @@ void sandbox_sweep_uploads(struct sandbox *sb);
  * (sandbox_state.c); the monitor's restarts use it too. */
 int sandbox_start_locked(struct sandbox *sb, struct err *e);
 
+/* ---- names and metadata (sandbox_name.c) ---- */
+/* "name", "metadata" and "read_only_root" of a create into `spec`
+ * (sandbox_spec_parse; on failure spec->metadata may be set, released
+ * with the spec). */
+int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+/* Adds "name" (when it has one), "metadata" and "read_only_root". */
+void sandbox_labels_json(const struct sandbox *sb, cJSON *j);
+/* The listed sandbox whose id or name is `ref`, or NULL; s->mu held. */
+struct sandbox *sandbox_find_locked(struct sandboxes *s, const char *ref);
+/* ERR_NAME_TAKEN when a listed sandbox has `name` ("" is no name); s->mu
+ * held, so that the check and the listing that follows are one step. */
+int sandbox_name_claim_locked(struct sandboxes *s, const char *name, struct err *e);
+/* Whether sb's metadata meets all `n` conditions. */
+int sandbox_matches(const struct sandbox *sb, const struct sandbox_filter *f, size_t n);
+
 /* ---- deadlines (sandbox_timeout.c) ---- */
 
 /* Starts the one timer thread that fires every sandbox's deadline. */

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Names, metadata and read-only roots (docs/lifecycle.md, "Names and
+metadata"): a sandbox created with "name" answers under that name in every
+route family (GET, screenshot, exec, files, viewer tokens, ports through
+the path and through a {port}-{name} Host, stop/start, fork, delete); of
+16 concurrent creates of one name exactly one wins and the others get 409
+name_taken; names and metadata survive a deskboxd restart that takes the
+sandbox over; GET /v1/sandboxes?metadata.k=v filters (several parameters
+AND together); bad names and metadata are 400 naming the field.  With
+"read_only_root": true, writes outside /workspace, /tmp, /home/user and
+/root fail inside with EROFS and through the files API with 403, the
+desktop still starts and answers."""
+import http.client
+import json
+import os
+import signal
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import dbx  # noqa: E402
+
+t = dbx.Tap()
+dbx.require_root_and_tools()
+
+
+def code_of(r):
+    try:
+        return r.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def message_of(r):
+    try:
+        return r.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
+def raw(srv, method, path, headers):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    conn.request(method, path, headers=headers)
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return dbx.Response(r.status, r.getheaders(), data)
+
+
+def listed(srv, query=""):
+    r = srv.request("GET", "/v1/sandboxes" + query)
+    if r.status != 200:
+        return r.status
+    return sorted(sb["id"] for sb in r.json()["sandboxes"])
+
+
+SMALL = {"display": {"width": 640, "height": 480}, "disk_mb": 256}
+
+
+def spec(**kw):
+    s = dict(SMALL)
+    s.update(kw)
+    return s
+
+
+def check_refusals(srv):
+    bad_names = ["", "Alice", "-a", "a-", "1abc", "a_b", "a.b", "a" * 64,
+                 "0123456789abcdef0123456789abcdef", "abcdef0123456789abcdef0123456789", 5,
+                 ["x"], "é"]
+    for n in bad_names:
+        r = srv.request("POST", "/v1/sandboxes", spec(name=n))
+        t.ok(r.status == 400 and code_of(r) == "invalid_argument" and
+             "'name'" in message_of(r), "name %r: 400 naming the field" % (n,),
+             "%d %s" % (r.status, r.body[:200]))
+    bad_meta = [
+        ("a list", ["x"]),
+        ("a number value", {"k": 1}),
+        ("a null value", {"k": None}),
+        ("a value of 257 bytes", {"k": "v" * 257}),
+        ("33 keys", {"k%d" % i: "v" for i in range(33)}),
+        ("a key with a space", {"a b": "v"}),
+        ("a key of 65 bytes", {"k" * 65: "v"}),
+        ("an empty key", {"": "v"}),
+    ]
+    for why, m in bad_meta:
+        r = srv.request("POST", "/v1/sandboxes", spec(metadata=m))
+        t.ok(r.status == 400 and code_of(r) == "invalid_argument" and
+             "'metadata'" in message_of(r), "metadata with %s: 400 naming the field" % why,
+             "%d %s" % (r.status, r.body[:200]))
+    r = srv.request("POST", "/v1/sandboxes",
+                    b'{"metadata": {"k": "a", "k": "b"}}', headers={"Content-Type":
+                                                                     "application/json"})
+    t.ok(r.status == 400 and "twice" in message_of(r), "a metadata key given twice: 400",
+         r.body[:200])
+    r = srv.request("POST", "/v1/sandboxes", spec(read_only_root="yes"))
+    t.ok(r.status == 400 and "read_only_root" in message_of(r),
+         "read_only_root not a boolean: 400", r.body[:200])
+    t.eq(listed(srv), [], "no refused create left a sandbox behind")
+
+
+def check_routes(srv, sid, name):
+    """Every route family, addressed by name."""
+    base = "/v1/sandboxes/" + name
+    r = srv.request("GET", base)
+    t.ok(r.status == 200 and r.json()["id"] == sid and r.json()["name"] == name,
+         "GET by name is the sandbox", r.body[:200])
+    png = srv.screenshot(name)
+    t.eq(dbx.png_info(png)[:2], (640, 480), "a screenshot by name")
+    t.eq(srv.exec(name, ["echo", "hi"])["stdout"], "hi\n", "exec by name")
+    up = srv.request("PUT", base + "/files/upload?path=/workspace/n.txt", b"by name\n")
+    t.eq(up.status, 201, "an upload by name")
+    r = srv.request("GET", "/v1/sandboxes/%s/files/download?path=/workspace/n.txt" % sid)
+    t.eq(r.body, b"by name\n", "is the file the id reads back")
+    r = srv.request("GET", base + "/files/list?path=/workspace")
+    t.ok(r.status == 200 and "n.txt" in r.body.decode(), "a listing by name")
+    tok = srv.request("POST", base + "/vnc/tokens", {})
+    t.eq(tok.status, 201, "a viewer token by name")
+    if tok.status == 201:
+        tk = tok.json()["token"]
+        r = raw(srv, "GET", "/v1/sandboxes/%s/vnc/?token=%s" % (sid, tk), {})
+        t.eq(r.status, 200, "the viewer page under the id takes a token made under the name")
+        r = raw(srv, "GET", "/v1/sandboxes/%s/vnc/?token=%s" % (name, tk), {})
+        t.eq(r.status, 200, "and under the name")
+    srv.exec(name, ["mkdir", "-p", "/workspace/www"])
+    srv.request("PUT", base + "/files/upload?path=/workspace/www/p.txt", b"port by name\n")
+    srv.exec(name, ["python3", "-m", "http.server", "-b", "127.0.0.1", "8000"],
+             cwd="/workspace/www", background=True)
+    ok = dbx.wait_until(lambda: srv.request("GET", base + "/ports/8000/p.txt").status == 200,
+                        timeout=30)
+    t.ok(ok, "a port through the proxy by name")
+    r = raw(srv, "GET", "/p.txt", {"Host": "8000-%s.deskbox.test:%d" % (name, srv.port),
+                                   "Authorization": "Bearer " + srv.token})
+    t.ok(r.status == 200 and r.body == b"port by name\n",
+         "Host {port}-{name}.deskbox.test reaches it too", "%d %r" % (r.status, r.body[:100]))
+    r = srv.request("POST", base + "/stop")
+    t.ok(r.status == 200 and r.json()["status"] == "stopped", "stop by name", r.body[:200])
+    r = srv.request("POST", base + "/start")
+    t.ok(r.status == 200 and r.json()["status"] == "running", "start by name", r.body[:200])
+    r = srv.request("GET", "/v1/sandboxes/no-such-name/desktop/screenshot")
+    t.ok(r.status == 404 and code_of(r) == "not_found", "an unknown name is 404", r.body[:200])
+
+
+def check_race(srv):
+    """16 creates of one name at once: one 201, fifteen 409 name_taken."""
+    results = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def one():
+        go.wait()
+        r = srv.request("POST", "/v1/sandboxes", spec(name="race"), timeout=300)
+        with lock:
+            results.append((r.status, code_of(r), r.json().get("id") if r.status == 201
+                            else None))
+    ths = [threading.Thread(target=one) for _ in range(16)]
+    for th in ths:
+        th.start()
+    go.set()
+    for th in ths:
+        th.join()
+    wins = [x for x in results if x[0] == 201]
+    taken = [x for x in results if x[0] == 409 and x[1] == "name_taken"]
+    t.ok(len(wins) == 1 and len(taken) == 15,
+         "16 concurrent creates of one name: exactly one 201 and 15 409 name_taken",
+         [x[:2] for x in results])
+    if wins:
+        r = srv.request("GET", "/v1/sandboxes/race")
+        t.ok(r.status == 200 and r.json()["id"] == wins[0][2], "the name is the winner's")
+        srv.request("DELETE", "/v1/sandboxes/race")
+    r = srv.request("GET", "/v1/sandboxes/race")
+    t.eq(r.status, 404, "deleted by name: the name is gone")
+
+
+def check_filter(srv, a, b):
+    t.eq(listed(srv, "?metadata.team=red"), [a], "metadata.team=red: only the red one")
+    t.eq(listed(srv, "?metadata.tier=1"), sorted([a, b]), "metadata.tier=1: both")
+    t.eq(listed(srv, "?metadata.team=red&metadata.tier=1"), [a], "two parameters AND together")
+    t.eq(listed(srv, "?metadata.team=blue&metadata.tier=2"), [], "two that no one meets: none")
+    t.eq(listed(srv, "?metadata.team=green"), [], "no match: an empty list")
+    t.eq(listed(srv, "?metadata.owner=x"), [], "a key no one has: an empty list")
+    t.eq(listed(srv, "?metadata.note=a%20b%26c"), [b], "values are URL-decoded")
+    t.eq(listed(srv, "?other=1"), sorted([a, b]), "other parameters are ignored, as before")
+    r = srv.request("GET", "/v1/sandboxes?metadata.bad%20key=x")
+    t.ok(r.status == 400 and code_of(r) == "invalid_argument" and "metadata" in message_of(r),
+         "a bad key in the query: 400", r.body[:200])
+    r = srv.request("GET", "/v1/sandboxes")
+    by_id = {sb["id"]: sb for sb in r.json()["sandboxes"]}
+    t.eq(by_id[a].get("metadata"), {"team": "red", "tier": "1"}, "the list shows metadata")
+    t.eq(by_id[a].get("name"), "alice-dev", "and the name")
+    t.ok("name" not in by_id[b], "a sandbox without a name shows none")
+
+
+def check_fork(srv, name):
+    r = srv.request("POST", "/v1/sandboxes/%s/fork" % name, {})
+    t.eq(r.status, 201, "a fork by name", )
+    if r.status == 201:
+        f = r.json()
+        t.ok("name" not in f and f.get("metadata") == {"team": "red", "tier": "1"},
+             "the fork has no name and the same metadata", r.body[:300])
+        srv.request("DELETE", "/v1/sandboxes/" + f["id"])
+    r = srv.request("POST", "/v1/sandboxes/%s/fork" % name, {"name": name})
+    t.ok(r.status == 409 and code_of(r) == "name_taken", "a fork may not take the name",
+         r.body[:200])
+    r = srv.request("POST", "/v1/sandboxes/%s/fork" % name, {"name": "Bad"})
+    t.eq(r.status, 400, "a fork with a bad name: 400")
+    r = srv.request("POST", "/v1/sandboxes/%s/fork" % name, {"name": "alice-fork"})
+    t.ok(r.status == 201 and r.json().get("name") == "alice-fork", "a fork with its own name",
+         r.body[:200])
+    if r.status == 201:
+        srv.request("DELETE", "/v1/sandboxes/alice-fork")
+
+
+def check_template(srv):
+    r = srv.request("POST", "/v1/templates", {"name": "small", "display": SMALL["display"]})
+    t.eq(r.status, 201, "a template")
+    r = srv.request("POST", "/v1/sandboxes", {"template": "small", "name": "from-tpl",
+                                               "metadata": {"via": "template"}})
+    j = r.json() if r.status == 201 else {}
+    t.ok(r.status == 201 and j.get("name") == "from-tpl" and
+         j.get("metadata") == {"via": "template"},
+         "a create from a template takes a name and metadata", r.body[:300])
+    if r.status == 201:
+        srv.request("DELETE", "/v1/sandboxes/from-tpl")
+    r = srv.request("GET", "/v1/templates/small")
+    t.ok(r.status == 200 and "metadata" not in r.json(), "the template holds neither")
+    srv.request("DELETE", "/v1/templates/small")
+
+
+def check_restart(srv, a, b):
+    """SIGTERM with --on-exit keep, a new deskboxd on the state dir."""
+    state = srv.state_dir
+    srv.proc.send_signal(signal.SIGTERM)
+    t.eq(srv.proc.wait(timeout=60), 0, "deskboxd exits on SIGTERM, sandboxes kept running")
+    srv.log.close()
+    srv2 = dbx.Server(state_dir=state, on_exit="keep", args=["--ports-domain", "deskbox.test"])
+    r = srv2.request("GET", "/v1/sandboxes/alice-dev")
+    t.ok(r.status == 200 and r.json()["id"] == a and r.json()["status"] == "running" and
+         r.json()["metadata"] == {"team": "red", "tier": "1"},
+         "after the restart the name still finds it, running, with its metadata", r.body[:300])
+    t.eq(srv2.exec("alice-dev", ["cat", "/workspace/n.txt"])["stdout"], "by name\n",
+         "exec by name in the taken-over sandbox")
+    t.eq(listed(srv2, "?metadata.team=blue"), [b], "the filter works after the restart")
+    r = srv2.request("POST", "/v1/sandboxes", spec(name="alice-dev"))
+    t.ok(r.status == 409 and code_of(r) == "name_taken", "and the name is still taken",
+         r.body[:200])
+    return srv2
+
+
+srv = dbx.Server(on_exit="keep", args=["--ports-domain", "deskbox.test"])
+servers = [srv]
+state = srv.state_dir
+try:
+    check_refusals(srv)
+    r = srv.request("POST", "/v1/sandboxes",
+                    spec(name="alice-dev", metadata={"team": "red", "tier": "1"}))
+    t.eq(r.status, 201, "a create with a name and metadata")
+    a = r.json()
+    t.ok(a.get("name") == "alice-dev" and a.get("metadata") == {"team": "red", "tier": "1"} and
+         a.get("read_only_root") is False, "its answer shows them", r.body[:300])
+    a = a["id"]
+    b = srv.create(spec(metadata={"team": "blue", "tier": "1", "note": "a b&c"}))
+    t.ok("name" not in b and b.get("metadata", {}).get("note") == "a b&c",
+         "a sandbox with metadata and no name")
+    b = b["id"]
+    r = srv.request("POST", "/v1/sandboxes", spec(name="alice-dev"))
+    t.ok(r.status == 409 and code_of(r) == "name_taken" and "alice-dev" in message_of(r),
+         "a second create with the name: 409 name_taken", r.body[:200])
+    check_routes(srv, a, "alice-dev")
+    check_filter(srv, a, b)
+    check_race(srv)
+    check_fork(srv, "alice-dev")
+    check_template(srv)
+    srv = check_restart(srv, a, b)
+    servers.append(srv)
+    r = srv.request("DELETE", "/v1/sandboxes/alice-dev")
+    t.eq(r.status, 204, "delete by name")
+    t.eq(srv.request("GET", "/v1/sandboxes/" + a).status, 404, "it is gone")
+    r = srv.request("POST", "/v1/sandboxes", spec(name="alice-dev"))
+    t.ok(r.status == 201 and r.json()["id"] != a, "the name is free again for a new sandbox",
+         r.body[:200])
+    for sb in srv.request("GET", "/v1/sandboxes").json()["sandboxes"]:
+        srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+finally:
+    for s in servers:
+        s.on_exit = "keep"
+        s.own_state = False
+        if s.proc.poll() is None:
+            s.cleanup()
+    dbx.stop_servers(t, servers, state)
+t.done()
