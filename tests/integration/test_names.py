@@ -246,11 +246,67 @@ def check_restart(srv, a, b):
     return srv2
 
 
+def check_read_only(srv):
+    """read_only_root: EROFS outside /workspace, /tmp and the homes, inside
+    and through the files API, running and stopped; the desktop works."""
+    r = srv.request("POST", "/v1/sandboxes", spec(name="ro", read_only_root=True))
+    t.ok(r.status == 201 and r.json().get("read_only_root") is True,
+         "a create with read_only_root", r.body[:300])
+    if r.status != 201:
+        return
+    for path in ("/usr/x", "/etc/x", "/x", "/var/x", "/opt/x"):
+        x = srv.exec("ro", ["touch", path])
+        t.ok(x["exit_code"] != 0 and "Read-only file system" in x["stderr"],
+             "touch %s fails with EROFS inside" % path, x)
+    for path in ("/workspace/x", "/tmp/x", "/home/user/x"):
+        x = srv.exec("ro", ["sh", "-c", "echo w >%s && cat %s" % (path, path)])
+        t.eq((x["exit_code"], x["stdout"]), (0, "w\n"), "%s is writable" % path)
+    x = srv.exec("ro", ["sh", "-c", "echo w >~/y && echo $HOME"])
+    t.eq((x["exit_code"], x["stdout"]), (0, "/home/user\n"), "~ (the HOME) is writable")
+    x = srv.root_exec(srv.request("GET", "/v1/sandboxes/ro").json()["id"],
+                      ["sh", "-c", "touch /root/x && echo root-ok; touch /etc/x"])
+    t.ok("root-ok" in x["stdout"] and "Read-only file system" in x["stdout"],
+         "the sandbox's root writes /root (the desktop's HOME) but not /etc", x)
+    t.eq(dbx.png_info(srv.screenshot("ro"))[:2], (640, 480), "the desktop answers a screenshot")
+    r = srv.post("ro", "launch", {"argv": ["xterm", "-title", "ro-term"]})
+    t.eq(r.status, 200, "an xterm starts")
+    wins = lambda: [w.get("title") for w in srv.request(
+        "GET", "/v1/sandboxes/ro/desktop/windows").json().get("windows", [])]
+    t.ok(dbx.wait_until(lambda: "ro-term" in wins(), timeout=20), "its window shows")
+    srv.post("ro", "click", {"x": 100, "y": 100})
+    srv.post("ro", "type_text", {"text": "echo typed >/workspace/typed.txt\n"})
+    got = dbx.wait_until(lambda: srv.request(
+        "GET", "/v1/sandboxes/ro/files/download?path=/workspace/typed.txt").body == b"typed\n",
+        timeout=20)
+    t.ok(got, "typing into it runs a command that writes /workspace")
+    for state in ("running", "stopped"):
+        for path in ("/usr/f", "/etc/f", "/f"):
+            r = srv.request("PUT", "/v1/sandboxes/ro/files/upload?path=" + path, b"x")
+            t.ok(r.status == 403 and code_of(r) == "forbidden" and
+                 "Read-only file system" in message_of(r),
+                 "%s: an upload to %s is 403 forbidden (EROFS)" % (state, path), r.body[:200])
+        r = srv.request("POST", "/v1/sandboxes/ro/files/mkdir", {"path": "/etc/d"})
+        t.eq(r.status, 403, "%s: mkdir in /etc is 403" % state)
+        for path in ("/workspace/f", "/tmp/f", "/home/user/f"):
+            r = srv.request("PUT", "/v1/sandboxes/ro/files/upload?path=" + path, state)
+            t.eq(r.status, 201, "%s: an upload to %s works" % (state, path))
+        if state == "running":
+            r = srv.request("POST", "/v1/sandboxes/ro/stop")
+            t.eq(r.status, 200, "it stops")
+    r = srv.request("POST", "/v1/sandboxes/ro/start")
+    t.eq(r.status, 200, "and starts again")
+    x = srv.exec("ro", ["sh", "-c", "cat /workspace/f /tmp/f; touch /usr/x"])
+    t.ok(x["stdout"] == "stoppedstopped" and "Read-only file system" in x["stderr"],
+         "what was written stopped is there, the root still read-only", x)
+    t.eq(srv.request("DELETE", "/v1/sandboxes/ro").status, 204, "deleted")
+
+
 srv = dbx.Server(on_exit="keep", args=["--ports-domain", "deskbox.test"])
 servers = [srv]
 state = srv.state_dir
 try:
     check_refusals(srv)
+    check_read_only(srv)
     r = srv.request("POST", "/v1/sandboxes",
                     spec(name="alice-dev", metadata={"team": "red", "tier": "1"}))
     t.eq(r.status, 201, "a create with a name and metadata")
