@@ -301,12 +301,58 @@ def check_read_only(srv):
     t.eq(srv.request("DELETE", "/v1/sandboxes/ro").status, 204, "deleted")
 
 
+def check_clients(srv):
+    """The CLI's create flags and ls filter, and the SDK's parameters."""
+    import subprocess
+    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token)
+
+    def cli(*args):
+        p = subprocess.run([os.path.join(dbx.BUILD, "deskbox")] + list(args), env=env,
+                           capture_output=True, text=True, timeout=180)
+        return p.returncode, p.stdout.strip(), p.stderr
+    rc, sid, err = cli("create", "--display", "640x480", "--name", "cli-made", "--metadata",
+                       "team=cli", "--metadata", "k2=v 2", "--read-only-root")
+    t.ok(rc == 0 and len(sid) == 32, "deskbox create --name --metadata --read-only-root",
+         (rc, sid, err))
+    rc, out, err = cli("--json", "get", "cli-made")
+    j = json.loads(out) if rc == 0 else {}
+    t.ok(j.get("id") == sid and j.get("metadata") == {"team": "cli", "k2": "v 2"} and
+         j.get("read_only_root") is True, "deskbox get NAME shows them", (rc, out[:300], err))
+    rc, out, err = cli("ls", "--metadata", "k2=v 2")
+    t.ok(rc == 0 and sid in out and out.count("\n") == 1, "deskbox ls --metadata K=V filters",
+         (rc, out, err))
+    rc, out, err = cli("ls", "--metadata", "team=nobody")
+    t.ok(rc == 0 and sid not in out, "and lists none that do not match", (rc, out))
+    rc, out, err = cli("exec", "cli-made", "--", "touch", "/etc/x")
+    t.ok(rc != 0 and "Read-only" in err + out, "deskbox exec NAME runs in it, root read-only",
+         (rc, out, err))
+    t.eq(cli("rm", "cli-made")[0], 0, "deskbox rm NAME")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+    import deskbox
+    d = deskbox.Deskbox(url="http://127.0.0.1:%d" % srv.port, token=srv.token)
+    sbx = d.create(display=(640, 480), name="sdk-made", metadata={"via": "sdk"})
+    try:
+        t.ok(sbx.name == "sdk-made" and sbx.metadata == {"via": "sdk"},
+             "SDK create(name=, metadata=)", sbx.info)
+        t.eq([x.id for x in d.list(metadata={"via": "sdk"})], [sbx.id],
+             "SDK list(metadata=) filters")
+        t.eq(d.get("sdk-made").id, sbx.id, "SDK get(NAME)")
+        try:
+            d.create(display=(640, 480), name="sdk-made")
+            t.ok(False, "SDK: a taken name raises Conflict")
+        except deskbox.Conflict as ex:
+            t.eq(ex.code, "name_taken", "SDK: a taken name raises Conflict, code name_taken")
+    finally:
+        sbx.delete(missing_ok=True)
+
+
 srv = dbx.Server(on_exit="keep", args=["--ports-domain", "deskbox.test"])
 servers = [srv]
 state = srv.state_dir
 try:
     check_refusals(srv)
     check_read_only(srv)
+    check_clients(srv)
     r = srv.request("POST", "/v1/sandboxes",
                     spec(name="alice-dev", metadata={"team": "red", "tier": "1"}))
     t.eq(r.status, 201, "a create with a name and metadata")
