@@ -155,8 +155,9 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
  * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
- * "restart":"no"|"on-failure", "network": see network.h, "image"}); on
- * failure nothing is left to release. */
+ * "restart":"no"|"on-failure", "network": see network.h, "image", "name",
+ * "metadata", "read_only_root" (sandbox_name.c)}); on failure nothing is
+ * left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
 
