@@ -346,6 +346,46 @@ def check_clients(srv):
         sbx.delete(missing_ok=True)
 
 
+def check_pool():
+    """A warm-pool desktop takes the name and metadata of the create that
+    claims it; a taken name leaves it in the pool; a read-only root is
+    never served from it."""
+    p = dbx.Server(args=["--warm-pool", "1:640x480"])
+    root = os.path.join(p.state_dir, "runtime")
+
+    def ctrs():
+        try:
+            return sorted(d[4:] for d in os.listdir(root) if d.startswith("dbx-"))
+        except OSError:
+            return []
+    try:
+        t.ok(dbx.wait_until(lambda: len(ctrs()) == 1, timeout=60, interval=0.2),
+             "a warm pool of one desktop", ctrs())
+        pooled = ctrs()[:1]
+        body = {"display": {"width": 640, "height": 480}, "name": "warm",
+                "metadata": {"pool": "yes"}}
+        r = p.request("POST", "/v1/sandboxes", body)
+        j = r.json() if r.status == 201 else {}
+        t.ok([j.get("id")] == pooled and j.get("name") == "warm" and
+             j.get("metadata") == {"pool": "yes"},
+             "a create with a name and metadata claims the pool's desktop", r.body[:300])
+        t.eq(p.request("GET", "/v1/sandboxes/warm").json().get("id"), j.get("id"),
+             "and the name finds it")
+        t.ok(dbx.wait_until(lambda: len(ctrs()) == 2, timeout=60, interval=0.2),
+             "a replacement fills the pool")
+        r = p.request("POST", "/v1/sandboxes", body)
+        t.ok(r.status == 409 and code_of(r) == "name_taken", "a taken name: 409, from the pool too",
+             r.body[:200])
+        t.ok(len(listed(p)) == 1 and len(ctrs()) == 2, "and the pool's desktop stays in the pool")
+        waiting = [c for c in ctrs() if c != j.get("id")]
+        r = p.request("POST", "/v1/sandboxes", dict(body, name="cold", read_only_root=True))
+        t.ok(r.status == 201 and r.json()["read_only_root"] is True and
+             r.json()["id"] not in waiting and set(waiting) <= set(ctrs()),
+             "a read-only root is created cold, not from the pool", r.body[:200])
+    finally:
+        p.cleanup()
+
+
 srv = dbx.Server(on_exit="keep", args=["--ports-domain", "deskbox.test"])
 servers = [srv]
 state = srv.state_dir
@@ -353,6 +393,7 @@ try:
     check_refusals(srv)
     check_read_only(srv)
     check_clients(srv)
+    check_pool()
     r = srv.request("POST", "/v1/sandboxes",
                     spec(name="alice-dev", metadata={"team": "red", "tier": "1"}))
     t.eq(r.status, 201, "a create with a name and metadata")
@@ -374,12 +415,16 @@ try:
     check_template(srv)
     srv = check_restart(srv, a, b)
     servers.append(srv)
+    old_tok = srv.request("POST", "/v1/sandboxes/alice-dev/vnc/tokens", {}).json()["token"]
     r = srv.request("DELETE", "/v1/sandboxes/alice-dev")
     t.eq(r.status, 204, "delete by name")
     t.eq(srv.request("GET", "/v1/sandboxes/" + a).status, 404, "it is gone")
     r = srv.request("POST", "/v1/sandboxes", spec(name="alice-dev"))
     t.ok(r.status == 201 and r.json()["id"] != a, "the name is free again for a new sandbox",
          r.body[:200])
+    r = raw(srv, "GET", "/v1/sandboxes/alice-dev/vnc/?token=" + old_tok, {})
+    t.ok(r.status in (401, 403), "the old sandbox's viewer token does not open the new one's "
+         "page under the same name", r.status)
     for sb in srv.request("GET", "/v1/sandboxes").json()["sandboxes"]:
         srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
 finally:
