@@ -52,7 +52,17 @@ int cli_env_add(cJSON *env, const char *kv)
 	return 0;
 }
 
-enum { OPT_DISPLAY = 0x200, OPT_AGENT, OPT_MEMORY, OPT_ENV, OPT_NETWORK, OPT_IMAGE };
+enum {
+	OPT_DISPLAY = 0x200,
+	OPT_AGENT,
+	OPT_MEMORY,
+	OPT_ENV,
+	OPT_NETWORK,
+	OPT_IMAGE,
+	OPT_NAME,
+	OPT_METADATA,
+	OPT_READ_ONLY_ROOT,
+};
 
 /* --network none|internet, or an allow list "NAME,CIDR,ADDR:PORT,...". */
 static int network_opt(cJSON *body, const char *arg)
@@ -108,6 +118,21 @@ static int create_opt(void *ctx, int opt, const char *arg)
 	}
 	case OPT_NETWORK:
 		return network_opt(body, arg);
+	case OPT_NAME:
+		cJSON_DeleteItemFromObjectCaseSensitive(body, "name");
+		cJSON_AddStringToObject(body, "name", arg);
+		return 0;
+	case OPT_METADATA: {
+		/* K=V like --env; the server checks keys and sizes. */
+		cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "metadata");
+		if (!m)
+			m = cJSON_AddObjectToObject(body, "metadata");
+		return cli_env_add(m, arg);
+	}
+	case OPT_READ_ONLY_ROOT:
+		cJSON_DeleteItemFromObjectCaseSensitive(body, "read_only_root");
+		cJSON_AddTrueToObject(body, "read_only_root");
+		return 0;
 	}
 	return -1;
 }
@@ -120,6 +145,9 @@ int cli_cmd_create(struct cli *c, int argc, char **argv)
 					     {"env", required_argument, NULL, OPT_ENV},
 					     {"network", required_argument, NULL, OPT_NETWORK},
 					     {"image", required_argument, NULL, OPT_IMAGE},
+					     {"name", required_argument, NULL, OPT_NAME},
+					     {"metadata", required_argument, NULL, OPT_METADATA},
+					     {"read-only-root", no_argument, NULL, OPT_READ_ONLY_ROOT},
 					     {0}};
 	cJSON *body = cJSON_CreateObject();
 	int first, rc = cli_parse(c, argc, argv, opts, create_opt, body, &first);
@@ -195,14 +223,42 @@ static void print_sandbox_row(const cJSON *s)
 	       num_str(s, "memory_mb", mem, sizeof(mem)), when);
 }
 
+/* ls --metadata K=V: "&metadata.K=V" appended to the query in ctx. */
+static int ls_opt(void *ctx, int opt, const char *arg)
+{
+	char **q = ctx;
+	const char *eq = strchr(arg, '=');
+	if (opt != OPT_METADATA || !eq || eq == arg)
+		return -1;
+	char *k = strndup(arg, (size_t)(eq - arg));
+	char *ek = k ? cli_escape(k) : NULL, *ev = cli_escape(eq + 1), *nq = NULL;
+	int r = ek && ev && asprintf(&nq, "%s%cmetadata.%s=%s", *q ? *q : "/v1/sandboxes",
+				     *q ? '&' : '?', ek, ev) >= 0
+		    ? 0
+		    : -1;
+	free(k);
+	free(ek);
+	free(ev);
+	if (r == 0) {
+		free(*q);
+		*q = nq;
+	}
+	return r;
+}
+
 int cli_cmd_ls(struct cli *c, int argc, char **argv)
 {
-	int first, rc = simple_args(c, argc, argv, 0, 0, &first);
-	if (rc >= 0)
-		return rc;
+	static const struct option opts[] = {{"metadata", required_argument, NULL, OPT_METADATA},
+					     {0}};
+	_cleanup_free_ char *path = NULL;
+	int first, rc = cli_parse(c, argc, argv, opts, ls_opt, &path, &first);
+	if (rc == 0 && first < argc)
+		rc = cli_usage_error(argv[0], "unexpected argument '%s'", argv[first]);
+	if (rc)
+		return rc == 1 ? CLI_OK : rc;
 	struct cli_reply r;
 	struct err e = ERR_INIT;
-	if (cli_request(c, "GET", "/v1/sandboxes", NULL, &r, &e) < 0)
+	if (cli_request(c, "GET", path ? path : "/v1/sandboxes", NULL, &r, &e) < 0)
 		return cli_fail(c, &e);
 	if (c->json) {
 		cli_print_body(&r);

@@ -13,7 +13,7 @@
 static const struct cli_verb verbs[] = {
     {"create", cli_cmd_create,
      "create [--display WxH] [--agent-display WxH] [--memory MB] [--env K=V]... [--network N]\n"
-     "       [--image NAME]",
+     "       [--image NAME] [--name NAME] [--metadata K=V]... [--read-only-root]",
      "create a sandbox and print its id",
      "Creates a sandbox with a desktop and prints its id once the desktop is up.\n"
      "  --display WxH        screen size (default 1280x800)\n"
@@ -21,8 +21,13 @@ static const struct cli_verb verbs[] = {
      "  --memory MB          memory limit (default 2048)\n"
      "  --env K=V            an environment variable for every process (repeatable)\n"
      "  --network N          none, internet, or an allow list: NAME,CIDR,ADDR:PORT,...\n"
-     "  --image NAME         a stored image (docs/images.md; default: default)\n"},
-    {"ls", cli_cmd_ls, "ls", "list the sandboxes", ""},
+     "  --image NAME         a stored image (docs/images.md; default: default)\n"
+     "  --name NAME          a unique name, usable in place of the id everywhere\n"
+     "  --metadata K=V       a label to find it by (repeatable; ls --metadata K=V)\n"
+     "  --read-only-root     all but /workspace, /tmp and the home directories read-only\n"},
+    {"ls", cli_cmd_ls, "ls [--metadata K=V]...", "list the sandboxes",
+     "Lists the sandboxes; with --metadata only those whose metadata has K=V\n"
+     "(several: all of them).\n"},
     {"get", cli_cmd_get, "get ID", "show one sandbox", ""},
     {"rm", cli_cmd_rm, "rm ID...", "delete sandboxes (every process and file of them)", ""},
     {"stop", cli_cmd_stop, "stop ID", "stop a sandbox: processes end, files stay", ""},

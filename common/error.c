@@ -24,6 +24,7 @@ static const char *const kind_names[] = {
     [ERR_NOT_RUNNING] = "sandbox_not_running",
     [ERR_BAD_GATEWAY] = "bad_gateway",
     [ERR_PAUSED] = "sandbox_paused",
+    [ERR_NAME_TAKEN] = "name_taken",
 };
 
 int err_code(const struct err *e)

@@ -37,6 +37,7 @@ enum err_kind {
 	ERR_NOT_RUNNING,  /* sandbox_not_running: stopped or failed; start it first */
 	ERR_BAD_GATEWAY,  /* bad_gateway: a service in the sandbox did not answer */
 	ERR_PAUSED,	  /* sandbox_paused: frozen; resume it first */
+	ERR_NAME_TAKEN,	  /* name_taken: another sandbox has that name */
 };
 
 #define ERR_MSG_MAX 512

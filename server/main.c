@@ -261,6 +261,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
 	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
+	    .canon = api_canon_captures,
 	};
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);

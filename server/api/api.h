@@ -164,7 +164,12 @@ int api_port_proxy(struct http_request *req, struct http_response *res, struct e
 int api_port_slash(struct http_request *req, struct http_response *res, struct err *e);
 int api_port_token_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_port_token_revoke(struct http_request *req, struct http_response *res, struct err *e);
-/* http_opts.rewrite for --ports-domain: "{port}-{id}.DOMAIN" hosts. */
+/* http_opts.canon: a sandbox's name in {id} becomes its id, so that
+ * names work in every route under /v1/sandboxes/{id} (docs/api.md). */
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
+			char *buf, size_t size);
+/* http_opts.rewrite for --ports-domain: "{port}-{id}.DOMAIN" hosts (or
+ * "{port}-{name}.DOMAIN"). */
 int api_ports_rewrite(void *app, const char *host, char *prefix, size_t size);
 
 /* api_cdp.c: the in-sandbox browser over the DevTools protocol */

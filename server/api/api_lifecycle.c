@@ -127,12 +127,14 @@ int api_sandbox_fork(struct http_request *req, struct http_response *res, struct
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
-	const char *name;
+	const char *name, *sbname;
 	struct sandbox *sb = NULL;
 	uint64_t t0 = clock_mono_ns();
 	int r = args_string(body, "checkpoint", 64, 0, &name, e);
 	if (r == 0)
-		r = sandbox_fork(api->sandboxes, req->captures[0], name, &sb, e);
+		r = args_string(body, "name", SANDBOX_NAME_MAX, 0, &sbname, e);
+	if (r == 0)
+		r = sandbox_fork(api->sandboxes, req->captures[0], name, sbname, &sb, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;

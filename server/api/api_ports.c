@@ -11,6 +11,7 @@
  * load without the API token.  The query parameter and the cookie are
  * deskboxd's and are not passed on either.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,31 @@ static int upstream_target(const struct http_request *req, const char *prefix, c
 	return 0;
 }
 
+/* How the request target names the sandbox: its name when the client
+ * used that (captures[0] holds the id then, api_canon_captures), so that
+ * the prefix stripped and the share cookie's path are the ones the client
+ * sees; otherwise the id. */
+static const char *sent_ref(const struct http_request *req, char *buf, size_t size)
+{
+	struct api *api = req->app;
+	static const char sb[] = "/v1/sandboxes/";
+	const char *raw = req->raw_uri, *sid = req->captures[0];
+	if (strncmp(raw, sb, sizeof(sb) - 1) != 0)
+		return sid;
+	const char *seg = raw + sizeof(sb) - 1;
+	size_t n = strcspn(seg, "/?");
+	char id[SANDBOX_ID_LEN + 1];
+	if (n == 0 || n >= size)
+		return sid;
+	memcpy(buf, seg, n);
+	buf[n] = '\0';
+	if (strcmp(buf, sid) != 0 &&
+	    (!sandbox_name_ok(buf) || sandbox_resolve(api->sandboxes, buf, id, sizeof(id)) < 0 ||
+	     strcmp(id, sid) != 0))
+		return sid;
+	return buf;
+}
+
 /* Checks the credential: 1 for the API token, 0 for a share token (then a
  * cookie keeps it, see port_answer_cookie). */
 static int port_auth(struct http_request *req, const char *sid, unsigned port, struct err *e)
@@ -131,8 +157,9 @@ int api_port_proxy_begin(struct http_request *req, struct http_body_sink *sink, 
 	if (api_token < 0)
 		return api_token;
 	http_request_trusted(req);
-	char prefix[160], target[8192];
-	snprintf(prefix, sizeof(prefix), "/v1/sandboxes/%s/ports/%u", sid, port);
+	char prefix[160], target[8192], ref[SANDBOX_NAME_MAX + 1];
+	snprintf(prefix, sizeof(prefix), "/v1/sandboxes/%s/ports/%u", sent_ref(req, ref, sizeof(ref)),
+		 port);
 	if (upstream_target(req, prefix, target, sizeof(target), e) < 0)
 		return err_code(e);
 	struct http_proxy_opts o = {
@@ -154,14 +181,14 @@ int api_port_proxy(struct http_request *req, struct http_response *res, struct e
 		return r;
 	/* A share token that came in the URL: the browser keeps it for the
 	 * page's further requests. */
-	char cookie[VNC_TOKEN_MAX_LEN + 200];
+	char cookie[VNC_TOKEN_MAX_LEN + 200], ref[SANDBOX_NAME_MAX + 1];
 	if (req->host_routed)
 		snprintf(cookie, sizeof(cookie), SHARE_COOKIE "=%s; Path=/; HttpOnly; SameSite=Lax",
 			 q);
 	else
 		snprintf(cookie, sizeof(cookie),
 			 SHARE_COOKIE "=%s; Path=/v1/sandboxes/%s/ports/%s/; HttpOnly; SameSite=Lax",
-			 q, req->captures[0], req->captures[1]);
+			 q, sent_ref(req, ref, sizeof(ref)), req->captures[1]);
 	http_add_header(res, "Set-Cookie", cookie, NULL);
 	return 0;
 }
@@ -252,19 +279,44 @@ int api_port_token_revoke(struct http_request *req, struct http_response *res, s
 	return 0;
 }
 
+/* The prefix for "{port}-{name}" (the first `label` bytes of `host`,
+ * the dash at `dash`): 1 with it, 0 when that is no port and name. */
+static int name_prefix(const char *host, size_t dash, size_t label, char *prefix, size_t size)
+{
+	char name[SANDBOX_NAME_MAX + 1];
+	size_t n = label - dash - 1;
+	if (n > SANDBOX_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		name[i] = (char)tolower((unsigned char)host[dash + 1 + i]);
+	name[n] = '\0';
+	unsigned port = 0;
+	for (size_t i = 0; i < dash; i++) {
+		if (host[i] < '0' || host[i] > '9')
+			return 0;
+		port = port * 10 + (unsigned)(host[i] - '0');
+	}
+	if (!sandbox_name_ok(name) || port < 1 || port > 65535)
+		return 0;
+	return snprintf(prefix, size, "/v1/sandboxes/%s/ports/%u", name, port) < (int)size;
+}
+
 int api_ports_rewrite(void *app, const char *host, char *prefix, size_t size)
 {
 	const struct api *api = app;
 	if (!api->ports_domain)
 		return 0;
-	/* "{port}-{id}.{domain}[:listen-port]" */
+	/* "{port}-{id}.{domain}[:listen-port]", or a sandbox's name in place
+	 * of the id (names are DNS labels; api_canon_captures resolves it) */
 	size_t hl = strcspn(host, ":"), dl = strlen(api->ports_domain);
 	if (hl < dl + 4 || host[hl - dl - 1] != '.' ||
 	    strncasecmp(host + hl - dl, api->ports_domain, dl) != 0)
 		return 0;
 	size_t label = hl - dl - 1, dash = strcspn(host, "-");
-	if (dash == 0 || dash >= label || dash > 5 || label - dash - 1 != SANDBOX_ID_LEN)
+	if (dash == 0 || dash >= label || dash > 5)
 		return 0;
+	if (label - dash - 1 != SANDBOX_ID_LEN)
+		return name_prefix(host, dash, label, prefix, size);
 	unsigned port = 0;
 	for (size_t i = 0; i < dash; i++) {
 		if (host[i] < '0' || host[i] > '9')

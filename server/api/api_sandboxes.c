@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
 #include "server/sandbox/sandbox.h"
@@ -90,11 +91,53 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	return http_reply_json(res, 201, j, e);
 }
 
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
+			char *buf, size_t size)
+{
+	static const char sb[] = "/v1/sandboxes/{id}";
+	const size_t len = sizeof(sb) - 1;
+	struct api *api = app;
+	if (n < 1 || strncmp(pattern, sb, len) != 0 || (pattern[len] && pattern[len] != '/'))
+		return;
+	if (sandbox_resolve(api->sandboxes, captures[0], buf, size) == 0)
+		captures[0] = buf;
+}
+
+/* The "metadata.KEY=VALUE" conditions of a list; other parameters are
+ * not the list's and are ignored, as before. */
+struct list_query {
+	struct sandbox_filter f[SANDBOX_META_MAX_KEYS];
+	size_t n;
+	struct err *e;
+};
+
+static int list_arg(void *cls, const char *name, const char *value)
+{
+	struct list_query *q = cls;
+	static const char prefix[] = "metadata.";
+	if (strncmp(name, prefix, sizeof(prefix) - 1) != 0)
+		return 0;
+	const char *key = name + sizeof(prefix) - 1;
+	if (!sandbox_metadata_key_ok(key))
+		return err_set(q->e, ERR_INVALID, EINVAL,
+			       "query parameter '%.80s': bad metadata key (1-%d of A-Z a-z 0-9 . _ "
+			       "- /)",
+			       name, SANDBOX_META_KEY_MAX);
+	if (q->n >= SANDBOX_META_MAX_KEYS)
+		return err_set(q->e, ERR_INVALID, E2BIG, "more than %d metadata.* parameters",
+			       SANDBOX_META_MAX_KEYS);
+	q->f[q->n++] = (struct sandbox_filter){key, value};
+	return 0;
+}
+
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
+	struct list_query q = {.e = e};
+	if (http_each_query(req, list_arg, &q) != 0)
+		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	cJSON *list = sandboxes_json(api->sandboxes);
+	cJSON *list = sandboxes_json_where(api->sandboxes, q.f, q.n);
 	cJSON *it;
 	cJSON_ArrayForEach(it, list)
 	{

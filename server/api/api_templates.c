@@ -60,9 +60,22 @@ int api_template_expand(struct api *api, cJSON **body, struct sandbox_template_e
 	extra->files = extra->startup = NULL;
 	if (!cJSON_GetObjectItemCaseSensitive(*body, "template"))
 		return 0;
+	/* What belongs to one sandbox, not to a template: taken aside and
+	 * given to the create as it is (a template holds no name). */
+	static const char *const own[] = {"name", "metadata", "read_only_root"};
+	cJSON *kept[3];
+	for (size_t i = 0; i < 3; i++)
+		kept[i] = cJSON_DetachItemFromObjectCaseSensitive(*body, own[i]);
 	cJSON *create;
-	if (sandbox_template_expand(api->templates, *body, &create, extra, e) < 0)
-		return err_code(e);
+	int r = sandbox_template_expand(api->templates, *body, &create, extra, e);
+	for (size_t i = 0; i < 3; i++) {
+		if (r == 0 && kept[i])
+			cJSON_AddItemToObject(create, own[i], kept[i]);
+		else
+			cJSON_Delete(kept[i]);
+	}
+	if (r < 0)
+		return r;
 	cJSON_Delete(*body);
 	*body = create;
 	return 0;

@@ -208,6 +208,7 @@ static int status_of(enum err_kind kind)
 	case ERR_CONFLICT:
 	case ERR_NOT_RUNNING:
 	case ERR_PAUSED:
+	case ERR_NAME_TAKEN:
 		return 409;
 	case ERR_TOO_LARGE:
 		return 413;
@@ -587,6 +588,9 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 	struct err e = ERR_INIT;
 	url = routed_path(h, c, conn, url, &e);
 	c->route = url ? route_find(h, method, url, c, &e) : NULL;
+	if (c->route && h->o.canon)
+		h->o.canon(h->o.app, c->route->pattern, c->captures, c->n_captures, c->canon,
+			   sizeof(c->canon));
 	if (c->route)
 		check_framing(conn, &e);
 	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH))

@@ -152,6 +152,12 @@ struct http_opts {
 	 * path prefix in `prefix` (the request is then routed as prefix +
 	 * path, e.g. "/v1/sandboxes/ID/ports/8000"), or 0.  NULL: none. */
 	int (*rewrite)(void *app, const char *host, char *prefix, size_t size);
+	/* Runs once a route matched, before anything else looks at the
+	 * request: may point captures at canonical values it writes into
+	 * `buf` (a sandbox's name becomes its id), so every handler, and
+	 * every store keyed by a capture, sees one form.  NULL: none. */
+	void (*canon)(void *app, const char *pattern, const char **captures, size_t n, char *buf,
+		      size_t size);
 };
 
 struct http;
@@ -204,6 +210,11 @@ const char *http_header(const struct http_request *req, const char *name);
  * stops the walk and is returned. */
 int http_each_header(const struct http_request *req,
 		     int (*fn)(void *cls, const char *name, const char *value), void *cls);
+/* Calls fn for every query-string argument (decoded; "" for one without
+ * '='), in the order sent; a non-zero return stops the walk and is
+ * returned. */
+int http_each_query(const struct http_request *req,
+		    int (*fn)(void *cls, const char *name, const char *value), void *cls);
 /* The query string as sent (after '?', not decoded), "" when none. */
 const char *http_raw_query(const struct http_request *req);
 /* 0 when the request carries the API token (Authorization: Bearer), else

@@ -99,6 +99,14 @@ int http_each_header(const struct http_request *req,
 	return w.result;
 }
 
+int http_each_query(const struct http_request *req,
+		    int (*fn)(void *cls, const char *name, const char *value), void *cls)
+{
+	struct header_walk w = {fn, cls, 0};
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, header_step, &w);
+	return w.result;
+}
+
 const char *http_raw_query(const struct http_request *req)
 {
 	const char *q = req->raw_uri ? strchr(req->raw_uri, '?') : NULL;

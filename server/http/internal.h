@@ -45,6 +45,7 @@ struct request_ctx {
 	char pathbuf[HTTP_PATH_MAX];
 	const char *captures[HTTP_MAX_CAPTURES];
 	size_t n_captures;
+	char canon[128]; /* what opts.canon pointed a capture at */
 	char *body;
 	size_t body_len, body_cap;
 	int too_large;

@@ -74,6 +74,9 @@ struct runtime_spec {
 	const char *cwd;
 	const struct runtime_mount *mounts; /* extra bind mounts, after the standard ones */
 	size_t n_mounts;
+	/* The root mount read-only (OCI root.readonly); the mounts on it keep
+	 * their own flags. */
+	int read_only_root;
 	uint64_t memory_bytes;	   /* 0: no limit */
 	int64_t pids_max;	   /* 0: no limit */
 	uint32_t cpu_millis;	   /* 0: no limit; 1000 = one core */

@@ -290,7 +290,7 @@ int runtime_write_bundle(const struct runtime_spec *s, struct err *e)
 	int bad = !root || !cJSON_AddStringToObject(root, "ociVersion", "1.0.2");
 	cJSON *rootfs = bad ? NULL : cJSON_AddObjectToObject(root, "root");
 	bad = bad || !rootfs || !cJSON_AddStringToObject(rootfs, "path", s->rootfs) ||
-	      !cJSON_AddFalseToObject(rootfs, "readonly") ||
+	      !cJSON_AddBoolToObject(rootfs, "readonly", s->read_only_root) ||
 	      !cJSON_AddStringToObject(root, "hostname", s->hostname ? s->hostname : s->id) ||
 	      build_process(root, s) || build_mounts(root, s) || build_linux(root, s);
 	if (bad)

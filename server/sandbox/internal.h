@@ -47,6 +47,9 @@ struct sandbox {
 	/* Its own disk (sandbox_disk.c) is mounted on <dir>/disk, and the
 	 * tmpfs for /run/deskbox on <dir>/run; both under mu. */
 	int disk_mounted, run_mounted;
+	/* The read-only view of a stopped read_only_root sandbox is mounted
+	 * on <dir>/roview (sandbox_readonly.c); under mu. */
+	int roview_mounted;
 	/* Bytes reserved by uploads in flight and not written yet. */
 	_Atomic uint64_t disk_reserved;
 	/* Drains the container's stdout and stderr into init.log
@@ -181,6 +184,37 @@ void sandbox_sweep_uploads(struct sandbox *sb);
 /* Starts a stopped or failed sandbox under its exclusive lock
  * (sandbox_state.c); the monitor's restarts use it too. */
 int sandbox_start_locked(struct sandbox *sb, struct err *e);
+
+/* ---- names and metadata (sandbox_name.c) ---- */
+/* "name", "metadata" and "read_only_root" of a create into `spec`
+ * (sandbox_spec_parse; on failure spec->metadata may be set, released
+ * with the spec). */
+int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+/* Adds "name" (when it has one), "metadata" and "read_only_root". */
+void sandbox_labels_json(const struct sandbox *sb, cJSON *j);
+/* The listed sandbox whose id or name is `ref`, or NULL; s->mu held. */
+struct sandbox *sandbox_find_locked(struct sandboxes *s, const char *ref);
+/* ERR_NAME_TAKEN when a listed sandbox has `name` ("" is no name); s->mu
+ * held, so that the check and the listing that follows are one step. */
+int sandbox_name_claim_locked(struct sandboxes *s, const char *name, struct err *e);
+/* Whether sb's metadata meets all `n` conditions. */
+int sandbox_matches(const struct sandbox *sb, const struct sandbox_filter *f, size_t n);
+
+/* ---- read-only roots (sandbox_readonly.c) ---- */
+#define SANDBOX_RW_DIRS 4
+/* What stays writable under a read-only root: /workspace, /tmp,
+ * /home/user, /root. */
+extern const char *const sandbox_rw_dirs[SANDBOX_RW_DIRS + 1];
+/* The container's writable binds (from `rootfs`, the overlay) for a
+ * read_only_root sandbox into `mounts` (room for SANDBOX_RW_DIRS; their
+ * sources in `src`); returns how many, 0 for other sandboxes. */
+int sandbox_ro_mounts(const struct sandbox *sb, const char *rootfs, struct runtime_mount *mounts,
+		      char src[SANDBOX_RW_DIRS][PATH_MAX]);
+/* Mounts <dir>/roview (the overlay read-only, the writable places bound
+ * writable on it) unless it is; the overlay must be mounted.  umount
+ * undoes it (before the overlay is unmounted). */
+int sandbox_roview_mount(struct sandbox *sb, struct err *e);
+void sandbox_roview_umount(struct sandbox *sb);
 
 /* ---- deadlines (sandbox_timeout.c) ---- */
 

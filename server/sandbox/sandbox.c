@@ -107,6 +107,7 @@ static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, co
 	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
 	sandbox_timeout_json((struct sandbox *)sb, j);
 	sandbox_net_json((struct sandbox *)sb, j);
+	sandbox_labels_json(sb, j);
 	return j;
 }
 
@@ -226,7 +227,7 @@ static void registry_remove(struct sandboxes *s, struct sandbox *sb)
 
 /* Lists a new sandbox (the registry takes a reference): ERR_LIMIT past
  * max_sandboxes (pool members do not count), ERR_INVALID for an image
- * that cannot be used. */
+ * that cannot be used, ERR_NAME_TAKEN for a name in use. */
 static int registry_add(struct sandboxes *s, struct sandbox *sb, int pooled, struct err *e)
 {
 	pthread_mutex_lock(&s->mu);
@@ -237,6 +238,10 @@ static int registry_add(struct sandboxes *s, struct sandbox *sb, int pooled, str
 	/* Under the registry's lock: an image is deleted only while no
 	 * listed sandbox names it (sandbox_image_delete). */
 	else if (sandbox_image_check(s, sb->spec.image, e) < 0)
+		r = err_code(e);
+	/* Checked and listed under one lock: of concurrent creates with one
+	 * name, exactly one gets it. */
+	else if (sandbox_name_claim_locked(s, sb->spec.name, e) < 0)
 		r = err_code(e);
 	if (r == 0) {
 		sb->next = s->list;
@@ -265,6 +270,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	sb->spec = *spec;
 	memset(spec->env, 0, sizeof(spec->env));
 	memset(&spec->network, 0, sizeof(spec->network));
+	spec->metadata = NULL;
 	if (sb->spec.disk_mb == SANDBOX_DISK_DEFAULT)
 		sb->spec.disk_mb = s->cfg.disk_mb;
 	sb->created_at = (long long)time(NULL);
@@ -345,6 +351,10 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
 			       s->cfg.max_sandboxes);
 	}
+	if (sandbox_name_claim_locked(s, req->name, e) < 0) {
+		pthread_mutex_unlock(&s->mu);
+		return err_code(e);
+	}
 	pthread_rwlock_wrlock(&sb->op);
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
@@ -364,12 +374,17 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 	sb->spec.timeout_s = req->timeout_s;
 	sb->spec.on_timeout = req->on_timeout;
 	sb->spec.auto_resume = req->auto_resume;
+	memcpy(sb->spec.name, req->name, sizeof(sb->spec.name));
+	sb->spec.metadata = req->metadata ? cJSON_Duplicate(req->metadata, 1) : NULL;
 	pthread_mutex_unlock(&s->mu);
 	if (sandbox_net_claim(sb, req, e) < 0) {
 		/* Served cold instead (pool_take), where the error shows. */
 		pthread_mutex_lock(&s->mu);
 		s->count--;
 		sb->pooled = 1;
+		sb->spec.name[0] = '\0';
+		cJSON_Delete(sb->spec.metadata);
+		sb->spec.metadata = NULL;
 		pthread_mutex_unlock(&s->mu);
 		pthread_rwlock_unlock(&sb->op);
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: network at claim: %s", sb->id, e->msg);
@@ -393,19 +408,19 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
 	       disk == sb->spec.disk_mb && req->memory_mb == sb->spec.memory_mb &&
 	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
-	       !req->env[0] && !sb->spec.env[0] && strcmp(req->image, sb->spec.image) == 0;
+	       !req->env[0] && !sb->spec.env[0] && strcmp(req->image, sb->spec.image) == 0 &&
+	       req->read_only_root == sb->spec.read_only_root;
 }
 
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
 {
 	pthread_mutex_lock(&s->mu);
-	for (struct sandbox *sb = s->list; sb; sb = sb->next) {
-		if (!sb->pooled && strcmp(sb->id, id) == 0) {
-			atomic_fetch_add(&sb->refs, 1);
-			pthread_mutex_unlock(&s->mu);
-			*out = sb;
-			return 0;
-		}
+	struct sandbox *sb = sandbox_find_locked(s, id);
+	if (sb) {
+		atomic_fetch_add(&sb->refs, 1);
+		pthread_mutex_unlock(&s->mu);
+		*out = sb;
+		return 0;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.64s'", id);
@@ -574,15 +589,20 @@ void sandboxes_count(struct sandboxes *s, unsigned counts[SANDBOX_DELETING + 1])
 	pthread_mutex_unlock(&s->mu);
 }
 
-cJSON *sandboxes_json(struct sandboxes *s)
+cJSON *sandboxes_json_where(struct sandboxes *s, const struct sandbox_filter *f, size_t n)
 {
 	cJSON *arr = cJSON_CreateArray();
 	pthread_mutex_lock(&s->mu);
 	for (struct sandbox *sb = s->list; sb; sb = sb->next)
-		if (!sb->pooled)
+		if (!sb->pooled && sandbox_matches(sb, f, n))
 			cJSON_AddItemToArray(arr, sandbox_json(sb));
 	pthread_mutex_unlock(&s->mu);
 	return arr;
+}
+
+cJSON *sandboxes_json(struct sandboxes *s)
+{
+	return sandboxes_json_where(s, NULL, 0);
 }
 
 /* ---- opening and closing the registry ---- */

@@ -44,6 +44,15 @@ enum sandbox_on_timeout {
 
 #define SANDBOX_MAX_ENV 128
 
+/* Names and metadata (sandbox_name.c): a name is a DNS label of at most
+ * SANDBOX_NAME_MAX; metadata holds at most SANDBOX_META_MAX_KEYS keys of
+ * at most SANDBOX_META_KEY_MAX bytes with string values of at most
+ * SANDBOX_META_VALUE_MAX bytes. */
+#define SANDBOX_NAME_MAX       63
+#define SANDBOX_META_MAX_KEYS  32
+#define SANDBOX_META_KEY_MAX   64
+#define SANDBOX_META_VALUE_MAX 256
+
 struct sandbox_spec {
 	uint32_t width, height;
 	uint64_t memory_mb;
@@ -74,6 +83,14 @@ struct sandbox_spec {
 	struct network_policy network;
 	/* "default" or a stored image (server/runtime/runtime.h, images). */
 	char image[IMAGE_NAME_MAX + 1];
+	/* "name" (sandbox_name.c): unique among the sandboxes and usable in
+	 * place of the id; "" when it has none. */
+	char name[SANDBOX_NAME_MAX + 1];
+	/* "metadata": a JSON object of string values (owned), NULL: none. */
+	cJSON *metadata;
+	/* "read_only_root": all but /workspace, /tmp, /home/user and /root
+	 * is read-only inside. */
+	int read_only_root;
 };
 
 #define SANDBOX_TIMEOUT_DEFAULT (-1)
@@ -138,8 +155,9 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
 /* Validates the spec's JSON form into `spec`, defaults filled in
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
  * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
- * "restart":"no"|"on-failure", "network": see network.h, "image"}); on
- * failure nothing is left to release. */
+ * "restart":"no"|"on-failure", "network": see network.h, "image", "name",
+ * "metadata", "read_only_root" (sandbox_name.c)}); on failure nothing is
+ * left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
 
@@ -164,9 +182,29 @@ int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_
 void sandbox_discard(struct sandboxes *s, struct sandbox *sb);
 int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb);
 
-/* Looks a sandbox up by id and takes a reference.  ERR_NOT_FOUND. */
+/* Looks a sandbox up by id or name and takes a reference.  ERR_NOT_FOUND. */
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 void sandbox_put(struct sandbox *sb);
+
+/* ---- names and metadata (sandbox_name.c) ---- */
+
+/* 1 if `name` can name a sandbox: 1-63 of a-z 0-9 '-', starting with a
+ * letter, not ending with '-', and not 32 hex digits (so that no name is
+ * ever taken for an id). */
+int sandbox_name_ok(const char *name);
+/* 1 if `key` can be a metadata key: 1-64 of A-Z a-z 0-9 . _ - /. */
+int sandbox_metadata_key_ok(const char *key);
+/* The id of the sandbox `ref` (an id or a name) names, into `id`; -ENOENT
+ * when none does. */
+int sandbox_resolve(struct sandboxes *s, const char *ref, char *id, size_t size);
+
+/* One metadata condition of a list: metadata[key] == value. */
+struct sandbox_filter {
+	const char *key, *value;
+};
+/* The listed sandboxes whose metadata meets all `n` conditions (a JSON
+ * array of sandbox_json views, the caller's). */
+cJSON *sandboxes_json_where(struct sandboxes *s, const struct sandbox_filter *f, size_t n);
 
 /* Deletes a sandbox: every process, mount, cgroup, socket and file. */
 int sandbox_delete(struct sandboxes *s, const char *id, struct err *e);
@@ -276,9 +314,11 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 			       struct sandbox **out, struct err *e);
 /* A new sandbox with the spec of `id` and the files of its checkpoint
  * `checkpoint` (NULL: of `id` as it is now), independent of it from then
- * on; returns once its desktop is ready, as create does. */
-int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, struct sandbox **out,
-		 struct err *e);
+ * on; returns once its desktop is ready, as create does.  It copies the
+ * metadata but not the name: it is named `name` (NULL: none; ERR_INVALID
+ * for a bad one, ERR_NAME_TAKEN for one in use). */
+int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, const char *name,
+		 struct sandbox **out, struct err *e);
 
 /* ---- templates (sandbox_template.c) ---- */
 

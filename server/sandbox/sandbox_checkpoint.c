@@ -403,9 +403,16 @@ static int spec_copy(const struct sandbox_spec *from, struct sandbox_spec *to, s
 {
 	*to = *from;
 	memset(to->env, 0, sizeof(to->env));
+	/* A name is one sandbox's: the fork gets its own or none. */
+	to->name[0] = '\0';
+	to->metadata = NULL;
 	/* The network policy owns its JSON and rules: copied too. */
 	if (network_policy_copy(&to->network, &from->network, e) < 0)
 		return err_code(e);
+	if (from->metadata && !(to->metadata = cJSON_Duplicate(from->metadata, 1))) {
+		sandbox_spec_release(to);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && from->env[i]; i++) {
 		to->env[i] = strdup(from->env[i]);
 		if (!to->env[i]) {
@@ -416,11 +423,14 @@ static int spec_copy(const struct sandbox_spec *from, struct sandbox_spec *to, s
 	return 0;
 }
 
-int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, struct sandbox **out,
-		 struct err *e)
+int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, const char *name,
+		 struct sandbox **out, struct err *e)
 {
 	if (checkpoint && !sandbox_checkpoint_name_ok(checkpoint))
 		return err_set(e, ERR_INVALID, EINVAL, "bad checkpoint name '%.80s'", checkpoint);
+	if (name && !sandbox_name_ok(name))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'name': bad sandbox name '%.80s'",
+			       name);
 	struct sandbox *p;
 	if (sandbox_get(s, id, &p, e) < 0)
 		return err_code(e);
@@ -429,6 +439,8 @@ int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, st
 	int r = check_usable(p, e);
 	r = r ?: spec_copy(&p->spec, &spec, e);
 	pthread_rwlock_unlock(&p->op);
+	if (r == 0 && name)
+		snprintf(spec.name, sizeof(spec.name), "%s", name);
 	if (r == 0) {
 		struct fork_seed f = {p, checkpoint};
 		struct sandbox_seed seed = {fork_fill, &f};

@@ -191,6 +191,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	char rootfs[PATH_MAX];
 	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
 	if (unmount) {
+		sandbox_roview_umount(sb);
 		if (image_umount_rootfs(rootfs, &e) < 0)
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 		pthread_mutex_lock(&sb->mu);
@@ -301,14 +302,16 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	const char *env[SANDBOX_MAX_ENV + 8];
 	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
 	const char *argv[] = {"/.deskbox/init", NULL};
-	/* Room for bundle_mounts' 6 and the resolver's. */
-	struct runtime_mount mounts[7];
-	char img[4][PATH_MAX];
+	/* Room for bundle_mounts' 6, the resolver's and the writable places
+	 * of a read-only root. */
+	struct runtime_mount mounts[7 + SANDBOX_RW_DIRS];
+	char img[4][PATH_MAX], rw[SANDBOX_RW_DIRS][PATH_MAX];
 	int n_mounts = bundle_mounts(sb, run, mounts, img, e);
 	if (n_mounts < 0)
 		return n_mounts;
 	/* The network's resolver, rewritten in place as it changes. */
 	mounts[n_mounts++] = (struct runtime_mount){resolv, "/etc/resolv.conf", 1};
+	n_mounts += sandbox_ro_mounts(sb, rootfs, mounts + n_mounts, rw);
 	/* With a user namespace the init runs as the container's root: apart
 	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
 	 * and setgid), and able to stop them (kill).  Without one, everything
@@ -333,6 +336,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .pids_max = sb->spec.pids_max,
 	    .cpu_millis = sb->spec.cpu_millis,
 	    .cgroup_parent = "deskbox",
+	    .read_only_root = sb->spec.read_only_root,
 	};
 	return runtime_write_bundle(&spec, e);
 }

@@ -107,6 +107,11 @@ static int load_one(struct sandboxes *s, const char *id)
 		cJSON_Delete(j);
 	listed:
 		pthread_mutex_lock(&s->mu);
+		if (sandbox_name_claim_locked(s, sb->spec.name, &e) < 0) {
+			/* Only a hand-edited state dir has two: the first keeps it. */
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s; it has no name now", id, e.msg);
+			sb->spec.name[0] = '\0';
+		}
 		sb->next = s->list;
 		s->list = sb;
 		s->count++;

@@ -1,6 +1,7 @@
 /* The typed sandbox spec and its one JSON form, which is both the create
  * request's body (server/api/) and the "spec" part of sandbox.json. */
 #include "sandbox.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,8 @@ void sandbox_spec_release(struct sandbox_spec *spec)
 		spec->env[i] = NULL;
 	}
 	network_policy_release(&spec->network);
+	cJSON_Delete(spec->metadata);
+	spec->metadata = NULL;
 }
 
 static int env_name_ok(const char *k)
@@ -164,6 +167,10 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	}
 	if (parse_image(req, spec, e) < 0 || parse_env(req, spec, e) < 0)
 		return err_code(e);
+	if (sandbox_spec_parse_labels(req, spec, e) < 0) {
+		sandbox_spec_release(spec);
+		return err_code(e);
+	}
 	/* Last: what failed before has no network to release. */
 	if (network_policy_parse(cJSON_GetObjectItemCaseSensitive(req, "network"), &spec->network,
 				 e) < 0) {

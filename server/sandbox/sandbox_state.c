@@ -122,6 +122,12 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 			fd = -1;
 		}
 	}
+	if (r == 0 && fd < 0 && sb->spec.read_only_root) {
+		/* The overlay itself would take any write: a view of it that
+		 * refuses them as the container's root does. */
+		r = sandbox_roview_mount(sb, e);
+		sandbox_path(sb, rootfs, sizeof(rootfs), "roview");
+	}
 	if (r == 0 && fd < 0) {
 		fd = open(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		/* An overlay, not the empty mount point under it. */

@@ -41,6 +41,16 @@ class Sandbox:
     def status(self) -> str:
         return str(self.info.get("status"))
 
+    @property
+    def name(self) -> Optional[str]:
+        """Its name (usable in place of the id), or None."""
+        n = self.info.get("name")
+        return str(n) if n is not None else None
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        return dict(self.info.get("metadata") or {})
+
     def refresh(self) -> "Sandbox":
         self.info = self._t.json("GET", self._base)
         return self
@@ -110,10 +120,10 @@ class Sandbox:
     def delete_checkpoint(self, name: str) -> None:
         self._t.request("DELETE", self._base + "/checkpoints/" + quote(name))
 
-    def fork(self, checkpoint: Optional[str] = None) -> "Sandbox":
+    def fork(self, checkpoint: Optional[str] = None, name: Optional[str] = None) -> "Sandbox":
         """A new, independent sandbox with this one's files (of `checkpoint`,
-        or as they are now)."""
-        body = {"checkpoint": checkpoint} if checkpoint else {}
+        or as they are now) and metadata; named `name`, else unnamed."""
+        body = {k: v for k, v in (("checkpoint", checkpoint), ("name", name)) if v}
         info = self._t.json("POST", self._base + "/fork", body=body, timeout=_CREATE_TIMEOUT_S)
         return Sandbox(self._t, info)
 
@@ -159,19 +169,32 @@ class Deskbox:
                memory_mb: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
                agent_display: Optional[Tuple[int, int]] = None,
                pids_max: Optional[int] = None, cpu_millis: Optional[int] = None,
-               network: Any = None) -> Sandbox:
+               network: Any = None, name: Optional[str] = None,
+               metadata: Optional[Mapping[str, str]] = None,
+               read_only_root: Optional[bool] = None) -> Sandbox:
         """Creates a sandbox; returns once its desktop is up.  `network`:
-        "none", "internet" or {"allow": [...]} (default: the server's)."""
+        "none", "internet" or {"allow": [...]} (default: the server's).
+        `name`: unique, usable in place of the id (Conflict, code
+        "name_taken", when in use); `metadata`: string labels list() can
+        filter on; `read_only_root`: all but /workspace, /tmp and the home
+        directories read-only (docs/lifecycle.md)."""
         body = {"display": _size(display), "agent_display": _size(agent_display),
                 "memory_mb": memory_mb, "env": dict(env) if env else None,
-                "pids_max": pids_max, "cpu_millis": cpu_millis, "network": network}
+                "pids_max": pids_max, "cpu_millis": cpu_millis, "network": network,
+                "name": name, "metadata": dict(metadata) if metadata is not None else None,
+                "read_only_root": read_only_root}
         info = self._t.json("POST", "/v1/sandboxes",
                             body={k: v for k, v in body.items() if v is not None},
                             timeout=_CREATE_TIMEOUT_S)
         return Sandbox(self._t, info)
 
-    def list(self) -> List[Sandbox]:
-        return [Sandbox(self._t, s) for s in self._t.json("GET", "/v1/sandboxes")["sandboxes"]]
+    def list(self, metadata: Optional[Mapping[str, str]] = None) -> List[Sandbox]:
+        """Every sandbox; with `metadata`, those whose metadata has all of
+        these keys with these values."""
+        q = {"metadata." + k: v for k, v in (metadata or {}).items()}
+        return [Sandbox(self._t, s)
+                for s in self._t.json("GET", "/v1/sandboxes", query=q)["sandboxes"]]
 
     def get(self, sandbox_id: str) -> Sandbox:
+        """The sandbox with this id or name."""
         return Sandbox(self._t, self._t.json("GET", "/v1/sandboxes/" + quote(sandbox_id)))
