@@ -1,4 +1,4 @@
-/* api_lifecycle: a sandbox's deadline, live limits, pause and resume
+/* api_lifecycle: a sandbox's deadline, live changes, pause and resume
  * (docs/lifecycle.md). */
 #include <stdlib.h>
 
@@ -39,15 +39,16 @@ int api_sandbox_patch(struct http_request *req, struct http_response *res, struc
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
-	struct sandbox_limits l;
-	int r = sandbox_limits_parse(body, &l, e);
+	struct sandbox_patch p;
+	int r = sandbox_patch_parse(body, &p, e);
 	cJSON_Delete(body);
-	if (r < 0)
-		return r;
 	struct sandbox *sb;
 	uint64_t t0 = clock_mono_ns();
-	if (sandbox_update_limits(api->sandboxes, req->captures[0], &l, &sb, e) < 0)
-		return err_code(e);
+	if (r == 0)
+		r = sandbox_patch_apply(api->sandboxes, req->captures[0], &p, &sb, e);
+	sandbox_patch_release(&p);
+	if (r < 0)
+		return r;
 	return reply_sandbox(res, sb, t0, e);
 }
 

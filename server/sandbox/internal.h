@@ -191,14 +191,18 @@ int sandbox_start_locked(struct sandbox *sb, struct err *e);
  * with the spec). */
 int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 /* Adds "name" (when it has one), "metadata" and "read_only_root". */
-void sandbox_labels_json(const struct sandbox *sb, cJSON *j);
+void sandbox_labels_json(struct sandbox *sb, cJSON *j);
 /* The listed sandbox whose id or name is `ref`, or NULL; s->mu held. */
 struct sandbox *sandbox_find_locked(struct sandboxes *s, const char *ref);
 /* ERR_NAME_TAKEN when a listed sandbox has `name` ("" is no name); s->mu
  * held, so that the check and the listing that follows are one step. */
 int sandbox_name_claim_locked(struct sandboxes *s, const char *name, struct err *e);
+/* `cur` (NULL: none) with merge patch `patch` applied (a string sets a
+ * key, null removes it), checked against the create's bounds, into *out
+ * (the caller's). */
+int sandbox_metadata_merge(const cJSON *cur, const cJSON *patch, cJSON **out, struct err *e);
 /* Whether sb's metadata meets all `n` conditions. */
-int sandbox_matches(const struct sandbox *sb, const struct sandbox_filter *f, size_t n);
+int sandbox_matches(struct sandbox *sb, const struct sandbox_filter *f, size_t n);
 
 /* ---- read-only roots (sandbox_readonly.c) ---- */
 #define SANDBOX_RW_DIRS 4

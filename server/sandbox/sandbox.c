@@ -83,7 +83,7 @@ void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h)
 /* ---- persistence ---- */
 
 /* `reason`: why it failed, shown with that status only. */
-static cJSON *spec_json(const struct sandbox *sb, enum sandbox_status status, const char *reason)
+static cJSON *spec_json(struct sandbox *sb, enum sandbox_status status, const char *reason)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", sb->id);

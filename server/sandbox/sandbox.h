@@ -248,28 +248,33 @@ uint64_t sandbox_disk_bytes(struct sandbox *sb);
 /* The status now (it may change as soon as this returns). */
 enum sandbox_status sandbox_current_status(struct sandbox *sb);
 
-/* ---- live limits (sandbox_limits.c) ---- */
+/* ---- live changes (sandbox_patch.c) ---- */
 
-/* A change of limits: a field of 0 (has_cpu 0) is left as it is;
- * cpu_millis 0 with has_cpu lifts the CPU limit. */
-struct sandbox_limits {
+/* A PATCH: a limit of 0 (has_cpu 0) is left as it is; cpu_millis 0 with
+ * has_cpu lifts the CPU limit; metadata (owned, NULL: unchanged) is a
+ * merge patch, a null value removing its key. */
+struct sandbox_patch {
 	uint64_t memory_mb;
 	int64_t pids_max;
 	int has_cpu;
 	uint32_t cpu_millis;
+	cJSON *metadata;
 };
 
-/* Parses a PATCH body ({"memory_mb","pids_max","cpu_millis"}, at least
- * one); a field fixed at create (disk_mb, display, ...) or an unknown one
- * is ERR_INVALID naming it. */
-int sandbox_limits_parse(const cJSON *req, struct sandbox_limits *l, struct err *e);
+/* Parses a PATCH body ({"memory_mb","pids_max","cpu_millis","metadata"},
+ * at least one); a field fixed at create (disk_mb, display, name, ...) or
+ * an unknown one is ERR_INVALID naming it.  sandbox_patch_release() frees
+ * it, also after a failure. */
+int sandbox_patch_parse(const cJSON *req, struct sandbox_patch *p, struct err *e);
+void sandbox_patch_release(struct sandbox_patch *p);
 
-/* Changes sandbox `id`'s limits: in its cgroup at once when it runs or is
- * paused, and in its persisted spec.  ERR_CONFLICT while it is being made
- * or when the kernel refuses a memory limit below its use.  The caller
+/* Applies `p` to sandbox `id`: limits in its cgroup at once when it runs
+ * or is paused, everything in its persisted spec.  ERR_CONFLICT while it
+ * is being made or when the kernel refuses a memory limit below its use;
+ * ERR_INVALID when the merged metadata breaks the bounds.  The caller
  * gets a reference. */
-int sandbox_update_limits(struct sandboxes *s, const char *id, const struct sandbox_limits *l,
-			  struct sandbox **out, struct err *e);
+int sandbox_patch_apply(struct sandboxes *s, const char *id, const struct sandbox_patch *p,
+			struct sandbox **out, struct err *e);
 
 /* ---- timeouts (sandbox_timeout.c) ---- */
 

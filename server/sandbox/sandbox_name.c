@@ -68,12 +68,10 @@ static int parse_name(const cJSON *req, struct sandbox_spec *spec, struct err *e
 	return 0;
 }
 
-/* Checks "metadata" ({key: string}) and keeps a copy in spec->metadata. */
-static int parse_metadata(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+/* Checks the entries of metadata object `m` (a create's, or a PATCH's
+ * when `patch`: a null value there deletes the key). */
+static int check_metadata(const cJSON *m, int patch, struct err *e)
 {
-	const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "metadata");
-	if (!m || cJSON_IsNull(m))
-		return 0;
 	if (!cJSON_IsObject(m))
 		return err_set(e, ERR_INVALID, EINVAL, "field 'metadata' must be an object");
 	int n = 0;
@@ -88,18 +86,59 @@ static int parse_metadata(const cJSON *req, struct sandbox_spec *spec, struct er
 				       "field 'metadata': bad key '%.80s' (1-%d of A-Z a-z 0-9 . _ "
 				       "- /)",
 				       it->string, SANDBOX_META_KEY_MAX);
-		if (!cJSON_IsString(it) || strlen(it->valuestring) > SANDBOX_META_VALUE_MAX)
+		if (!(patch && cJSON_IsNull(it)) &&
+		    (!cJSON_IsString(it) || strlen(it->valuestring) > SANDBOX_META_VALUE_MAX))
 			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'metadata': '%s' must be a string of at most %d bytes",
-				       it->string, SANDBOX_META_VALUE_MAX);
+				       "field 'metadata': '%s' must be a string of at most %d bytes%s",
+				       it->string, SANDBOX_META_VALUE_MAX, patch ? " or null" : "");
 		for (const cJSON *o = m->child; o != it; o = o->next)
 			if (strcmp(o->string, it->string) == 0)
 				return err_set(e, ERR_INVALID, EINVAL,
 					       "field 'metadata': key '%s' given twice", it->string);
 	}
+	return 0;
+}
+
+/* Checks "metadata" ({key: string}) and keeps a copy in spec->metadata. */
+static int parse_metadata(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "metadata");
+	if (!m || cJSON_IsNull(m))
+		return 0;
+	if (check_metadata(m, 0, e) < 0)
+		return err_code(e);
 	spec->metadata = cJSON_Duplicate(m, 1);
 	if (!spec->metadata)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+int sandbox_metadata_merge(const cJSON *cur, const cJSON *patch, cJSON **out, struct err *e)
+{
+	*out = NULL;
+	if (check_metadata(patch, 1, e) < 0)
+		return err_code(e);
+	cJSON *m = cur ? cJSON_Duplicate(cur, 1) : cJSON_CreateObject();
+	if (!m)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, patch)
+	{
+		cJSON_DeleteItemFromObjectCaseSensitive(m, it->string);
+		cJSON *v = cJSON_IsNull(it) ? NULL : cJSON_CreateString(it->valuestring);
+		if (!cJSON_IsNull(it) && (!v || !cJSON_AddItemToObject(m, it->string, v))) {
+			cJSON_Delete(v);
+			cJSON_Delete(m);
+			return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+		}
+	}
+	if (cJSON_GetArraySize(m) > SANDBOX_META_MAX_KEYS) {
+		cJSON_Delete(m);
+		return err_set(e, ERR_INVALID, E2BIG,
+			       "field 'metadata': the sandbox would have more than %d keys",
+			       SANDBOX_META_MAX_KEYS);
+	}
+	*out = m;
 	return 0;
 }
 
@@ -111,12 +150,15 @@ int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struc
 	return parse_metadata(req, spec, e);
 }
 
-void sandbox_labels_json(const struct sandbox *sb, cJSON *j)
+void sandbox_labels_json(struct sandbox *sb, cJSON *j)
 {
 	if (sb->spec.name[0])
 		cJSON_AddStringToObject(j, "name", sb->spec.name);
+	/* Under mu: a PATCH replaces the metadata. */
+	pthread_mutex_lock(&sb->mu);
 	cJSON *m = sb->spec.metadata ? cJSON_Duplicate(sb->spec.metadata, 1)
 				     : cJSON_CreateObject();
+	pthread_mutex_unlock(&sb->mu);
 	cJSON_AddItemToObject(j, "metadata", m);
 	cJSON_AddBoolToObject(j, "read_only_root", sb->spec.read_only_root);
 }
@@ -154,12 +196,14 @@ int sandbox_resolve(struct sandboxes *s, const char *ref, char *id, size_t size)
 	return r;
 }
 
-int sandbox_matches(const struct sandbox *sb, const struct sandbox_filter *f, size_t n)
+int sandbox_matches(struct sandbox *sb, const struct sandbox_filter *f, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	int all = 1;
+	pthread_mutex_lock(&sb->mu);
+	for (size_t i = 0; i < n && all; i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(sb->spec.metadata, f[i].key);
-		if (!cJSON_IsString(v) || strcmp(v->valuestring, f[i].value) != 0)
-			return 0;
+		all = cJSON_IsString(v) && strcmp(v->valuestring, f[i].value) == 0;
 	}
-	return 1;
+	pthread_mutex_unlock(&sb->mu);
+	return all;
 }

@@ -1,6 +1,7 @@
 """PATCH /v1/sandboxes/{id}: memory, CPU and pids limits changed while a
 sandbox lives, read back from inside the sandbox (its cgroup namespace
-shows its own cgroup's files) and felt by its processes; kept by a stopped
+shows its own cgroup's files) and felt by its processes; metadata merged
+(null removes a key) and seen by the list's filter; all kept by a stopped
 sandbox for its next start and across a restart of deskboxd; refused by
 name for the fields fixed at create."""
 
@@ -108,10 +109,45 @@ def check_paused_and_stopped(t, srv, sid):
          "a stopped sandbox takes new limits into its spec", r.body[:200])
 
 
+def check_metadata(t, srv, sid):
+    r = patch(srv, sid, {"metadata": {"team": "a", "stage": "dev"}})
+    t.ok(r.status == 200 and r.json().get("metadata") == {"team": "a", "stage": "dev"},
+         "PATCH sets metadata", r.body[:300])
+    r = patch(srv, sid, {"metadata": {"stage": None, "owner": "bo"}})
+    t.ok(r.status == 200 and r.json().get("metadata") == {"team": "a", "owner": "bo"},
+         "a merge patch: null removes a key, a new one adds, the rest stays", r.body[:300])
+    ids = [sb["id"] for sb in srv.request("GET", "/v1/sandboxes?metadata.owner=bo")
+           .json()["sandboxes"]]
+    t.eq(ids, [sid], "the list's filter sees the new metadata")
+    ids = [sb["id"] for sb in srv.request("GET", "/v1/sandboxes?metadata.stage=dev")
+           .json()["sandboxes"]]
+    t.eq(ids, [], "and not the removed key")
+    full = {"k%d" % i: "v" for i in range(31)}
+    r = patch(srv, sid, {"metadata": full})
+    t.ok(r.status == 400 and "32" in r.json().get("error", {}).get("message", ""),
+         "more than 32 keys after the merge is a 400", r.body[:300])
+    t.eq(srv.request("GET", "/v1/sandboxes/" + sid).json().get("metadata"),
+         {"team": "a", "owner": "bo"}, "and changes nothing")
+    for bad, word in (({"metadata": {"bad key": "x"}}, "bad key"),
+                      ({"metadata": {"k": 5}}, "string"),
+                      ({"metadata": {"k": "x" * 257}}, "256"),
+                      ({"metadata": "team=a"}, "object"),
+                      ({"metadata": {"k": "v"}, "memory_mb": 1}, "memory_mb")):
+        r = patch(srv, sid, bad)
+        t.ok(r.status == 400 and word in r.json().get("error", {}).get("message", ""),
+             "PATCH %.60s is a 400 naming %r" % (bad, word), r.body[:200])
+    t.eq(srv.request("GET", "/v1/sandboxes/" + sid).json().get("metadata"),
+         {"team": "a", "owner": "bo"}, "a refused PATCH changes no metadata")
+    box = deskbox.Deskbox("http://127.0.0.1:%d" % srv.port, token=srv.token).get(sid)
+    t.eq(box.set_metadata({"x": "1"}).set_metadata({"x": None}).info.get("metadata"),
+         {"team": "a", "owner": "bo"}, "the SDK's set_metadata() sets and removes")
+
+
 def check_errors(t, srv, sid):
     for body, word in (({}, "nothing to change"), ({"disk_mb": 512}, "disk_mb"),
                        ({"display": {"width": 800, "height": 600}}, "display"),
                        ({"colour": "red"}, "colour"), ({"memory_mb": 1}, "memory_mb"),
+                       ({"name": "bob"}, "name"), ({"read_only_root": True}, "read_only_root"),
                        ({"pids_max": "many"}, "pids_max"), ({"cpu_millis": -1}, "cpu_millis"),
                        ([1, 2], "object")):
         r = patch(srv, sid, body)
@@ -154,11 +190,13 @@ def main():
         check_memory_refusal(t, srv, sid)
         check_paused_and_stopped(t, srv, sid)
         check_errors(t, srv, sid)
+        check_metadata(t, srv, sid)
         srv.stop()
         servers.append(dbx.Server(state_dir=state))
         srv = servers[-1]
         sb = srv.request("GET", "/v1/sandboxes/" + sid).json()
-        t.eq(limits(sb), (640, 250, 750), "the limits survive a restart of deskboxd")
+        t.eq((limits(sb), sb.get("metadata")), ((640, 250, 750), {"team": "a", "owner": "bo"}),
+             "the limits and metadata survive a restart of deskboxd")
         r = srv.request("POST", "/v1/sandboxes/%s/start" % sid)
         t.ok(r.status == 200, "started again", r.body[:200])
         t.eq(inside(srv, sid), (640 << 20, 250, 75000), "and its start applies them inside")

@@ -426,7 +426,7 @@ def main():
             params = spec["paths"][path].get("parameters", []) + op.get("parameters", [])
             ops.append((method, path, route, op, params))
         last = {"deleteSandbox", "stopSandbox", "startSandbox", "createSandbox",
-                "updateSandboxLimits"}
+                "updateSandbox"}
         order = [o for o in ops if o[3].get("operationId") not in last]
         order.sort(key=lambda o: o[3].get("operationId") == "listWindows", reverse=True)
         by_id = {o[3].get("operationId"): o for o in ops}
@@ -450,12 +450,12 @@ def main():
         fuzz(by_id["createSandbox"], invalid_only=True)
         # Limits: invalid bodies (a valid one could starve the sandbox the
         # other operations used), then one valid change.
-        fuzz(by_id["updateSandboxLimits"], invalid_only=True)
-        o = by_id["updateSandboxLimits"]
+        fuzz(by_id["updateSandbox"], invalid_only=True)
+        o = by_id["updateSandbox"]
         r = srv.request("PATCH", o[1].replace("{id}", f.sid), {"memory_mb": 1024})
         f_problems = []
         f.check(o[3], "PATCH", o[1], r, f_problems)
-        t.ok(r.status == 200 and not f_problems, "updateSandboxLimits answers as the spec says",
+        t.ok(r.status == 200 and not f_problems, "updateSandbox answers as the spec says",
              "\n".join(f_problems) or r.body[:300])
         for op_id in ("stopSandbox", "startSandbox"):
             o = by_id[op_id]

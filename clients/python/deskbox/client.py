@@ -94,6 +94,12 @@ class Sandbox:
         self.info = self._t.json("PATCH", self._base, body=body)
         return self
 
+    def set_metadata(self, changes: Mapping[str, Optional[str]]) -> "Sandbox":
+        """Merges `changes` into its metadata: a string sets a key, None
+        removes it, keys not named stay."""
+        self.info = self._t.json("PATCH", self._base, body={"metadata": dict(changes)})
+        return self
+
     def pause(self) -> "Sandbox":
         """Freezes every process (memory kept, no CPU); see resume()."""
         self.info = self._t.json("POST", self._base + "/pause")

@@ -1,5 +1,11 @@
-/* sandbox_limits: a sandbox's memory, CPU and pids limits changed while it
- * lives (PATCH /v1/sandboxes/{id}, docs/lifecycle.md).
+/* sandbox_patch: a sandbox's memory, CPU and pids limits, and its
+ * metadata, changed while it lives (PATCH /v1/sandboxes/{id},
+ * docs/lifecycle.md).
+ *
+ * Metadata merges as a JSON merge patch (RFC 7396): a key with a string
+ * sets it, a key with null removes it, keys not named stay; the result
+ * keeps the create's bounds.  It is swapped under sb->mu, which its
+ * readers (the JSON view, the list's filter) take.
  *
  * A running or paused sandbox gets the new limits in its cgroup at once
  * (the runtime's `update`: the kernel applies them to every process
@@ -24,11 +30,15 @@
 #include "server/runtime/runtime.h"
 
 /* Fields a PATCH may carry. */
-static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis", NULL};
+static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis", "metadata",
+					   NULL};
 
 /* Fields of a create that are fixed for the sandbox's life. */
-static const char *const fixed_fields[] = {"disk_mb", "display", "agent_display", "image",
-					   "env",     "network", "template",	  NULL};
+static const char *const fixed_fields[] = {
+    "disk_mb", "display",  "agent_display", "image", "env", "network",
+    "name",    "template", "read_only_root", NULL};
+
+#define PATCH_FIELDS "memory_mb, pids_max, cpu_millis and metadata"
 
 static int in_list(const char *const *list, const char *name)
 {
@@ -38,7 +48,13 @@ static int in_list(const char *const *list, const char *name)
 	return 0;
 }
 
-int sandbox_limits_parse(const cJSON *req, struct sandbox_limits *l, struct err *e)
+void sandbox_patch_release(struct sandbox_patch *l)
+{
+	cJSON_Delete(l->metadata);
+	l->metadata = NULL;
+}
+
+int sandbox_patch_parse(const cJSON *req, struct sandbox_patch *l, struct err *e)
 {
 	memset(l, 0, sizeof(*l));
 	if (!cJSON_IsObject(req))
@@ -51,12 +67,10 @@ int sandbox_limits_parse(const cJSON *req, struct sandbox_limits *l, struct err 
 		if (in_list(fixed_fields, it->string))
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "field '%s' is fixed when the sandbox is made; a PATCH "
-				       "changes memory_mb, pids_max and cpu_millis",
+				       "changes " PATCH_FIELDS,
 				       it->string);
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "unknown field '%s': a PATCH changes memory_mb, pids_max and "
-			       "cpu_millis",
-			       it->string);
+			       "unknown field '%s': a PATCH changes " PATCH_FIELDS, it->string);
 	}
 	int64_t v;
 	if (args_int(req, "memory_mb", 128, 1 << 20, 0, 0, &v, e) < 0)
@@ -72,14 +86,20 @@ int sandbox_limits_parse(const cJSON *req, struct sandbox_limits *l, struct err 
 		l->has_cpu = 1;
 		l->cpu_millis = (uint32_t)v;
 	}
-	if (!l->memory_mb && !l->pids_max && !l->has_cpu)
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(req, "metadata");
+	if (m && !cJSON_IsObject(m))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'metadata' must be an object");
+	if (m && !(l->metadata = cJSON_Duplicate(m, 1)))
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	if (!l->memory_mb && !l->pids_max && !l->has_cpu && !l->metadata)
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "nothing to change: give memory_mb, pids_max or cpu_millis");
+			       "nothing to change: give memory_mb, pids_max, cpu_millis or "
+			       "metadata");
 	return 0;
 }
 
 /* The runtime's form of `l` (0 = unchanged; cpu 0 = no limit). */
-static struct runtime_limits runtime_form(const struct sandbox_limits *l)
+static struct runtime_limits runtime_form(const struct sandbox_patch *l)
 {
 	struct runtime_limits r = {.memory_bytes = l->memory_mb << 20, .pids_max = l->pids_max};
 	if (l->has_cpu)
@@ -88,15 +108,15 @@ static struct runtime_limits runtime_form(const struct sandbox_limits *l)
 }
 
 /* The limits `sb` has now, in the form of a change to them. */
-static struct sandbox_limits current(const struct sandbox *sb)
+static struct sandbox_patch current(const struct sandbox *sb)
 {
-	return (struct sandbox_limits){.memory_mb = sb->spec.memory_mb,
+	return (struct sandbox_patch){.memory_mb = sb->spec.memory_mb,
 				       .pids_max = sb->spec.pids_max,
 				       .has_cpu = 1,
 				       .cpu_millis = sb->spec.cpu_millis};
 }
 
-static void apply_to_spec(struct sandbox *sb, const struct sandbox_limits *l)
+static void apply_to_spec(struct sandbox *sb, const struct sandbox_patch *l)
 {
 	pthread_mutex_lock(&sb->mu);
 	if (l->memory_mb)
@@ -109,7 +129,7 @@ static void apply_to_spec(struct sandbox *sb, const struct sandbox_limits *l)
 }
 
 /* Writes the limits `before` into the running container's cgroup again. */
-static void put_back(struct sandbox *sb, const struct sandbox_limits *before)
+static void put_back(struct sandbox *sb, const struct sandbox_patch *before)
 {
 	struct runtime_limits back = runtime_form(before);
 	struct err e = ERR_INIT;
@@ -117,30 +137,50 @@ static void put_back(struct sandbox *sb, const struct sandbox_limits *before)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: putting the limits back: %s", sb->id, e.msg);
 }
 
+/* Swaps sb's metadata for `m` (which it then owns); returns the old. */
+static cJSON *swap_metadata(struct sandbox *sb, cJSON *m)
+{
+	pthread_mutex_lock(&sb->mu);
+	cJSON *old = sb->spec.metadata;
+	sb->spec.metadata = m;
+	pthread_mutex_unlock(&sb->mu);
+	return old;
+}
+
 /* With sb->op held exclusively: the change, in the cgroup if a container
  * runs, then in the persisted spec. */
 static int update_locked(struct sandbox *sb, enum sandbox_status st,
-			 const struct sandbox_limits *l, struct err *e)
+			 const struct sandbox_patch *l, struct err *e)
 {
-	int live = st == SANDBOX_RUNNING || st == SANDBOX_PAUSED;
-	struct sandbox_limits before = current(sb);
+	cJSON *meta = NULL;
+	if (l->metadata && sandbox_metadata_merge(sb->spec.metadata, l->metadata, &meta, e) < 0)
+		return err_code(e);
+	int live = (st == SANDBOX_RUNNING || st == SANDBOX_PAUSED) &&
+		   (l->memory_mb || l->pids_max || l->has_cpu);
+	struct sandbox_patch before = current(sb);
 	struct runtime_limits rl = runtime_form(l);
 	if (live && runtime_update(sb->owner->rt, sb->container_id, &rl, e) < 0) {
+		cJSON_Delete(meta);
 		/* The runtime writes one file after another: a refusal may
 		 * come after some of them took. */
 		put_back(sb, &before);
 		return err_wrap(e, "changing the limits of sandbox '%s'", sb->id);
 	}
 	apply_to_spec(sb, l);
-	if (sandbox_persist(sb, st, e) == 0)
+	cJSON *old = meta ? swap_metadata(sb, meta) : NULL;
+	if (sandbox_persist(sb, st, e) == 0) {
+		cJSON_Delete(old);
 		return 0;
+	}
 	apply_to_spec(sb, &before);
+	if (meta)
+		cJSON_Delete(swap_metadata(sb, old));
 	if (live)
 		put_back(sb, &before);
 	return err_wrap(e, "saving the limits of sandbox '%s'", sb->id);
 }
 
-int sandbox_update_limits(struct sandboxes *s, const char *id, const struct sandbox_limits *l,
+int sandbox_patch_apply(struct sandboxes *s, const char *id, const struct sandbox_patch *l,
 			  struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
