@@ -69,16 +69,24 @@ MARKER = "deskbox_image_marker"
 def make_rootfs(root, desktop):
     """A small merged-/usr tree: sh, python3 and coreutils, and with
     `desktop` Xvfb (xkbcomp, the keymaps) and openbox (its theme, a font);
-    a python module MARKER that only the image has."""
+    without, python3 is /usr/local/bin/python3 as in the python images; a
+    python module MARKER that only the image has."""
     for d in ("usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "etc"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     for link in ("bin", "lib", "lib64", "sbin"):
         os.symlink("usr/" + link, os.path.join(root, link))
-    progs = ["/usr/bin/dash", "/usr/bin/python3", "/usr/bin/cat", "/usr/bin/id", "/usr/bin/ls"]
+    progs = ["/usr/bin/dash", "/usr/bin/cat", "/usr/bin/id", "/usr/bin/ls"]
     if desktop:
-        progs += ["/usr/bin/Xvfb", "/usr/bin/xkbcomp", "/usr/bin/openbox"]
+        progs += ["/usr/bin/python3", "/usr/bin/Xvfb", "/usr/bin/xkbcomp", "/usr/bin/openbox"]
+    else:
+        # Where the python images have theirs, and no /usr/bin/python3.
+        os.makedirs(os.path.join(root, "usr/local/bin"))
+        shutil.copy2(os.path.realpath("/usr/bin/python3"),
+                     os.path.join(root, "usr/local/bin/python3"))
+        progs.append("/usr/bin/python3")
     for p in progs:
-        copy(root, p)
+        if desktop or p != "/usr/bin/python3":
+            copy(root, p)
         for lib in ldd(os.path.realpath(p)):
             copy(root, lib)
     os.symlink("dash", os.path.join(root, "usr/bin/sh"))
@@ -280,9 +288,11 @@ def host_desktop_checks(t, srv):
     """The image with python3 but no Xvfb, openbox or X library boots to a
     desktop on the host's, and its programs stay the image's."""
     tree = os.path.join(srv.state_dir, "images", "headless", "rootfs")
-    t.ok(os.path.exists(os.path.join(tree, "usr/bin/python3")) and
+    t.ok(os.path.exists(os.path.join(tree, "usr/local/bin/python3")) and
+         not os.path.lexists(os.path.join(tree, "usr/bin/python3")) and
          tree_has(tree, ("Xvfb", "openbox", "libX11", "xkbcomp")) == [],
-         "the python image has python3 but no Xvfb, openbox, xkbcomp or libX11")
+         "the python image has /usr/local/bin/python3 but no Xvfb, openbox, xkbcomp, "
+         "libX11 (nor /usr/bin/python3)")
     t0 = time.monotonic()
     r = srv.request("POST", "/v1/sandboxes", {"image": "headless"})
     t.eq(r.status, 201, "a sandbox from the image without a desktop is created")
@@ -299,8 +309,14 @@ def host_desktop_checks(t, srv):
             "      [k for k in os.environ if k.startswith('LD_')])" % MARKER)
     r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid, {"code": code})
     t.eq(r.json().get("stdout") if r.status == 200 else r.body[:300],
-         "/usr/bin/python3 the image False []\n",
-         "code_run runs the image's python, on the image's libraries, with no LD_ variable")
+         "/usr/local/bin/python3 the image False []\n",
+         "code_run runs the image's python (/usr/local/bin), on the image's libraries, "
+         "with no LD_ variable")
+    r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid,
+                    {"code": "console.log(1)", "language": "node"})
+    t.ok(r.status == 400 and "/usr/local/bin/node" in r.json()["error"]["message"],
+         "code_run in a language the image lacks is a 400, though the host has it",
+         r.body[:300])
     r = srv.exec(sid, ["sh", "-c", "cat /proc/[0-9]*/comm; test -e /usr/bin/Xvfb || echo none; "
                        "test -x /.deskbox/host/usr/bin/Xvfb && echo host; "
                        "touch /.deskbox/host/x 2>/dev/null || echo ro"])
