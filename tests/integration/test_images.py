@@ -312,6 +312,12 @@ def host_desktop_checks(t, srv):
          "/usr/local/bin/python3 the image False []\n",
          "code_run runs the image's python (/usr/local/bin), on the image's libraries, "
          "with no LD_ variable")
+    r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid, {"code": (
+        "import os\ntry:\n    os.chroot('/.deskbox/host')\n    print('chrooted')\n"
+        "except OSError as e:\n    print(e.errno, open('/proc/self/status').read()"
+        ".split('CapEff:')[1].split()[0])")})
+    t.eq(r.json().get("stdout") if r.status == 200 else r.body[:300], "1 0000000000000000\n",
+         "the user has no capability and cannot chroot (EPERM): only the init can")
     r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid,
                     {"code": "console.log(1)", "language": "node"})
     t.ok(r.status == 400 and "/usr/local/bin/node" in r.json()["error"]["message"],
