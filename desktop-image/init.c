@@ -34,6 +34,9 @@
 #define VNC_BIN	     "/.deskbox/deskbox-vnc"
 #define HOME_DIR     "/home/user"
 #define ROOT_HOME    "/root"
+/* The host's desktop, for an image without Xvfb or openbox of its own
+ * (deskboxd mounts it there read-only, docs/images.md). */
+#define HOST_DIR "/.deskbox/host"
 
 #define DEFAULT_WIDTH  1280
 #define DEFAULT_HEIGHT 800
@@ -59,6 +62,7 @@ struct child {
 	long long started;    /* ms */
 	long long restart_at; /* ms; 0: no restart pending */
 	int backoff_ms;
+	int host; /* runs from the host's desktop, chrooted in HOST_DIR */
 };
 
 struct init {
@@ -119,8 +123,10 @@ static int desktop_creds(void)
 
 /* Starts argv with the init's environment (HOME aside), a clean signal
  * state, its own process group, no capabilities and only fds 0-2 (plus
- * `pass_fd` as fd 3 when >= 0). */
-static pid_t start(const char *const argv[], int pass_fd)
+ * `pass_fd` as fd 3 when >= 0); with `host`, chrooted in HOST_DIR, where
+ * the host's programs find their libraries, keymaps and fonts at the
+ * paths they were built for, and the image's programs never see them. */
+static pid_t start(const char *const argv[], int pass_fd, int host)
 {
 	/* fork, not posix_spawn: the capabilities go between fork and exec.
 	 * The init has one thread. */
@@ -138,7 +144,8 @@ static pid_t start(const char *const argv[], int pass_fd)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* Own process group: a signal to the init's group does not hit them. */
 	setpgid(0, 0);
-	if ((pass_fd >= 0 && dup2(pass_fd, 3) < 0) || desktop_creds() < 0) {
+	if ((pass_fd >= 0 && dup2(pass_fd, 3) < 0) ||
+	    (host && (chroot(HOST_DIR) < 0 || chdir("/") < 0)) || desktop_creds() < 0) {
 		say("cannot set up %s: %s", argv[0], strerror(errno));
 		_exit(126);
 	}
@@ -193,7 +200,7 @@ static int start_xvfb(struct init *in)
 			       * user left in the sticky /tmp would stop root's
 			       * Xvfb.  Only root may pass it. */
 			      apart ? "-nolock" : NULL, NULL};
-	in->c[XVFB].pid = w >= 0 ? start(argv, w) : 0;
+	in->c[XVFB].pid = w >= 0 ? start(argv, w, in->c[XVFB].host) : 0;
 	if (w >= 0)
 		close(w);
 	if (!in->c[XVFB].pid) {
@@ -209,7 +216,7 @@ static void start_wm(struct init *in)
 {
 	const char *argv[] = {"openbox", NULL};
 	in->c[WM].started = clock_mono_ms();
-	in->c[WM].pid = start(argv, -1);
+	in->c[WM].pid = start(argv, -1, in->c[WM].host);
 	if (!in->c[WM].pid)
 		schedule_restart(&in->c[WM]);
 }
@@ -234,7 +241,7 @@ static void start_vnc(struct init *in)
 	 * banner at once (README.md); x11vnc with DESKBOX_VNC=x11vnc. */
 	const char *dargv[] = {VNC_BIN, "-display", DISPLAY_NAME, VNC_SOCK, NULL};
 	in->c[VNC].started = clock_mono_ms();
-	in->c[VNC].pid = start(in->deskbox_vnc ? dargv : argv, -1);
+	in->c[VNC].pid = start(in->deskbox_vnc ? dargv : argv, -1, 0);
 	if (!in->c[VNC].pid)
 		schedule_restart(&in->c[VNC]);
 }
@@ -466,6 +473,14 @@ static int configure(struct init *in)
 {
 	in->c[XVFB].name = "Xvfb";
 	in->c[WM].name = "openbox";
+	/* What the image lacks comes from the host, when deskboxd gave it. */
+	in->c[XVFB].host =
+	    access("/usr/bin/Xvfb", X_OK) < 0 && access(HOST_DIR "/usr/bin/Xvfb", X_OK) == 0;
+	in->c[WM].host =
+	    access("/usr/bin/openbox", X_OK) < 0 && access(HOST_DIR "/usr/bin/openbox", X_OK) == 0;
+	if (in->c[XVFB].host || in->c[WM].host)
+		say("the image lacks%s%s: the host's from %s", in->c[XVFB].host ? " Xvfb" : "",
+		    in->c[WM].host ? " openbox" : "", HOST_DIR);
 	const char *vnc = getenv("DESKBOX_VNC");
 	in->deskbox_vnc = !vnc || strcmp(vnc, "x11vnc") != 0;
 	if (vnc && *vnc && in->deskbox_vnc && strcmp(vnc, "deskbox"))

@@ -11,6 +11,7 @@
 
 #include "common/text.h"
 #include "common/args.h"
+#include "server/files/files.h"
 
 void exec_args_release(struct exec_args *a)
 {
@@ -150,15 +151,39 @@ int api_wants_stream(struct http_request *req)
 	return accept && strstr(accept, "text/event-stream") != NULL;
 }
 
+/* code_run's piece of code: its interpreter is looked up in the sandbox's
+ * own tree once it is entered (a stored image has its own /usr). */
+struct code_src {
+	int lang;
+	const char *code;
+	const char **argv; /* filled in: the run's argv */
+};
+
+static int code_interpreter(struct sandbox *sb, const struct code_src *c, struct err *e)
+{
+	struct files_root root;
+	if (sandbox_open_root(sb, &root, e) < 0)
+		return err_code(e);
+	int r = process_code_argv(c->lang, c->code, root.fd, c->argv, e);
+	close(root.fd);
+	return r;
+}
+
 /* Runs `o` in the sandbox of the request: streamed, in the background, or
- * to the end.  The sandbox is "in use" only while the run starts: a delete
- * kills the run rather than waiting for it. */
+ * to the end (for code_run, `code`'s interpreter with it).  The sandbox is
+ * "in use" only while the run starts: a delete kills the run rather than
+ * waiting for it. */
 static int run_request(struct http_request *req, struct http_response *res,
-		       const struct process_opts *o, int background, struct err *e)
+		       const struct process_opts *o, int background, const struct code_src *code,
+		       struct err *e)
 {
 	struct sandbox *sb;
 	if (api_enter(req, 0, &sb, NULL, e) < 0)
 		return err_code(e);
+	if (code && code_interpreter(sb, code, e) < 0) {
+		api_release(sb);
+		return err_code(e);
+	}
 	int r;
 	cJSON *j = NULL;
 	if (background) {
@@ -209,7 +234,7 @@ int api_process_exec(struct http_request *req, struct http_response *res, struct
 	    parse_common(req, body, a, &o, background, e) < 0)
 		r = err_code(e);
 	if (r == 0)
-		r = run_request(req, res, &o, background, e);
+		r = run_request(req, res, &o, background, NULL, e);
 	exec_args_release(a);
 	free(a);
 	cJSON_Delete(body);
@@ -246,13 +271,12 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 			r = api_context_run(req, res, ctx, code, &o, e);
 		goto out;
 	}
-	if (r == 0)
-		r = process_code_argv(lang, code, a->argv, e);
 	if (r == 0 && lang == 0)
 		/* Output reaches streams and logs as it is printed. */
 		r = env_default(a, "PYTHONUNBUFFERED=1", e);
+	struct code_src src = {lang, code, a->argv};
 	if (r == 0)
-		r = run_request(req, res, &o, background, e);
+		r = run_request(req, res, &o, background, &src, e);
 out:
 	exec_args_release(a);
 	free(a);

@@ -225,7 +225,7 @@ const struct mcp_tool mcp_tools[] = {
 	    "\"default\":\"python\"},"
 	    "\"timeout_s\":{\"type\":\"number\",\"exclusiveMinimum\":0}",
 	    REQUIRED("\"code\"")),
-     MCP_NEED_PROCS, mcp_tool_code_run},
+     MCP_NEED_PROCS | MCP_NEED_ROOT, mcp_tool_code_run},
     {"read_file",
      "Reads a file of the sandbox: text, or a base64 blob when it is not UTF-8 (at most 4 MiB).",
      OBJECT("\"path\":{\"type\":\"string\",\"description\":\"relative paths start at "

@@ -173,7 +173,8 @@ int mcp_tool_code_run(const struct mcp_ctx *c, const cJSON *args, cJSON *content
 	int lang;
 	if (args_string(args, "code", CODE_MAX, ARGS_REQUIRED, &code, e) < 0 ||
 	    args_enum(args, "language", process_languages, 0, 0, &lang, e) < 0 ||
-	    parse_common(c, args, 0, &o, e) < 0 || process_code_argv(lang, code, argv, e) < 0)
+	    parse_common(c, args, 0, &o, e) < 0 ||
+	    process_code_argv(lang, code, c->root.fd, argv, e) < 0)
 		return err_code(e);
 	o.argv = argv;
 	return run(c, &o, 0, content, e);

@@ -311,9 +311,13 @@ void process_session_drop_all(struct process_table *t);
 extern const char *const process_languages[];
 
 /* argv for running `code` in process_languages[language]: the interpreter,
- * its flag taking code as an argument, `code`, NULL.  ERR_INVALID when the
- * interpreter is not installed. */
-int process_code_argv(int language, const char *code, const char *argv[4], struct err *e);
+ * its flag taking code as an argument, `code`, NULL.  The interpreter is
+ * looked up in the sandbox's tree `root_fd` (its "/" as it sees it: a
+ * stored image has its own; -1: on the host, whose /usr the default image
+ * has): /usr/bin, then /usr/local/bin (/bin for bash).  ERR_INVALID when it
+ * is not installed. */
+int process_code_argv(int language, const char *code, int root_fd, const char *argv[4],
+		      struct err *e);
 
 /* ---- helpers shared by process*.c ---- */
 

@@ -10,9 +10,9 @@
 
 /* The OCI `linux.seccomp` object of every sandbox: Docker's default profile
  * for a container without capabilities (an allowlist, everything else fails
- * with EPERM).  Returns a new object the caller owns, or NULL when out of
- * memory. */
-cJSON *runtime_seccomp_json(void);
+ * with EPERM), with chroot(2) allowed when `allow_chroot`.  Returns a new
+ * object the caller owns, or NULL when out of memory. */
+cJSON *runtime_seccomp_json(int allow_chroot);
 
 /* /etc/chromium.d/deskbox: the flags chromium gets in a sandbox
  * (runtime_image.c); the Debian image has it too. */

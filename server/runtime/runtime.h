@@ -69,6 +69,9 @@ struct runtime_spec {
 	/* The init's capabilities ("CAP_KILL", ...: bounding, permitted and
 	 * effective), NULL-terminated; NULL: none. */
 	const char *const *caps;
+	/* 1: seccomp lets chroot(2) through (still gated by CAP_SYS_CHROOT,
+	 * which only the init of an image given the host's desktop has). */
+	int allow_chroot;
 	const char *const *argv; /* the init's argv, NULL-terminated */
 	const char *const *env;	 /* "K=V", NULL-terminated */
 	const char *cwd;
@@ -216,6 +219,17 @@ int image_umount_rootfs(const char *target, struct err *e);
 /* Where deskbox's own libraries (the host's, for the image variants of its
  * binaries, see docs/images.md) are mounted in a stored image. */
 #define IMAGE_LIB_DIR "/.deskbox/lib"
+/* Where the host's desktop (the default image's lower layer with the
+ * host's /usr on it) is mounted read-only in a stored image that lacks
+ * Xvfb or openbox; the init runs them chrooted there (docs/images.md). */
+#define IMAGE_HOST_DIR "/.deskbox/host"
+
+/* The parts of the desktop a stored image lacks, which deskbox supplies
+ * from the host (image_host_parts). */
+enum image_host_parts {
+	IMAGE_HOST_XVFB = 1 << 0,
+	IMAGE_HOST_WM = 1 << 1, /* openbox */
+};
 
 /* 1 if `name` is [a-z0-9][a-z0-9._-]{0,62} (or "default"). */
 int image_name_valid(const char *name);
@@ -226,9 +240,15 @@ void images_recover(const char *state_dir);
 
 /* The lower layer of stored image `name` (not "default") into `lower`,
  * after checking that it is usable for a desktop: a readable manifest, a
- * rootfs with /bin/sh, Xvfb and openbox and deskbox's mount points.
+ * rootfs with a /bin/sh that can run (its ELF interpreter is in the image)
+ * and deskbox's mount points (/.deskbox/host too when it lacks Xvfb or
+ * openbox, which the host then supplies).
  * ERR_INVALID naming the image and what is wrong. */
 int image_lookup(const char *state_dir, const char *name, char *lower, size_t size, struct err *e);
+
+/* Which of Xvfb and openbox the image whose lower layer is `lower` (from
+ * image_lookup) lacks: enum image_host_parts bits, 0 when it has both. */
+unsigned image_host_parts(const char *lower);
 
 /* The manifest of `name` ("default" included), or the status of a build in
  * progress or failed ({"name","status":"building"|"failed","error"}); a new

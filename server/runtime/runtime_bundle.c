@@ -255,7 +255,7 @@ static int build_linux(cJSON *root, const struct runtime_spec *s)
 	    readonly_paths, (int)(sizeof(readonly_paths) / sizeof(readonly_paths[0])));
 	if (!cJSON_AddItemToObject(lx, "readonlyPaths", ro))
 		return cJSON_Delete(ro), -1;
-	cJSON *sec = runtime_seccomp_json();
+	cJSON *sec = runtime_seccomp_json(s->allow_chroot);
 	if (!cJSON_AddItemToObject(lx, "seccomp", sec))
 		return cJSON_Delete(sec), -1;
 	return 0;

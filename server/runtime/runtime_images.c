@@ -11,6 +11,7 @@
 #include "runtime.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,13 +41,15 @@ static const struct {
 } skeleton_dirs[] = {
     {"proc", 0555}, {"sys", 0555},	{"dev", 0755},		{"run", 0755},
     {"tmp", 01777}, {"home", 0755},	{"home/user", 0755},	{"workspace", 0755},
-    {"root", 0700}, {".deskbox", 0755}, {".deskbox/lib", 0755}, {"etc", 0755},
+    {"root", 0700}, {".deskbox", 0755}, {".deskbox/lib", 0755}, {".deskbox/host", 0755},
+    {"etc", 0755},
 };
 static const char *const skeleton_files[] = {".deskbox/init", ".deskbox/deskbox-vnc",
 					     ".deskbox/xtool", "etc/resolv.conf"};
 
-/* Programs the manifest reports; the first three a desktop cannot do
- * without (image_lookup). */
+/* Programs the manifest reports: the first the image must have
+ * (image_lookup), the next two the host supplies when it lacks them
+ * (image_host_parts). */
 static const struct {
 	const char *name;
 	const char *paths[3];
@@ -55,7 +58,8 @@ static const struct {
     {"openbox", {"usr/bin/openbox"}},	{"python3", {"usr/bin/python3", "usr/local/bin/python3"}},
     {"chromium", {"usr/bin/chromium"}}, {"xterm", {"usr/bin/xterm"}},
 };
-#define REQUIRED_TOOLS 3
+#define TOOL_XVFB 1
+#define TOOL_WM	  2
 
 int image_name_valid(const char *name)
 {
@@ -107,6 +111,69 @@ static int has_tool(int rootfd, size_t i)
 	return 0;
 }
 
+static unsigned host_parts(int rootfd)
+{
+	return (has_tool(rootfd, TOOL_XVFB) ? 0 : IMAGE_HOST_XVFB) |
+	       (has_tool(rootfd, TOOL_WM) ? 0 : IMAGE_HOST_WM);
+}
+
+unsigned image_host_parts(const char *lower)
+{
+	_cleanup_fd_ int rootfd = open(lower, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return rootfd < 0 ? IMAGE_HOST_XVFB | IMAGE_HOST_WM : host_parts(rootfd);
+}
+
+/* The ELF interpreter (PT_INTERP) of the 64-bit ELF file `fd` into `buf`;
+ * "" for a static program, a script or another format. */
+static void elf_interp(int fd, char *buf, size_t size)
+{
+	Elf64_Ehdr eh;
+	buf[0] = '\0';
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 256)
+		return;
+	for (unsigned i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		off_t at = (off_t)(eh.e_phoff + (uint64_t)i * sizeof(ph));
+		if (pread(fd, &ph, sizeof(ph), at) != (ssize_t)sizeof(ph))
+			return;
+		if (ph.p_type != PT_INTERP)
+			continue;
+		if (ph.p_filesz < 2 || ph.p_filesz > size)
+			return;
+		ssize_t n = pread(fd, buf, ph.p_filesz, (off_t)ph.p_offset);
+		buf[n == (ssize_t)ph.p_filesz ? ph.p_filesz - 1 : 0] = '\0';
+		return;
+	}
+}
+
+/* The image must have a shell that can run: deskbox's parts bring their
+ * own libraries, but the user's programs, code_run's and the exec agent's
+ * `sh -c` are the image's. */
+static int shell_check(int rootfd, const char *name, struct err *e)
+{
+	_cleanup_fd_ int fd = -1;
+	for (size_t k = 0; k < 3 && tools[0].paths[k] && fd < 0; k++)
+		if (has_program(rootfd, tools[0].paths[k]))
+			fd = open_in_root(rootfd, tools[0].paths[k], O_RDONLY);
+	if (fd < 0)
+		return err_set(e, ERR_INVALID, ENOENT,
+			       "image '%s' has no shell (/bin/sh): deskbox runs the image's own "
+			       "programs, so it needs at least /bin/sh and its libc",
+			       name);
+	char interp[PATH_MAX];
+	elf_interp(fd, interp, sizeof(interp));
+	_cleanup_fd_ int ld = interp[0] ? open_in_root(rootfd, interp, O_PATH) : -1;
+	struct stat st;
+	if (interp[0] && (ld < 0 || fstat(ld, &st) < 0 || !S_ISREG(st.st_mode)))
+		return err_set(e, ERR_INVALID, ENOENT,
+			       "image '%s' cannot run its /bin/sh: its dynamic loader %s (libc) is "
+			       "not in the image",
+			       name, interp);
+	return 0;
+}
+
 static cJSON *read_json(const char *path, struct err *e)
 {
 	_cleanup_free_ char *text = NULL;
@@ -150,12 +217,17 @@ int image_lookup(const char *state_dir, const char *name, char *lower, size_t si
 	if (rootfd < 0)
 		return err_set(e, ERR_INVALID, ENOENT, "image '%s' is broken: no rootfs directory",
 			       name);
-	for (size_t i = 0; i < REQUIRED_TOOLS; i++)
-		if (!has_tool(rootfd, i))
+	if (shell_check(rootfd, name, e) < 0)
+		return err_code(e);
+	if (host_parts(rootfd)) {
+		const char *rel = IMAGE_HOST_DIR + 1;
+		_cleanup_fd_ int fd = open_in_root(rootfd, rel, O_PATH | O_DIRECTORY);
+		if (fd < 0)
 			return err_set(e, ERR_INVALID, ENOENT,
-				       "image '%s' has no %s (/%s): a desktop needs /bin/sh, Xvfb "
-				       "and openbox from the image",
-				       name, tools[i].name, tools[i].paths[0]);
+				       "image '%s' is broken: it lacks Xvfb or openbox and has no "
+				       "mount point %s for the host's (import it again)",
+				       name, IMAGE_HOST_DIR);
+	}
 	for (size_t i = 0; i < sizeof(skeleton_files) / sizeof(skeleton_files[0]); i++) {
 		_cleanup_fd_ int fd = open_in_root(rootfd, skeleton_files[i], O_PATH);
 		if (fd < 0)
@@ -452,10 +524,14 @@ static void manifest_tools(cJSON *m, const char *rootfs)
 	cJSON *t = cJSON_AddObjectToObject(m, "tools");
 	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
 		cJSON_AddBoolToObject(t, tools[i].name, rootfd >= 0 && has_tool(rootfd, i));
-	int desktop = 1;
-	for (size_t i = 0; rootfd >= 0 && i < REQUIRED_TOOLS; i++)
-		desktop = desktop && has_tool(rootfd, i);
-	cJSON_AddBoolToObject(m, "desktop", rootfd >= 0 && desktop);
+	unsigned host = rootfd >= 0 ? host_parts(rootfd) : IMAGE_HOST_XVFB | IMAGE_HOST_WM;
+	cJSON_AddBoolToObject(m, "desktop", rootfd >= 0 && !host);
+	/* What the host supplies at run time (docs/images.md). */
+	cJSON *sup = cJSON_AddArrayToObject(m, "host_parts");
+	if (host & IMAGE_HOST_XVFB)
+		cJSON_AddItemToArray(sup, cJSON_CreateString(tools[TOOL_XVFB].name));
+	if (host & IMAGE_HOST_WM)
+		cJSON_AddItemToArray(sup, cJSON_CreateString(tools[TOOL_WM].name));
 }
 
 int image_finish(const char *state_dir, const char *name, const char *tmp, cJSON *manifest,

@@ -3,7 +3,7 @@
  * It follows Docker's default profile (moby profiles/seccomp/default.json)
  * for a container without capabilities: an allowlist, every other syscall
  * fails with EPERM.  Left out on purpose: mount, umount2, pivot_root,
- * chroot, unshare, setns, kexec_*, *_module, bpf, perf_event_open, keyctl,
+ * chroot (but see allow_chroot), unshare, setns, kexec_*, *_module, bpf, perf_event_open, keyctl,
  * add_key, request_key, open_by_handle_at, userfaultfd, fanotify_init,
  * io_uring_* (a steady source of kernel bugs; Docker dropped it in 2023),
  * acct, quotactl, swapon/off, reboot, settimeofday, clock_settime, lookup_dcookie,
@@ -443,7 +443,7 @@ static int push(cJSON *rules, cJSON *r, int ok)
 	return 0;
 }
 
-cJSON *runtime_seccomp_json(void)
+cJSON *runtime_seccomp_json(int allow_chroot)
 {
 	cJSON *s = cJSON_CreateObject();
 	if (!s || !cJSON_AddStringToObject(s, "defaultAction", "SCMP_ACT_ERRNO") ||
@@ -470,6 +470,13 @@ cJSON *runtime_seccomp_json(void)
 	if (push(rules, r, 1))
 		goto fail;
 
+	/* Only for a sandbox whose init chroots the host's desktop parts
+	 * (docs/images.md): the call still needs CAP_SYS_CHROOT, which no
+	 * program but that init holds (Docker allows it on the same terms). */
+	static const char *const chroot_call[] = {"chroot"};
+	r = allow_chroot ? rule(chroot_call, 1, "SCMP_ACT_ALLOW") : NULL;
+	if (allow_chroot && push(rules, r, 1))
+		goto fail;
 	static const char *const clone[] = {"clone"};
 	r = rule(clone, 1, "SCMP_ACT_ALLOW");
 	if (push(rules, r, add_arg(r, 0, CLONE_NS_MASK, "SCMP_CMP_MASKED_EQ") == 0))

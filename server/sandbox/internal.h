@@ -176,6 +176,11 @@ int sandbox_log_adopt(struct sandbox *sb, pid_t keeper, struct err *e);
 /* Checks that image `name` can be used by a new sandbox ("default"
  * always can); ERR_INVALID naming what is wrong.  With s->mu held. */
 int sandbox_image_check(struct sandboxes *s, const char *name, struct err *e);
+/* The refusal of an image that needs the host's desktop (its init must
+ * chroot, so the sandbox must be root in a user namespace of its own). */
+#define NO_USERNS_HOST_DESKTOP                                                                     \
+	"image '%s' has no Xvfb or openbox of its own, and deskbox supplies the host's only to "   \
+	"sandboxes with a user namespace (deskboxd runs without them: --allow-shared-uid)"
 /* The lower layer of the sandbox's image into `lower`. */
 int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, struct err *e);
 

@@ -255,13 +255,48 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 	env[n] = NULL;
 }
 
-/* The container's bind mounts into `mounts` (room for 6; `img` holds
- * their paths); returns how many. */
-static int bundle_mounts(const struct sandbox *sb, const char *run, struct runtime_mount *mounts,
-			 char img[4][PATH_MAX], struct err *e)
+/* 0 if <rootfs>/<name> is a directory, not a symlink: a bind source is a
+ * host path, so one that an image could point elsewhere is refused. */
+static int plain_dir(const char *rootfs, const char *name, char *out, size_t size, struct err *e)
+{
+	struct stat st;
+	snprintf(out, size, "%s/%s", rootfs, name);
+	if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode))
+		return err_set(e, ERR_INVALID, ENOTDIR,
+			       "image: /%s is not a directory, and the host's desktop needs it",
+			       name);
+	return 0;
+}
+
+/* The host's desktop for an image that lacks Xvfb or openbox: the default
+ * image's lower layer and the host's /usr, read-only, at IMAGE_HOST_DIR,
+ * with the sandbox's own /tmp (X socket, keymaps) and /root (the desktop's
+ * home) in it; the init runs Xvfb and openbox chrooted there. */
+static int host_mounts(const struct sandbox *sb, const char *rootfs, struct runtime_mount *mounts,
+		       char img[2][PATH_MAX], struct err *e)
+{
+	if (!sb->host_base)
+		return err_set(e, ERR_INVALID, EPERM, NO_USERNS_HOST_DESKTOP, sb->spec.image);
+	if (plain_dir(rootfs, "tmp", img[0], PATH_MAX, e) < 0 ||
+	    plain_dir(rootfs, "root", img[1], PATH_MAX, e) < 0)
+		return err_code(e);
+	mounts[0] = (struct runtime_mount){sb->owner->lower, IMAGE_HOST_DIR, 1};
+	mounts[1] = (struct runtime_mount){"/usr", IMAGE_HOST_DIR "/usr", 1};
+	mounts[2] = (struct runtime_mount){img[0], IMAGE_HOST_DIR "/tmp", 0};
+	mounts[3] = (struct runtime_mount){img[1], IMAGE_HOST_DIR "/root", 0};
+	return 4;
+}
+
+/* The container's bind mounts into `mounts` (room for 9; `img` holds
+ * their paths); returns how many.  *host: the image gets the host's
+ * desktop. */
+static int bundle_mounts(const struct sandbox *sb, const char *rootfs, const char *run,
+			 struct runtime_mount *mounts, char img[6][PATH_MAX], int *host,
+			 struct err *e)
 {
 	const struct sandboxes *s = sb->owner;
 	int n_mounts = 0;
+	*host = 0;
 	if (!sb->spec.image[0] || strcmp(sb->spec.image, IMAGE_DEFAULT) == 0) {
 		mounts[n_mounts++] = (struct runtime_mount){"/usr", "/usr", 1};
 		mounts[n_mounts++] = (struct runtime_mount){s->cfg.init_path, "/.deskbox/init", 1};
@@ -285,6 +320,14 @@ static int bundle_mounts(const struct sandbox *sb, const char *run, struct runti
 				 parts[i][0]);
 			mounts[n_mounts++] = (struct runtime_mount){img[i], parts[i][1], 1};
 		}
+		char lower[PATH_MAX];
+		if (sandbox_image_lower(sb, lower, sizeof(lower), e) < 0)
+			return err_code(e);
+		*host = image_host_parts(lower) != 0;
+		int n = *host ? host_mounts(sb, rootfs, mounts + n_mounts, img + 4, e) : 0;
+		if (n < 0)
+			return n;
+		n_mounts += n;
 	}
 	mounts[n_mounts++] = (struct runtime_mount){run, "/run/deskbox", 0};
 	return n_mounts;
@@ -302,11 +345,12 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	const char *env[SANDBOX_MAX_ENV + 8];
 	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
 	const char *argv[] = {"/.deskbox/init", NULL};
-	/* Room for bundle_mounts' 6, the resolver's and the writable places
+	/* Room for bundle_mounts' 9, the resolver's and the writable places
 	 * of a read-only root. */
-	struct runtime_mount mounts[7 + SANDBOX_RW_DIRS];
-	char img[4][PATH_MAX], rw[SANDBOX_RW_DIRS][PATH_MAX];
-	int n_mounts = bundle_mounts(sb, run, mounts, img, e);
+	struct runtime_mount mounts[10 + SANDBOX_RW_DIRS];
+	char img[6][PATH_MAX], rw[SANDBOX_RW_DIRS][PATH_MAX];
+	int host = 0;
+	int n_mounts = bundle_mounts(sb, rootfs, run, mounts, img, &host, e);
 	if (n_mounts < 0)
 		return n_mounts;
 	/* The network's resolver, rewritten in place as it changes. */
@@ -317,6 +361,9 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	 * and setgid), and able to stop them (kill).  Without one, everything
 	 * is IMAGE_USER_UID. */
 	static const char *const init_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
+	/* And, to run the host's desktop in its chroot, CAP_SYS_CHROOT. */
+	static const char *const host_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL",
+						"CAP_SYS_CHROOT", NULL};
 	struct runtime_spec spec = {
 	    .id = sb->container_id,
 	    .bundle_dir = bundle,
@@ -326,7 +373,10 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .gid = sb->host_base ? 0 : IMAGE_USER_GID,
 	    .userns_host_base = sb->host_base,
 	    .userns_path = userns,
-	    .caps = sb->host_base ? init_caps : NULL,
+	    .caps = !sb->host_base ? NULL
+		    : host	   ? host_caps
+				   : init_caps,
+	    .allow_chroot = host,
 	    .argv = argv,
 	    .env = env,
 	    .cwd = "/workspace",

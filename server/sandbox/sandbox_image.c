@@ -27,7 +27,11 @@ int sandbox_image_check(struct sandboxes *s, const char *name, struct err *e)
 			       "image '%s': deskboxd has no image binaries (build/image), only the "
 			       "default image works",
 			       name);
-	return image_lookup(s->cfg.state_dir, name, lower, sizeof(lower), e);
+	if (image_lookup(s->cfg.state_dir, name, lower, sizeof(lower), e) < 0)
+		return err_code(e);
+	if (!s->cfg.userns_base && image_host_parts(lower))
+		return err_set(e, ERR_INVALID, EPERM, NO_USERNS_HOST_DESKTOP, name);
+	return 0;
 }
 
 int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, struct err *e)

@@ -4,8 +4,11 @@ put into a fresh layout with umoci) is imported through POST /v1/images,
 and a sandbox from it runs python3, serves files and screenshots, and sees
 none of the host's /usr; the image is listed, kept across stop/start and
 refused for deletion while used.  An OCI archive (skopeo copy) of an
-image without Xvfb
-imports but is a 400 at create, as are a missing and two broken images;
+image with python3 but no Xvfb, openbox or X library (a `FROM python`
+image) imports and boots to a desktop all the same, on the host's Xvfb and
+openbox: screenshots, a menu driven by click and keys, code_run on the
+image's own python.  Images without a shell, or whose shell has no libc,
+are a 400 at create, as are a missing and two broken images;
 an archive of the desktop image, imported twice at once, gives one 201 and
 one 409 and boots to a desktop; a build against a closed loopback mirror
 answers 202, then fails saying why; the default image is unchanged.
@@ -59,18 +62,31 @@ def copy(root, path):
         shutil.copy2(path, dst)
 
 
+# Only in the images' python: code_run proves it runs the image's own.
+MARKER = "deskbox_image_marker"
+
+
 def make_rootfs(root, desktop):
     """A small merged-/usr tree: sh, python3 and coreutils, and with
-    `desktop` Xvfb (xkbcomp, the keymaps) and openbox (its theme, a font)."""
+    `desktop` Xvfb (xkbcomp, the keymaps) and openbox (its theme, a font);
+    without, python3 is /usr/local/bin/python3 as in the python images; a
+    python module MARKER that only the image has."""
     for d in ("usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "etc"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     for link in ("bin", "lib", "lib64", "sbin"):
         os.symlink("usr/" + link, os.path.join(root, link))
-    progs = ["/usr/bin/dash", "/usr/bin/python3", "/usr/bin/cat", "/usr/bin/id", "/usr/bin/ls"]
+    progs = ["/usr/bin/dash", "/usr/bin/cat", "/usr/bin/id", "/usr/bin/ls"]
     if desktop:
-        progs += ["/usr/bin/Xvfb", "/usr/bin/xkbcomp", "/usr/bin/openbox"]
+        progs += ["/usr/bin/python3", "/usr/bin/Xvfb", "/usr/bin/xkbcomp", "/usr/bin/openbox"]
+    else:
+        # Where the python images have theirs, and no /usr/bin/python3.
+        os.makedirs(os.path.join(root, "usr/local/bin"))
+        shutil.copy2(os.path.realpath("/usr/bin/python3"),
+                     os.path.join(root, "usr/local/bin/python3"))
+        progs.append("/usr/bin/python3")
     for p in progs:
-        copy(root, p)
+        if desktop or p != "/usr/bin/python3":
+            copy(root, p)
         for lib in ldd(os.path.realpath(p)):
             copy(root, lib)
     os.symlink("dash", os.path.join(root, "usr/bin/sh"))
@@ -83,13 +99,33 @@ def make_rootfs(root, desktop):
         for p in ("/usr/share/X11/xkb", "/etc/xdg/openbox", "/usr/share/themes/Clearlooks",
                   "/etc/fonts", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
             copy(root, p)
+    with open(os.path.join(root, src.lstrip("/"), MARKER + ".py"), "w") as f:
+        f.write("WHERE = 'the image'\n")
     with open(os.path.join(root, "etc/passwd"), "w") as f:
         f.write("root:x:0:0:root:/root:/bin/sh\n")
 
 
-def make_layout(work, name, desktop):
+def make_shell_only(root, libc):
+    """A tree with the host's dash as /bin/sh and, with `libc`, nothing
+    else; without, not even its libc and loader; or, with libc None, no
+    shell at all (a text file only)."""
+    os.makedirs(os.path.join(root, "usr/bin"))
+    os.symlink("usr/bin", os.path.join(root, "bin"))
+    with open(os.path.join(root, "README"), "w") as f:
+        f.write("data only\n")
+    if libc is None:
+        return
+    copy(root, "/usr/bin/dash")
+    os.symlink("dash", os.path.join(root, "usr/bin/sh"))
+    if libc:
+        for lib in ldd("/usr/bin/dash"):
+            copy(root, lib)
+
+
+def make_layout(work, name, desktop, fill=None):
     """An OCI layout work/<name> with one tagged image ("t") holding
-    make_rootfs's tree as its only layer, made with umoci."""
+    make_rootfs's tree (or fill(root)'s) as its only layer, made with
+    umoci."""
     layout = os.path.join(work, name)
     bundle = os.path.join(work, name + "-bundle")
     for argv in (["umoci", "init", "--layout", layout],
@@ -98,7 +134,11 @@ def make_layout(work, name, desktop):
         subprocess.run(argv, check=True, capture_output=True)
     rootfs = os.path.join(bundle, "rootfs")
     shutil.rmtree(rootfs)
-    make_rootfs(rootfs, desktop)
+    if fill:
+        os.makedirs(rootfs)
+        fill(rootfs)
+    else:
+        make_rootfs(rootfs, desktop)
     subprocess.run(["umoci", "repack", "--image", layout + ":t", bundle], check=True,
                    capture_output=True)
     shutil.rmtree(bundle)
@@ -149,9 +189,11 @@ def import_checks(t, srv, layout, archive):
     r = srv.request("POST", "/v1/images", {"name": "headless", "oci_archive": archive})
     t.eq(r.status, 201, "an OCI archive made by skopeo copy imports")
     t.diag("import of the archive: %.2f s" % (time.monotonic() - t0))
-    t.ok(r.status == 201 and r.json().get("desktop") is False and
-         r.json().get("source", "").startswith("oci-archive:"),
-         "an image without Xvfb says it is no desktop", r.body[:300])
+    j = r.json() if r.status == 201 else {}
+    t.ok(j.get("desktop") is False and j.get("host_parts") == ["Xvfb", "openbox"] and
+         j.get("source", "").startswith("oci-archive:"),
+         "an image without Xvfb and openbox says the host supplies them", r.body[:300])
+    t.eq(m.get("host_parts"), [], "the desktop image needs nothing of the host's")
     left = [n for n in os.listdir(os.path.join(srv.state_dir, "images")) if n.startswith(".tmp")]
     t.eq(left, [], "nothing half-made is left in images/")
 
@@ -190,6 +232,116 @@ def archive_desktop_checks(t, srv, layout, work):
     t.eq(srv.request("DELETE", "/v1/images/tinyarc").status, 204, "and its image deletes")
 
 
+def shell_imports(t, srv, work):
+    """Two images that cannot run anything, imported for refused_creates:
+    one with no shell, one whose /bin/sh lacks its libc and loader."""
+    for name, libc in (("noshell", None), ("nolibc", False)):
+        layout = make_layout(work, name, False, fill=lambda root, libc=libc:
+                             make_shell_only(root, libc))
+        r = srv.request("POST", "/v1/images", {"name": name, "oci_layout": layout})
+        t.ok(r.status == 201 and r.json().get("tools", {}).get("sh") is (libc is not None),
+             "image '%s' imports (its tools say sh: %s)" % (name, libc is not None),
+             r.body[:300])
+
+
+def tree_has(root, names):
+    """The files under `root` whose names start with one of `names`."""
+    found = []
+    for d, _, files in os.walk(root):
+        found += [os.path.join(d, f) for f in files if f.startswith(names)]
+    return found
+
+
+def menu_checks(t, srv, sid):
+    """The host's openbox draws its menu on a right click and moves its
+    highlight on a key: input reaches the desktop and the frame changes."""
+    a = srv.screenshot(sid)
+    clicks = []
+
+    def click_shows_menu():
+        # openbox may announce itself before it binds its root menu: a
+        # click that came too early shows nothing, so click again.
+        clicks.append(srv.post(sid, "click", {"x": 300, "y": 300, "button": "right"}).status)
+        b = dbx.wait_until(lambda: (lambda b: b if dbx.changed_bbox(a, b) else None)(
+            srv.screenshot(sid)), timeout=2)
+        return b
+    menu = dbx.wait_until(click_shows_menu, timeout=30, interval=0)
+    t.ok(clicks and set(clicks) == {200}, "right clicks on the desktop (%d)" % len(clicks),
+         clicks)
+    box = dbx.changed_bbox(a, menu) if menu else None
+    t.ok(box and box[0] >= 295 and box[1] >= 295 and box[2] - box[0] > 60 and
+         box[3] - box[1] > 60, "openbox's menu appears where it was clicked", box)
+    colours = len({px for row in dbx.png_pixels(menu)[295:480]
+                   for px in zip(row[0::3], row[1::3], row[2::3])}) if menu else 0
+    t.ok(colours > 20, "the menu has text in it (%d colours: fonts work)" % colours)
+    r = srv.post(sid, "key", {"keys": "Down"})
+    down = dbx.wait_until(lambda: (lambda b: b if dbx.changed_bbox(menu, b) else None)(
+        srv.screenshot(sid)), timeout=20) if menu and r.status == 200 else None
+    box = dbx.changed_bbox(menu, down) if down else None
+    t.ok(box and box[1] >= 295 and box[3] < 480, "a key moves the menu's highlight", box)
+    srv.post(sid, "key", {"keys": "Escape"})
+    gone = dbx.wait_until(lambda: dbx.changed_bbox(a, srv.screenshot(sid)) is None, timeout=20)
+    t.ok(gone, "Escape closes it: the frame is the empty desktop again")
+
+
+def host_desktop_checks(t, srv):
+    """The image with python3 but no Xvfb, openbox or X library boots to a
+    desktop on the host's, and its programs stay the image's."""
+    tree = os.path.join(srv.state_dir, "images", "headless", "rootfs")
+    t.ok(os.path.exists(os.path.join(tree, "usr/local/bin/python3")) and
+         not os.path.lexists(os.path.join(tree, "usr/bin/python3")) and
+         tree_has(tree, ("Xvfb", "openbox", "libX11", "xkbcomp")) == [],
+         "the python image has /usr/local/bin/python3 but no Xvfb, openbox, xkbcomp, "
+         "libX11 (nor /usr/bin/python3)")
+    t0 = time.monotonic()
+    r = srv.request("POST", "/v1/sandboxes", {"image": "headless"})
+    t.eq(r.status, 201, "a sandbox from the image without a desktop is created")
+    if r.status != 201:
+        return t.diag(r.body[:500].decode(errors="replace"))
+    sid = r.json()["id"]
+    t.diag("create on the host's desktop, until it is up: %.2f s" % (time.monotonic() - t0))
+    info = dbx.png_info(srv.screenshot(sid))
+    t.eq(info[:2], (1280, 800), "its screenshot has the display's size")
+    menu_checks(t, srv, sid)
+    code = ("import os, sys, %s as m\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print(sys.executable, m.WHERE, '/.deskbox' in maps,\n"
+            "      [k for k in os.environ if k.startswith('LD_')])" % MARKER)
+    r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid, {"code": code})
+    t.eq(r.json().get("stdout") if r.status == 200 else r.body[:300],
+         "/usr/local/bin/python3 the image False []\n",
+         "code_run runs the image's python (/usr/local/bin), on the image's libraries, "
+         "with no LD_ variable")
+    r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid, {"code": (
+        "import os\ntry:\n    os.chroot('/.deskbox/host')\n    print('chrooted')\n"
+        "except OSError as e:\n    print(e.errno, open('/proc/self/status').read()"
+        ".split('CapEff:')[1].split()[0])")})
+    t.eq(r.json().get("stdout") if r.status == 200 else r.body[:300], "1 0000000000000000\n",
+         "the user has no capability and cannot chroot (EPERM): only the init can")
+    r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid,
+                    {"code": "console.log(1)", "language": "node"})
+    t.ok(r.status == 400 and "/usr/local/bin/node" in r.json()["error"]["message"],
+         "code_run in a language the image lacks is a 400, though the host has it",
+         r.body[:300])
+    r = srv.exec(sid, ["sh", "-c", "cat /proc/[0-9]*/comm; test -e /usr/bin/Xvfb || echo none; "
+                       "test -x /.deskbox/host/usr/bin/Xvfb && echo host; "
+                       "touch /.deskbox/host/x 2>/dev/null || echo ro"])
+    out = r["stdout"].split()
+    t.ok({"Xvfb", "openbox", "deskbox-vnc"} <= set(out) and out[-3:] == ["none", "host", "ro"],
+         "Xvfb and openbox run, from the host's read-only /.deskbox/host, not the image's /usr",
+         out)
+    with open(os.path.join(srv.state_dir, "sandboxes", sid, "init.log"), errors="replace") as f:
+        log = f.read()
+    t.ok("the host's from /.deskbox/host" in log and "exited" not in log,
+         "init.log says the host supplies them, and nothing exited", log[-1500:])
+    t.eq(srv.request("POST", "/v1/sandboxes/%s/stop" % sid).status, 200, "stop it")
+    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid)
+    t.eq(r.status, 200, "and start it again on the host's desktop")
+    if r.status == 200:
+        t.eq(dbx.png_info(srv.screenshot(sid))[:2], (1280, 800), "its desktop is back")
+    t.eq(srv.request("DELETE", "/v1/sandboxes/" + sid).status, 204, "delete it")
+
+
 def build_checks(t, srv):
     """The build's background path without network: a mirror on a closed
     loopback port makes debootstrap fail at once."""
@@ -215,7 +367,8 @@ def build_checks(t, srv):
 def list_checks(t, srv):
     r = srv.request("GET", "/v1/images")
     names = [i["name"] for i in r.json().get("images", [])] if r.status == 200 else []
-    t.eq(names, ["default", "headless", "tiny"], "GET /v1/images lists default first, then all")
+    t.eq(names, ["default", "headless", "nolibc", "noshell", "tiny"],
+         "GET /v1/images lists default first, then all")
     r = srv.request("GET", "/v1/images/tiny")
     t.ok(r.status == 200 and r.json().get("sandboxes") == 0, "GET one image", r.body[:300])
     r = srv.request("GET", "/v1/images/default")
@@ -229,7 +382,8 @@ def refused_creates(t, srv):
     os.makedirs(os.path.join(images, "norootfs"))
     with open(os.path.join(images, "norootfs", "manifest.json"), "w") as f:
         f.write('{"name": "norootfs"}')
-    for name, want in (("nope", "does not exist"), ("headless", "has no Xvfb"),
+    for name, want in (("nope", "does not exist"), ("noshell", "has no shell (/bin/sh)"),
+                       ("nolibc", "dynamic loader /lib64/ld-linux-x86-64.so.2 (libc) is not"),
                        ("nomanifest", "no readable manifest"), ("norootfs", "no rootfs")):
         r = srv.request("POST", "/v1/sandboxes", {"image": name})
         msg = r.json().get("error", {}).get("message", "") if r.status == 400 else ""
@@ -350,10 +504,12 @@ def main():
             time.monotonic() - t0, du_bytes(layout) / 1e6, du_bytes(headless) / 1e6))
         srv = dbx.Server()
         import_checks(t, srv, layout, archive)
+        shell_imports(t, srv, work)
         list_checks(t, srv)
         archive_desktop_checks(t, srv, layout, work)
         build_checks(t, srv)
         refused_creates(t, srv)
+        host_desktop_checks(t, srv)
         srv = sandbox_checks(t, srv)
         default_checks(t, srv)
         t.eq(srv.request("DELETE", "/v1/images/default").status, 400,
