@@ -12,8 +12,7 @@ are a 400 at create, as are a missing and two broken images;
 an archive of the desktop image, imported twice at once, gives one 201 and
 one 409 and boots to a desktop; a build against a closed loopback mirror
 answers 202, then fails saying why; the default image is unchanged.
-`make image` builds the Debian one for real (not here: it takes minutes
-and the network)."""
+The Debian one is built for real by test_image_build.py."""
 
 import json
 import os
