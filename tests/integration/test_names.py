@@ -359,8 +359,8 @@ def check_pool():
         except OSError:
             return []
     try:
-        t.ok(dbx.wait_until(lambda: len(ctrs()) == 1, timeout=60, interval=0.2),
-             "a warm pool of one desktop", ctrs())
+        t.ok(dbx.wait_until(lambda: dbx.warm_pool_ready(p) == 1, timeout=60, interval=0.2),
+             "a warm pool of one desktop, ready", ctrs())
         pooled = ctrs()[:1]
         body = {"display": {"width": 640, "height": 480}, "name": "warm",
                 "metadata": {"pool": "yes"}}
@@ -371,8 +371,8 @@ def check_pool():
              "a create with a name and metadata claims the pool's desktop", r.body[:300])
         t.eq(p.request("GET", "/v1/sandboxes/warm").json().get("id"), j.get("id"),
              "and the name finds it")
-        t.ok(dbx.wait_until(lambda: len(ctrs()) == 2, timeout=60, interval=0.2),
-             "a replacement fills the pool")
+        t.ok(dbx.wait_until(lambda: dbx.warm_pool_ready(p) == 1 and len(ctrs()) == 2,
+                            timeout=60, interval=0.2), "a replacement fills the pool")
         r = p.request("POST", "/v1/sandboxes", body)
         t.ok(r.status == 409 and code_of(r) == "name_taken", "a taken name: 409, from the pool too",
              r.body[:200])

@@ -78,6 +78,14 @@ def cgroup_dirs(cid):
                   glob.glob("/sys/fs/cgroup/deskbox/" + cid))
 
 
+def warm_pool_ready(srv):
+    """How many warm-pool desktops deskboxd reports ready to be claimed
+    (the deskbox_warm_pool_ready gauge of /metrics), or -1."""
+    r = srv.request("GET", "/metrics")
+    m = re.search(rb"^deskbox_warm_pool_ready (\d+)$", r.body, re.M) if r.status == 200 else None
+    return int(m.group(1)) if m else -1
+
+
 def cgroup_file(cid, controller, name):
     """The content of a cgroup file of container `cid` on a v1 or a v2
     host, or None when there is none."""
