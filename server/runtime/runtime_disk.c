@@ -11,7 +11,13 @@
  * Project quotas would need the quota feature on the state dir's
  * filesystem, which an ext4 root cannot get while mounted; a size-limited
  * tmpfs is RAM, not disk.  The image is sparse: the host pays for what the
- * sandbox writes, never more than the image's size. */
+ * sandbox writes, never more than the image's size.
+ *
+ * The disk store (the end of this file; sandbox_store.c decides when) is
+ * the same trick one level down: a sparse XFS image with reflinks,
+ * loop-mounted, holding the sandboxes' images where the state dir's
+ * filesystem cannot clone them.  mkfs.xfs of a 252 GiB sparse file: ~20
+ * ms and 65 MiB allocated (its log). */
 #include "runtime.h"
 
 #include <dirent.h>
