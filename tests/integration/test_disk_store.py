@@ -2,8 +2,8 @@
 in the sandboxes' own directories; a sandbox made so keeps working when
 the next deskboxd uses the store (it starts with its files, its
 checkpoints restore, a fork of it lands in the store); a full store is a
-507 naming it, for checkpoints, forks and creates alike, and a delete
-makes room again; bad flag values are refused; no loop device outlives
+507 naming it, for checkpoints, forks and creates alike, and a delete (of a sandbox, or of
+a checkpoint holding blocks its sandbox rewrote) makes room again; bad flag values are refused; no loop device outlives
 deskboxd."""
 
 import glob
@@ -108,10 +108,32 @@ def direct_then_store(t, state):
         dbx.stop_servers(t, servers, state)
 
 
+def checkpoint_room(t, srv, state):
+    """A checkpoint holds the blocks its sandbox rewrote since; deleting it
+    gives them back to the host."""
+    sid = srv.create({})["id"]
+    sh(srv, sid, "dd if=/dev/urandom of=/workspace/a bs=1M count=64 status=none; sync")
+    t.eq(srv.request("POST", base(sid) + "/checkpoints", {"name": "c"}).status, 201,
+         "a checkpoint of 64 MiB")
+    sh(srv, sid, "dd if=/dev/urandom of=/workspace/a bs=1M count=64 conv=notrunc "
+                 "status=none; sync")
+    held = dbx.store_du(state)
+    t.eq(srv.request("DELETE", base(sid) + "/checkpoints/c").status, 204,
+         "the sandbox rewrote them; delete the checkpoint")
+    t.ok(dbx.wait_until(lambda: dbx.store_du(state) < held - (48 << 20), timeout=60),
+         "the blocks only it held go back to the host (%d -> %d MiB)" %
+         (held >> 20, dbx.store_du(state) >> 20))
+    t.eq(srv.request("DELETE", base(sid)).status, 204, "delete the sandbox")
+    st = os.statvfs(srv.ns_path("store"))
+    dbx.wait_until(lambda: os.statvfs(srv.ns_path("store")).f_bfree * st.f_frsize > 200 << 20,
+                   timeout=30)
+
+
 def full_store(t, state):
     """The smallest store mkfs.xfs makes (300 MiB) filled by one sandbox."""
     srv = dbx.Server(state_dir=state, args=["--disk-store", "pool", "--disk-store-size", "300"])
     try:
+        checkpoint_room(t, srv, state)
         sid = srv.create({"disk_mb": 1024})["id"]
         out = sh(srv, sid, "dd if=/dev/urandom of=/workspace/fill bs=1M count=200 "
                            "status=none; sync; echo done")
