@@ -1,10 +1,11 @@
 """The disk store (docs/lifecycle.md): --disk-store direct keeps the images
 in the sandboxes' own directories; a sandbox made so keeps working when
 the next deskboxd uses the store (it starts with its files, its
-checkpoints restore, a fork of it lands in the store); a full store is a
-507 naming it, for checkpoints, forks and creates alike, and a delete (of a sandbox, or of
-a checkpoint holding blocks its sandbox rewrote) makes room again; bad flag values are refused; no loop device outlives
-deskboxd."""
+checkpoints restore, a fork of it lands in the store); deleting a
+checkpoint gives back the blocks its sandbox rewrote since; a full store
+is a 507 naming it, for checkpoints, forks and creates alike, and a
+delete makes room again; bad flag values are refused; no loop device
+outlives deskboxd."""
 
 import glob
 import os
