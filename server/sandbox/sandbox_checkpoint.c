@@ -364,8 +364,7 @@ static int swap_image(struct sandbox *sb, const char *name, struct err *e)
 	checkpoint_path(sb, name, "disk.img", src, sizeof(src));
 	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
 	sandbox_disk_path(sb, tmp, sizeof(tmp), "disk.img.restore");
-	int r = sandbox_store_room(sb, e);
-	r = r ?: copy_image(src, tmp, e);
+	int r = copy_image(src, tmp, e);
 	if (r == 0 && rename(tmp, img) < 0)
 		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", tmp);
 	if (r < 0)
@@ -385,6 +384,7 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 	pthread_mutex_unlock(&sb->mu);
 	int r = check_usable(sb, e);
 	r = r ?: need_checkpoint(sb, name, e);
+	r = r ?: sandbox_store_room(sb, e); /* before the stop: a full store changes nothing */
 	if (r == 0 && was != SANDBOX_STOPPED)
 		r = sandbox_stop_locked(sb, e);
 	if (r == 0) {

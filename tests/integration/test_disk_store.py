@@ -3,7 +3,7 @@ in the sandboxes' own directories; a sandbox made so keeps working when
 the next deskboxd uses the store (it starts with its files, its
 checkpoints restore, a fork of it lands in the store); deleting a
 checkpoint gives back the blocks its sandbox rewrote since; a full store
-is a 507 naming it, for checkpoints, forks and creates alike, and a
+is a 507 naming it, for checkpoints, restores, forks and creates alike, and a
 delete makes room again; bad flag values are refused; no loop device
 outlives deskboxd."""
 
@@ -136,6 +136,8 @@ def full_store(t, state):
     try:
         checkpoint_room(t, srv, state)
         sid = srv.create({"disk_mb": 1024})["id"]
+        t.eq(srv.request("POST", base(sid) + "/checkpoints", {"name": "early"}).status, 201,
+             "a checkpoint before the store fills")
         out = sh(srv, sid, "dd if=/dev/urandom of=/workspace/fill bs=1M count=200 "
                            "status=none; sync; echo done")
         t.eq(out, "done\n", "200 MiB written into a 300 MiB store")
@@ -151,7 +153,12 @@ def full_store(t, state):
         code = err(srv.request("POST", "/v1/sandboxes", {}))
         t.ok(code[:2] == (507, "insufficient_storage") and "disk store" in code[2],
              "a create: 507", code)
-        t.eq(srv.request("GET", base(sid) + "/checkpoints").json()["checkpoints"], [],
+        code = err(srv.request("POST", base(sid) + "/checkpoints/early/restore"))
+        t.ok(code[:2] == (507, "insufficient_storage"), "a restore: 507", code)
+        t.eq(srv.request("GET", base(sid)).json()["status"], "running",
+             "and the sandbox was not stopped for it")
+        t.eq([c["name"] for c in
+              srv.request("GET", base(sid) + "/checkpoints").json()["checkpoints"]], ["early"],
              "nothing half-made is listed")
         t.eq(sh(srv, sid, "echo still > /workspace/ok && cat /workspace/ok"), "still\n",
              "the sandbox itself goes on working")
