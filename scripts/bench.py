@@ -266,16 +266,19 @@ def lifecycle(srv, n):
     srv.request("DELETE", base)
 
 
-def checkpoints(srv, n, tag=""):
+def checkpoints(srv, n, tag="", naive=None, naive_name=None):
     """Checkpoint, restore and fork of a sandbox holding 1 MiB and 1 GiB of
-    written files (docs/lifecycle.md: a copy of the disk image, so the cost
-    grows with the data on a filesystem without reflinks)."""
+    written files (docs/lifecycle.md: a clone of the disk image, in the
+    disk store on a state dir without reflinks, so the cost does not grow
+    with the data).  `naive`: the same figures of another run (the copies
+    of --disk-store direct), shown beside these.  Returns the figures."""
     cold = []
     for _ in range(3):
         t0 = time.perf_counter()
         sid = srv.create({"env": {"BENCH": "cold"}})["id"]
         cold.append((time.perf_counter() - t0) * 1000)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
+    out = {}
     for label, mib, reps in (("1 MiB", 1, n), ("1 GiB", 1024, 3)):
         sid = srv.create({})["id"]
         base = "/v1/sandboxes/" + sid
@@ -295,12 +298,30 @@ def checkpoints(srv, n, tag=""):
             fork.append((time.perf_counter() - t0) * 1000)
             srv.request("DELETE", "/v1/sandboxes/" + fid)
             srv.request("DELETE", base + "/checkpoints/c%d" % i)
-        report("checkpoint, %s written (running)%s" % (label, tag), ck, target="<= 100 ms")
+        out[label] = {"ck": ck, "rest": rest, "fork": fork}
+        other = (naive or {}).get(label, {})
+        report("checkpoint, %s written (running)%s" % (label, tag), ck, target="<= 100 ms",
+               naive=other.get("ck"), naive_name=naive_name)
         report("  of which processes frozen, %s%s" % (label, tag), frozen)
-        report("restore, %s (desktop restart included)%s" % (label, tag), rest)
+        report("restore, %s (desktop restart included)%s" % (label, tag), rest,
+               naive=other.get("rest"), naive_name=naive_name)
         report("fork from a checkpoint, %s%s" % (label, tag), fork, naive=cold,
                naive_name="cold create", higher_is_better=True, target="<= cold + 50 ms")
+        if other.get("fork"):
+            report("  fork, %s%s, against %s" % (label, tag, naive_name), fork,
+                   naive=other["fork"], naive_name=naive_name)
         srv.request("DELETE", base)
+    return out
+
+
+def checkpoints_direct(n):
+    """The same with --disk-store direct: on a state dir without reflinks
+    every checkpoint, restore and fork copies the image (the naive way)."""
+    srv = dbx.Server(args=["--disk-store", "direct"])
+    try:
+        return checkpoints(srv, n, tag=" [direct: copies]")
+    finally:
+        srv.cleanup()
 
 
 def checkpoints_reflink(n):
@@ -418,7 +439,7 @@ def main():
         print("deskbox bench (%s), %d cores" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count()))
         if os.environ.get("BENCH_ONLY") == "lifecycle":  # just docs/lifecycle.md's figures
             lifecycle(srv, n)
-            checkpoints(srv, n)
+            checkpoints(srv, n, " [store]", checkpoints_direct(n), "direct")
             checkpoints_reflink(n)
             return 0
 
@@ -458,7 +479,7 @@ def main():
 
         # ---- pause / resume (docs/lifecycle.md) ----
         lifecycle(srv, n)
-        checkpoints(srv, 5)
+        checkpoints(srv, 5, " [store]", checkpoints_direct(5), "direct")
         checkpoints_reflink(5)
 
         sid = srv.create({})["id"]

@@ -205,6 +205,8 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .max_sandboxes = o->max_sandboxes,
 	    .ready_timeout_ms = 20000,
 	    .disk_mb = (uint64_t)o->disk_quota_mb,
+	    .disk_store = o->disk_store,
+	    .disk_store_mb = (uint64_t)o->disk_store_mb,
 	    .default_timeout_s = o->default_timeout_s,
 	    .userns_base = h->userns_base,
 	};

@@ -18,6 +18,7 @@ static const char usage_text[] =
     "                [--runtime crun] [--max-sandboxes N]\n"
     "                [--exec-timeout S] [--exec-timeout-max S] [--exec-max-output BYTES]\n"
     "                [--disk-quota-mb MB] [--warm-pool N[:WxH]]...\n"
+    "                [--disk-store auto|pool|direct] [--disk-store-size MB]\n"
     "                [--default-timeout S] [--templates-dir DIR]\n"
     "                [--tls-cert FILE --tls-key FILE] [--max-connections N]\n"
     "                [--max-connections-per-address N] [--header-timeout S]\n"
@@ -40,6 +41,13 @@ static const char usage_text[] =
     "  --disk-quota-mb    each sandbox's own disk in MiB, everything it writes,\n"
     "                     when its spec has no disk_mb (default 10240, at least\n"
     "                     32; 0: no disk of its own, no limit)\n"
+    "  --disk-store       where disk images and checkpoints live: pool, an XFS\n"
+    "                     with reflinks in STATE/store.xfs, so checkpoints and\n"
+    "                     forks cost the same whatever the sandbox holds; direct,\n"
+    "                     the sandboxes' own directories; auto (default): pool\n"
+    "                     unless the state dir's filesystem has reflinks itself\n"
+    "  --disk-store-size  size in MiB of the pool when it is made (sparse; default\n"
+    "                     the state dir's filesystem's size, at least 300)\n"
     "  --default-timeout  seconds a sandbox lives when its create names no\n"
     "                     timeout_s, then its on_timeout happens (default 0: none)\n"
     "  --templates-dir    load sandbox templates from DIR/*.json at start\n"
@@ -169,6 +177,11 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 			return -1;
 		o->disk_quota_mb = v;
 		return 0;
+	case 'Z':
+		if (parse_uint(arg, 300, 1LL << 40, &v) < 0)
+			return -1;
+		o->disk_store_mb = v;
+		return 0;
 	case 'D':
 		if (parse_uint(arg, 0, SANDBOX_TIMEOUT_MAX, &v) < 0)
 			return -1;
@@ -238,9 +251,23 @@ static int set_network_option(int c, const char *arg, struct options *o)
 	return 0;
 }
 
-/* --on-exit keep|stop; -1 for anything else. */
-static int parse_on_exit(const char *arg, struct options *o)
+/* --on-exit keep|stop and --disk-store auto|pool|direct; -1 for anything
+ * else. */
+static int parse_word_option(int c, const char *arg, struct options *o)
 {
+	if (c == 'K') {
+		static const char *const modes[] = {
+		    [DISK_STORE_AUTO] = "auto",
+		    [DISK_STORE_POOL] = "pool",
+		    [DISK_STORE_DIRECT] = "direct",
+		};
+		for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+			if (strcmp(arg, modes[i]) == 0) {
+				o->disk_store = (enum disk_store_mode)i;
+				return 0;
+			}
+		return -1;
+	}
 	if (strcmp(arg, "stop") && strcmp(arg, "keep"))
 		return -1;
 	o->stop_on_exit = strcmp(arg, "stop") == 0;
@@ -377,6 +404,8 @@ static const struct option longopts[] = {
     {"exec-max-output", required_argument, NULL, 'O'},
     {"disk-quota-mb", required_argument, NULL, 'Q'},
     {"default-timeout", required_argument, NULL, 'D'},
+    {"disk-store", required_argument, NULL, 'K'},
+    {"disk-store-size", required_argument, NULL, 'Z'},
     {"templates-dir", required_argument, NULL, 'Y'},
     {"max-connections", required_argument, NULL, 'C'},
     {"max-connections-per-address", required_argument, NULL, 'P'},
@@ -448,8 +477,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		default:
 			if (set_string_option(c, optarg, o))
 				break;
-			if (c == 'X') {
-				if (parse_on_exit(optarg, o) < 0)
+			if (c == 'X' || c == 'K') {
+				if (parse_word_option(c, optarg, o) < 0)
 					goto bad;
 				break;
 			}

@@ -18,6 +18,8 @@ struct options {
 	int exec_timeout_max_s;
 	size_t exec_max_output;
 	long long disk_quota_mb;
+	enum disk_store_mode disk_store; /* --disk-store auto|pool|direct */
+	long long disk_store_mb;	 /* --disk-store-size; 0: the state fs's size */
 	long long default_timeout_s;
 	long long userns_base;
 	int allow_shared_uid;

@@ -313,4 +313,30 @@ int disk_image_umount(const char *target, struct err *e);
  * writing (statvfs). */
 int disk_usage(const char *mount, uint64_t *used, uint64_t *avail, struct err *e);
 
+/* ---- the disk store (runtime_disk.c) ---- */
+
+/* Where sandbox disk images live when the state dir's filesystem cannot
+ * clone files (ext4): one sparse XFS image made with reflinks
+ * (<state>/store.xfs) mounted on <state>/store, so that a checkpoint, a
+ * restore and a fork clone an image (FICLONE) in constant time and room. */
+enum disk_store_mode {
+	DISK_STORE_AUTO,   /* the store only when the state dir cannot clone */
+	DISK_STORE_POOL,   /* always the store */
+	DISK_STORE_DIRECT, /* never: images in the sandboxes' own directories */
+};
+
+/* 1 when files in directory `dir` can be cloned (FICLONE), else 0. */
+int disk_reflinks(const char *dir);
+
+/* Makes `image` (absent) a sparse file of `bytes` holding an XFS with
+ * reflinks (runs mkfs.xfs; written through a temporary name, so a crash
+ * leaves no half-made store).  ERR_NO_SPACE when the host is full. */
+int disk_store_make(const char *image, uint64_t bytes, struct err *e);
+
+/* Mounts the store `image` on `target` (created, 0700) through a loop
+ * device (the one that already backs it, when a running sandbox kept it
+ * alive across a restart of deskboxd), with online discard.  Unmount with
+ * disk_image_umount(). */
+int disk_store_mount(const char *image, const char *target, struct err *e);
+
 #endif

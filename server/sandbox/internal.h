@@ -50,6 +50,9 @@ struct sandbox {
 	/* The read-only view of a stopped read_only_root sandbox is mounted
 	 * on <dir>/roview (sandbox_readonly.c); under mu. */
 	int roview_mounted;
+	/* Its disk image and checkpoints are in the disk store
+	 * (sandbox_store.c), not in <dir>. */
+	int disk_pooled;
 	/* Bytes reserved by uploads in flight and not written yet. */
 	_Atomic uint64_t disk_reserved;
 	/* Drains the container's stdout and stderr into init.log
@@ -88,6 +91,10 @@ struct sandboxes {
 	struct sandbox_monitor *mon;
 	struct sandbox_timer *timer;
 	char lower[PATH_MAX];
+	/* The disk store's mount point, "" when there is none; store_new: new
+	 * sandboxes' disks go there (sandbox_store.c). */
+	char store[PATH_MAX];
+	int store_new;
 	struct runtime *rt;
 	pthread_mutex_t mu;
 	struct sandbox *list;
@@ -129,6 +136,24 @@ int sandbox_capture_connect(struct sandbox *sb, int timeout_ms, struct capture *
  * dir when the sandbox has no disk); disk_loaded drops the limit of a
  * sandbox found without an image (made before disks existed). */
 int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size, struct err *e);
+/* The disk store (sandbox_store.c).  store_open mounts it (making it when
+ * --disk-store asks for it and there is none) before the sandboxes are
+ * loaded, store_sweep removes what deleted sandboxes left in it (after),
+ * store_close unmounts it.  sandbox_disk_path: `name` (disk.img,
+ * checkpoints/...) in the directory that holds sb's disk image: its own
+ * dir, or <store>/sandboxes/<id>; disk_home_make creates that directory,
+ * disk_home_remove removes it with everything in it (a delete).
+ * store_room: ERR_NO_SPACE, saying so, when the store has too little left
+ * for a new image or checkpoint of sb.  store_trim: gives what was deleted
+ * in the store back to the host soon (in the background). */
+int sandbox_store_open(struct sandboxes *s, struct err *e);
+void sandbox_store_sweep(struct sandboxes *s);
+void sandbox_store_close(struct sandboxes *s);
+void sandbox_disk_path(const struct sandbox *sb, char *buf, size_t size, const char *name);
+int sandbox_disk_home_make(struct sandbox *sb, struct err *e);
+void sandbox_disk_home_remove(struct sandbox *sb);
+int sandbox_store_room(struct sandbox *sb, struct err *e);
+void sandbox_store_trim(struct sandboxes *s);
 void sandbox_disk_umount(struct sandbox *sb);
 void sandbox_disk_loaded(struct sandbox *sb);
 int sandbox_run_mount(struct sandbox *sb, struct err *e);

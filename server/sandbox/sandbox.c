@@ -168,6 +168,7 @@ struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 	snprintf(sb->container_id, sizeof(sb->container_id), "dbx-%s", id);
 	snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", s->cfg.state_dir, id);
 	sb->owner = s;
+	sb->disk_pooled = s->store_new; /* a load finds out (sandbox_disk_loaded) */
 	struct process_host host = {
 	    .rt = s->rt,
 	    .cgroup_mode = s->cfg.cgroup_mode,
@@ -309,6 +310,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 		struct err e2 = ERR_INIT;
 		if (fs_remove_tree(sb->dir, &e2) < 0)
 			log_msg(LOG_LEVEL_WARN, "%s", e2.msg);
+		sandbox_disk_home_remove(sb);
 		sandbox_userns_release(s, sb->host_base);
 		pthread_mutex_lock(&sb->mu);
 		sb->status = SANDBOX_FAILED;
@@ -470,6 +472,7 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", sb->dir);
 	else
 		r = fs_remove_tree(trash, e);
+	sandbox_disk_home_remove(sb); /* its image and checkpoints in the store */
 	/* Only now: no process of it is left to share the ids with the next. */
 	sandbox_userns_release(s, sb->host_base);
 	pthread_rwlock_unlock(&sb->op);
@@ -628,7 +631,12 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	    (chmod(dir, cfg->userns_base ? 0711 : 0700) < 0 &&
 	     err_sys(e, ERR_INTERNAL, errno, "chmod '%s'", dir) < 0) ||
 	    image_prepare_default(cfg->state_dir, s->lower, sizeof(s->lower), e) < 0 ||
-	    runtime_new(&s->rt, &ro, e) < 0) {
+	    sandbox_store_open(s, e) < 0) {
+		free(s);
+		return err_code(e);
+	}
+	if (runtime_new(&s->rt, &ro, e) < 0) {
+		sandbox_store_close(s);
 		free(s);
 		return err_code(e);
 	}
@@ -636,10 +644,12 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	if (sandbox_monitor_new(s, e) < 0) {
 		sandbox_monitor_free(s);
 		runtime_free(s->rt);
+		sandbox_store_close(s);
 		free(s);
 		return err_code(e);
 	}
 	sandbox_load_all(s, dir);
+	sandbox_store_sweep(s);
 	/* After the load: deadlines that passed while deskboxd was down fire
 	 * now. */
 	if (sandbox_timer_new(s, e) < 0) {
@@ -695,6 +705,7 @@ static void registry_end(struct sandboxes *s, int keep)
 	}
 	sandbox_monitor_free(s);
 	runtime_free(s->rt);
+	sandbox_store_close(s);
 	free(s->ranges);
 	free(s);
 }

@@ -113,6 +113,11 @@ struct sandboxes_config {
 	unsigned max_sandboxes;
 	int ready_timeout_ms;
 	uint64_t disk_mb; /* a sandbox's disk when its spec names none; 0: none */
+	/* Where new disk images go (sandbox_store.c, --disk-store) and the
+	 * size of a disk store made now in MiB (0: the state dir's
+	 * filesystem's size, --disk-store-size). */
+	enum disk_store_mode disk_store;
+	uint64_t disk_store_mb;
 	/* First host id of the sandboxes' uid ranges (RUNTIME_USERNS_SIZE
 	 * each, see sandbox_userns.c); 0: no user namespaces, every sandbox
 	 * runs as host uid IMAGE_USER_UID (--allow-shared-uid). */

@@ -1,29 +1,35 @@
 /* sandbox_checkpoint: named checkpoints of a sandbox's filesystem,
  * restore, and forks.
  *
- * What a checkpoint is: a copy of the sandbox's disk image (disk.img, the
+ * What a checkpoint is: a clone of the sandbox's disk image (disk.img, the
  * ext4 that holds the overlay's upper layer: everything the sandbox ever
- * wrote) in <dir>/checkpoints/<name>/disk.img, with checkpoint.json beside
- * it.  Taken consistently: the sandbox's processes are frozen (cgroup
- * freezer) and its ext4 frozen (FIFREEZE: flushed, journal clean) for the
- * copy only, then both thaw and the desktop goes on; it never restarts.
+ * wrote) in checkpoints/<name>/disk.img beside it, with checkpoint.json.
+ * Taken consistently: the sandbox's processes are frozen (cgroup freezer)
+ * and its ext4 frozen (FIFREEZE: flushed, journal clean) for the clone
+ * only, then both thaw and the desktop goes on; it never restarts.
  *
- * Why a copy and not overlay layers: turning the upper dir into a
- * read-only layer and starting a fresh upper costs nothing per byte, but an
- * overlay cannot change its layers while mounted, so every checkpoint of a
- * running sandbox would restart its desktop.  Without a restart the
- * snapshot has to be of the block image: FICLONE (a reflink, constant
- * cost) where the state dir's filesystem has it (btrfs, XFS), otherwise a
- * sparse copy (SEEK_DATA/SEEK_HOLE + copy_file_range), whose cost grows
- * with the data the sandbox wrote (docs/lifecycle.md has the figures; the
- * reference host is ext4 without device-mapper, so it copies).  Each
- * checkpoint and each fork owns its own image: nothing is shared, nothing
- * needs reference counts, and deleting a sandbox deletes its checkpoints.
- * Checkpoints count against the state dir, not the sandbox's disk_mb.
+ * Why a clone of the image and not overlay layers: turning the upper dir
+ * into a read-only layer and starting a fresh upper costs nothing per
+ * byte, but an overlay cannot change its layers while mounted, so every
+ * checkpoint of a running sandbox would restart its desktop.  Without a
+ * restart the snapshot has to be of the block image, and FICLONE (a
+ * reflink) makes it in constant time and room, sharing the image's blocks
+ * copy-on-write.  The images live where FICLONE works: the state dir when
+ * its filesystem has reflinks (XFS, btrfs), else deskboxd's own XFS disk
+ * store (sandbox_store.c; the reference host is ext4 without
+ * device-mapper), so the cost is the same at 1 MiB and at 1 GiB
+ * (docs/lifecycle.md has the figures).  The filesystem counts the shared
+ * blocks: no reference counts of ours, each checkpoint and fork is a file
+ * of its own, deleting a sandbox deletes its checkpoints, and a delete
+ * frees the blocks nothing else shares.  Only a sandbox whose image sits
+ * on a filesystem without reflinks (--disk-store direct on ext4, or one
+ * made before the store) falls back to a sparse copy (SEEK_DATA/SEEK_HOLE
+ * + copy_file_range), whose cost grows with the data.  Checkpoints count
+ * against the store (or the state dir), not the sandbox's disk_mb.
  *
- * Restore stops the container, puts a copy of the checkpoint's image in
+ * Restore stops the container, puts a clone of the checkpoint's image in
  * place of disk.img and starts the desktop again (if it ran).  A fork is a
- * new sandbox, with its parent's spec, whose disk.img is a copy of a
+ * new sandbox, with its parent's spec, whose disk.img is a clone of a
  * checkpoint (or of the parent now), its files' owners moved from the
  * parent's uid range into its own. */
 #include "internal.h"
@@ -59,6 +65,39 @@ int sandbox_checkpoint_name_ok(const char *name)
 	       n;
 }
 
+/* Copies [*from, end) of `in` to the same offsets of `out`: in the kernel
+ * (copy_file_range), or through a buffer between filesystems that cannot
+ * (a fork into the store of a sandbox made before it). */
+static int copy_range(int in, int out, off_t from, off_t end, struct err *e)
+{
+	loff_t a = from, b = from;
+	while (a < end) {
+		ssize_t n = copy_file_range(in, &a, out, &b, (size_t)(end - a), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL))
+			break;
+		if (n <= 0)
+			return err_sys(e, n < 0 && errno == ENOSPC ? ERR_NO_SPACE : ERR_INTERNAL,
+				       n < 0 ? errno : EIO, "copying a disk image");
+	}
+	static char buf[1 << 20];
+	static pthread_mutex_t buf_mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&buf_mu);
+	int r = 0;
+	while (r == 0 && a < end) {
+		size_t want = end - a < (off_t)sizeof(buf) ? (size_t)(end - a) : sizeof(buf);
+		ssize_t n = pread(in, buf, want, a);
+		ssize_t w = n > 0 ? pwrite(out, buf, (size_t)n, a) : n;
+		if (n <= 0 || w != n)
+			r = err_sys(e, errno == ENOSPC ? ERR_NO_SPACE : ERR_INTERNAL,
+				    n == 0 ? EIO : errno, "copying a disk image");
+		a += n > 0 ? n : 0;
+	}
+	pthread_mutex_unlock(&buf_mu);
+	return r;
+}
+
 /* Copies the image `src` to the new file `dst`: a reflink when the
  * filesystem has them, else only its data extents (holes stay holes). */
 static int copy_image(const char *src, const char *dst, struct err *e)
@@ -68,9 +107,12 @@ static int copy_image(const char *src, const char *dst, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", src);
 	_cleanup_fd_ int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "creating '%s'", dst);
+		return err_sys(e, errno == ENOSPC ? ERR_NO_SPACE : ERR_INTERNAL, errno,
+			       "creating '%s'", dst);
 	if (ioctl(out, FICLONE, in) == 0)
 		return 0;
+	if (errno == ENOSPC)
+		return err_sys(e, ERR_NO_SPACE, errno, "cloning '%s'", src);
 	struct stat st;
 	if (fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "sizing '%s'", dst);
@@ -81,15 +123,8 @@ static int copy_image(const char *src, const char *dst, struct err *e)
 		off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
 		if (hole < 0)
 			return err_sys(e, ERR_INTERNAL, errno, "reading the extents of '%s'", src);
-		loff_t a = data, b = data;
-		while (a < hole) {
-			ssize_t n = copy_file_range(in, &a, out, &b, (size_t)(hole - a), 0);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				return err_sys(e, ERR_INTERNAL, n < 0 ? errno : EIO, "copying '%s'",
-					       src);
-		}
+		if (copy_range(in, out, data, hole, e) < 0)
+			return err_wrap(e, "'%s'", src);
 		off = hole;
 	}
 	return 0;
@@ -100,8 +135,10 @@ static int copy_image(const char *src, const char *dst, struct err *e)
 static int capture(struct sandbox *sb, const char *dst, struct err *e)
 {
 	char img[PATH_MAX], disk[PATH_MAX];
-	sandbox_path(sb, img, sizeof(img), "disk.img");
+	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
 	sandbox_path(sb, disk, sizeof(disk), "disk");
+	if (sandbox_store_room(sb, e) < 0)
+		return err_code(e);
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
 	int mounted = sb->disk_mounted;
@@ -143,8 +180,9 @@ static int check_usable(struct sandbox *sb, struct err *e)
 static void checkpoint_path(const struct sandbox *sb, const char *name, const char *file, char *buf,
 			    size_t size)
 {
-	snprintf(buf, size, "%s/checkpoints/%s%s%s", sb->dir, name, file ? "/" : "",
-		 file ? file : "");
+	char dir[PATH_MAX];
+	sandbox_disk_path(sb, dir, sizeof(dir), "checkpoints");
+	snprintf(buf, size, "%s/%s%s%s", dir, name, file ? "/" : "", file ? file : "");
 }
 
 /* checkpoint.json of `name`, or NULL. */
@@ -173,7 +211,7 @@ static void rfc3339(long long ms, char *out, size_t size)
 static unsigned count_checkpoints(const struct sandbox *sb)
 {
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/checkpoints", sb->dir);
+	sandbox_disk_path(sb, dir, sizeof(dir), "checkpoints");
 	DIR *d = opendir(dir);
 	unsigned n = 0;
 	struct dirent *de;
@@ -247,7 +285,7 @@ int sandbox_checkpoint_create(struct sandboxes *s, const char *id, const char *n
 	int r = check_usable(sb, e);
 	if (r == 0) {
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s/checkpoints", sb->dir);
+		sandbox_disk_path(sb, dir, sizeof(dir), "checkpoints");
 		r = fs_mkdir_p(dir, 0700, e);
 	}
 	if (r == 0)
@@ -278,7 +316,7 @@ int sandbox_checkpoints_list(struct sandboxes *s, const char *id, cJSON **out, s
 	pthread_rwlock_rdlock(&sb->op);
 	cJSON *arr = cJSON_CreateArray();
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/checkpoints", sb->dir);
+	sandbox_disk_path(sb, dir, sizeof(dir), "checkpoints");
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
@@ -303,12 +341,16 @@ int sandbox_checkpoint_delete(struct sandboxes *s, const char *id, const char *n
 	int r = need_checkpoint(sb, name, e);
 	char path[PATH_MAX], trash[PATH_MAX];
 	checkpoint_path(sb, name, NULL, path, sizeof(path));
-	snprintf(trash, sizeof(trash), "%s/checkpoints/" NEW_PREFIX "%s", sb->dir, name);
+	char tmpname[96];
+	snprintf(tmpname, sizeof(tmpname), NEW_PREFIX "%s", name);
+	checkpoint_path(sb, tmpname, NULL, trash, sizeof(trash));
 	/* Unlisted in one step; then removed. */
 	if (r == 0 && rename(path, trash) < 0)
 		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", path);
 	if (r == 0)
 		r = fs_remove_tree(trash, e);
+	if (r == 0 && sb->disk_pooled)
+		sandbox_store_trim(sb->owner);
 	pthread_rwlock_unlock(&sb->op);
 	sandbox_put(sb);
 	return r;
@@ -320,8 +362,8 @@ static int swap_image(struct sandbox *sb, const char *name, struct err *e)
 {
 	char src[PATH_MAX], img[PATH_MAX], tmp[PATH_MAX];
 	checkpoint_path(sb, name, "disk.img", src, sizeof(src));
-	sandbox_path(sb, img, sizeof(img), "disk.img");
-	sandbox_path(sb, tmp, sizeof(tmp), "disk.img.restore");
+	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
+	sandbox_disk_path(sb, tmp, sizeof(tmp), "disk.img.restore");
 	int r = copy_image(src, tmp, e);
 	if (r == 0 && rename(tmp, img) < 0)
 		r = err_sys(e, ERR_INTERNAL, errno, "renaming '%s'", tmp);
@@ -342,6 +384,7 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 	pthread_mutex_unlock(&sb->mu);
 	int r = check_usable(sb, e);
 	r = r ?: need_checkpoint(sb, name, e);
+	r = r ?: sandbox_store_room(sb, e); /* before the stop: a full store changes nothing */
 	if (r == 0 && was != SANDBOX_STOPPED)
 		r = sandbox_stop_locked(sb, e);
 	if (r == 0) {
@@ -373,7 +416,9 @@ static int fork_fill(struct sandbox *sb, void *cls, struct err *e)
 	struct fork_seed *f = cls;
 	struct sandbox *p = f->parent;
 	char img[PATH_MAX], src[PATH_MAX];
-	sandbox_path(sb, img, sizeof(img), "disk.img");
+	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
+	if (sandbox_store_room(sb, e) < 0 || sandbox_disk_home_make(sb, e) < 0)
+		return err_code(e);
 	pthread_rwlock_wrlock(&p->op);
 	int r = check_usable(p, e);
 	if (r == 0 && f->checkpoint) {

@@ -2,10 +2,11 @@
  * them.
  *
  * - Its filesystem: the overlay's upper and work dirs live on the sandbox's
- *   own disk, a `disk_mb` ext4 image (<dir>/disk.img, mounted on
- *   <dir>/disk; server/runtime/runtime_disk.c has the figures behind that
- *   choice).  The kernel answers ENOSPC at the limit, to programs inside and
- *   to the files API alike.  The image has a fixed size: it never grows.
+ *   own disk, a `disk_mb` ext4 image (disk.img in the disk store or in
+ *   <dir>, sandbox_store.c; mounted on <dir>/disk;
+ *   server/runtime/runtime_disk.c has the figures behind that choice).
+ *   The kernel answers ENOSPC at the limit, to programs inside and to
+ *   the files API alike.  The image has a fixed size: it never grows.
  *   It stays mounted while the sandbox exists (the files API works on a
  *   stopped sandbox) and is mounted again after a restart of deskboxd.
  *   A sandbox with disk_mb 0, or one made before disks existed (a plain
@@ -34,6 +35,13 @@
 void sandbox_disk_loaded(struct sandbox *sb)
 {
 	char img[PATH_MAX];
+	/* In the disk store, or (made before it, or without one) in its own
+	 * directory. */
+	sb->disk_pooled = sb->owner->store[0] != '\0';
+	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
+	if (sb->disk_pooled && access(img, F_OK) == 0)
+		return;
+	sb->disk_pooled = 0;
 	sandbox_path(sb, img, sizeof(img), "disk.img");
 	if (access(img, F_OK) < 0)
 		sb->spec.disk_mb = 0;
@@ -51,12 +59,13 @@ int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size,
 	if (sb->disk_mounted)
 		return 0;
 	char img[PATH_MAX], disk[PATH_MAX];
-	sandbox_path(sb, img, sizeof(img), "disk.img");
+	sandbox_disk_path(sb, img, sizeof(img), "disk.img");
 	sandbox_path(sb, disk, sizeof(disk), "disk");
 	/* Only a sandbox being created gets a new, empty disk: a missing
 	 * image later is an error, not a reason to start over. */
 	if (sb->status == SANDBOX_CREATING && access(img, F_OK) < 0 &&
-	    disk_image_create(img, sb->spec.disk_mb << 20, e) < 0)
+	    (sandbox_store_room(sb, e) < 0 || sandbox_disk_home_make(sb, e) < 0 ||
+	     disk_image_create(img, sb->spec.disk_mb << 20, e) < 0))
 		return err_code(e);
 	if (disk_image_mount(img, disk, e) < 0)
 		return err_wrap(e, "the disk of sandbox '%s'", sb->id);

@@ -126,6 +126,8 @@ static int load_one(struct sandboxes *s, const char *id)
 	sandbox_teardown_ex(sb, 1);
 	if (fs_remove_tree(sb->dir, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "%s", e.msg);
+	sandbox_disk_loaded(sb); /* where its disk image is, to remove it */
+	sandbox_disk_home_remove(sb);
 	sandbox_put(sb);
 	return 0;
 }

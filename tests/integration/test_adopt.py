@@ -54,6 +54,7 @@ def counter(srv, sid):
 
 srv = dbx.Server(on_exit="keep")
 state = srv.state_dir
+store_img = os.path.join(state, "store.xfs")
 try:
     sid = srv.create({"display": {"width": 800, "height": 600}, "disk_mb": 256})["id"]
     r = srv.post(sid, "launch", {"argv": ["xterm", "-title", "survivor"]})
@@ -72,6 +73,10 @@ try:
     t.ok(r.status == 200 and r.json()["status"] == "paused", "a third sandbox is paused",
          r.body[:200])
     init = dbx.sandbox_init_pid(state, sid)
+    r = srv.request("POST", "/v1/sandboxes/%s/checkpoints" % sid, {"name": "before"})
+    t.eq(r.status, 201, "a checkpoint of the running sandbox")
+    img = os.stat(dbx.disk_image(srv, sid))
+    pooled = os.path.exists(srv.ns_path("store", "sandboxes", sid, "disk.img"))
 
     # -- SIGTERM: deskboxd goes, the sandbox stays --
     srv.proc.send_signal(signal.SIGTERM)
@@ -126,8 +131,19 @@ try:
     big = dbx.stream_upload(srv, "/v1/sandboxes/%s/files/upload?path=/workspace/big" % sid,
                             (b"y" * (1 << 20) for _ in range(300)), length=300 << 20)
     t.eq(big.status, 507, "past its 256 MB disk: 507, the disk's own numbers")
-    img = os.path.join(state, "sandboxes", sid, "disk.img")
-    t.eq(len(loops_of(img)), 1, "its disk has one loop device, not a second one")
+    t.eq(len(dbx.loops_backing(img.st_dev, img.st_ino)), 1,
+         "its disk has one loop device, not a second one")
+    if pooled:
+        now = os.stat(dbx.disk_image(srv, sid))
+        t.eq((now.st_dev, now.st_ino), (img.st_dev, img.st_ino),
+             "the disk store is mounted again: the same filesystem, the same image")
+        t.eq(len(loops_of(store_img)), 1, "the store has one loop device, not a second one")
+    r = srv.request("POST", "/v1/sandboxes/%s/fork" % sid, {"checkpoint": "before"})
+    t.eq(r.status, 201, "a fork from the checkpoint taken before the takeover")
+    if r.status == 201:
+        fr = srv.exec(r.json()["id"], ["cat", "/workspace/before.txt"])
+        t.eq(fr["stdout"], "written before the restart\n", "has the checkpoint's files")
+        srv.request("DELETE", "/v1/sandboxes/" + r.json()["id"])
     # A key reaches the xterm through the new mirror's input path.
     t.eq(srv.post(sid, "type_text", {"text": "echo typed >/workspace/typed.txt\n"}).status, 200,
          "typing into it")
@@ -148,8 +164,11 @@ try:
     srv.request("DELETE", "/v1/sandboxes/" + sid)
     srv.request("DELETE", "/v1/sandboxes/" + sid2)
     srv.request("DELETE", "/v1/sandboxes/" + sid3)
-    t.ok(dbx.wait_until(lambda: not loops_of(img), timeout=10), "deleted: no loop device left")
+    t.ok(dbx.wait_until(lambda: not dbx.loops_backing(img.st_dev, img.st_ino), timeout=10),
+         "deleted: no loop device left")
     t.eq(keepers(state), [], "and no log keeper")
 finally:
     srv.cleanup()
+t.ok(dbx.wait_until(lambda: not loops_of(store_img), timeout=10),
+     "once deskboxd is gone, so is the disk store's loop device", loops_of(store_img))
 t.done()

@@ -164,8 +164,22 @@ def main():
              "checkpoints survive a restart of deskboxd")
         t.eq(srv.request("POST", base(sid) + "/start").status, 200, "the sandbox starts")
         t.eq(tree(srv, sid) != "", True, "and has its files")
+        sh(srv, sid, "echo later > /workspace/later.txt")
+        r = srv.request("POST", base(sid) + "/checkpoints/deps-installed/restore")
+        t.eq((r.status, r.json().get("status")), (200, "running"),
+             "a checkpoint from before the restart restores")
+        t.eq(tree(srv, sid), h0, "to its tree, exactly")
+        r = srv.request("POST", base(sid) + "/fork", {"checkpoint": "deps-installed"})
+        t.eq(r.status, 201, "and forks")
+        if r.status == 201:
+            t.eq(tree(srv, r.json()["id"]), h0, "the fork has its tree")
+            srv.request("DELETE", base(r.json()["id"]))
+        pooled = os.path.exists(srv.ns_path("store", "sandboxes", sid, "checkpoints",
+                                            "deps-installed", "disk.img"))
+        t.diag("checkpoints are in the disk store: %s" % pooled)
         t.eq(srv.request("DELETE", base(sid)).status, 204, "delete the sandbox")
-        t.ok(not os.path.exists(srv.ns_path("sandboxes", sid)),
+        t.ok(not os.path.exists(srv.ns_path("sandboxes", sid)) and
+             not os.path.exists(srv.ns_path("store", "sandboxes", sid)),
              "its checkpoints went with it")
         if fid:
             t.eq(srv.request("POST", base(fid) + "/start").status, 200,

@@ -127,6 +127,8 @@ def inventory(srv, state, expect, known, old_bridges):
     with open("/proc/%d/mountinfo" % srv.proc.pid) as f:
         for line in f:
             mp = line.split()[4]
+            if mp == os.path.join(state, "store"):
+                continue  # the disk store (docs/lifecycle.md) stays mounted
             if mp.startswith(state + "/"):
                 rel = os.path.relpath(mp, root).split("/")
                 # A listed sandbox keeps its overlay and its own disk
@@ -135,6 +137,10 @@ def inventory(srv, state, expect, known, old_bridges):
                     rel[1] in ("rootfs", "disk") or (rel[1] == "run" and rel[0] in running))
                 if not ok:
                     bad.append("mount left: %s" % mp)
+    pool = srv.ns_path("store", "sandboxes")
+    for name in os.listdir(pool) if os.path.isdir(pool) else []:
+        if name not in sbs:
+            bad.append("unlisted disk in the store: %s" % name)
     for d in (glob.glob("/sys/fs/cgroup/*/deskbox/dbx-*") +
               glob.glob("/sys/fs/cgroup/deskbox/dbx-*")):
         sid = os.path.basename(d)[4:]

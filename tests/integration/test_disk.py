@@ -42,13 +42,16 @@ def host_bytes_outside_image(srv, sid):
     return total
 
 
-def loops_of(state_dir):
-    """Loop devices whose backing file is under `state_dir`."""
+def loops_of(state_dir, store=True):
+    """Loop devices whose backing file is under `state_dir`; with `store`
+    False, the disk store's own (<state>/store.xfs) aside."""
     found = []
     for f in glob.glob("/sys/block/loop*/loop/backing_file"):
         try:
             with open(f) as fh:
-                if fh.read().startswith(state_dir):
+                back = fh.read().strip()
+                if back.startswith(state_dir) and (
+                        store or back != os.path.join(state_dir, "store.xfs")):
                     found.append(f.split("/")[3])
         except OSError:
             pass
@@ -111,7 +114,7 @@ def concurrent_uploads(t, srv, sid, length):
 
 
 def dd_limit(t, srv, sid):
-    img = os.path.join(srv.state_dir, "sandboxes", sid, "disk.img")
+    img = dbx.disk_image(srv, sid)
     before = host_bytes_outside_image(srv, sid)
     r = sh(srv, sid, "dd if=/dev/zero of=/workspace/big bs=1M count=%d 2>&1; echo rc=$?"
            % (DISK_MB + 20))
@@ -200,9 +203,10 @@ def restart(t, srv, sid):
            % (DISK_MB + 20))
     t.ok("No space left on device" in r["stdout"], "the limit holds after the restart")
     t.eq(srv2.request("DELETE", "/v1/sandboxes/" + sid).status, 204, "delete")
-    t.ok(dbx.wait_until(lambda: not loops_of(state), timeout=10),
-         "delete frees the loop device", loops_of(state))
-    t.ok(not os.path.exists(os.path.join(state, "sandboxes", sid)), "and the image is gone")
+    t.ok(dbx.wait_until(lambda: not loops_of(state, store=False), timeout=10),
+         "delete frees the loop device", loops_of(state, store=False))
+    t.ok(not os.path.exists(os.path.join(state, "sandboxes", sid)) and
+         not os.path.exists(srv2.ns_path("store", "sandboxes", sid)), "and the image is gone")
     return srv2
 
 

@@ -514,6 +514,48 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "kill":
     sys.exit(0 if kill_in_sandbox(sys.argv[2], sys.argv[3], sys.argv[4]) else 1)
 
 
+def disk_image(srv, sid):
+    """Sandbox `sid`'s disk image as deskboxd sees it: in the disk store
+    (<state>/store, mounted only in deskboxd's namespace; docs/lifecycle.md),
+    else in its own directory."""
+    pooled = srv.ns_path("store", "sandboxes", sid, "disk.img")
+    if os.path.exists(pooled):
+        return pooled
+    return os.path.join(srv.state_dir, "sandboxes", sid, "disk.img")
+
+
+def loops_backing(dev, ino):
+    """Loop devices whose backing file is the inode `ino` on device `dev`
+    (LOOP_GET_STATUS64: the path in sysfs is the one of the namespace that
+    attached it)."""
+    found = []
+    for f in glob.glob("/sys/block/loop*/loop/backing_file"):
+        name = f.split("/")[3]
+        try:
+            fd = os.open("/dev/" + name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            import fcntl
+            buf = fcntl.ioctl(fd, 0x4C05, bytes(232))  # LOOP_GET_STATUS64
+            d, i = struct.unpack_from("QQ", buf)
+            if (d, i) == (dev, ino):
+                found.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return found
+
+
+def store_du(state_dir):
+    """Bytes the disk store (<state>/store.xfs) takes on the host."""
+    try:
+        return os.stat(os.path.join(state_dir, "store.xfs")).st_blocks * 512
+    except OSError:
+        return 0
+
+
 class ReflinkStateDir:
     """A state dir on a fresh XFS with reflinks (mkfs.xfs -m reflink=1 on a
     sparse image, loop-mounted here), where checkpoints are reflinks
