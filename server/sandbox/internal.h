@@ -215,6 +215,14 @@ void sandbox_sweep_uploads(struct sandbox *sb);
  * (sandbox_state.c); the monitor's restarts use it too. */
 int sandbox_start_locked(struct sandbox *sb, struct err *e);
 
+/* sandbox_get() with sb->op then held exclusively, and the status the
+ * sandbox had once it was; sandbox_put_exclusive() lets go of the lock
+ * and, when `r` is an error (or `out` NULL), of the reference too, else
+ * hands it to *out.  Returns `r`. */
+int sandbox_get_exclusive(struct sandboxes *s, const char *id, struct sandbox **out,
+			  enum sandbox_status *st, struct err *e);
+int sandbox_put_exclusive(struct sandbox *sb, int r, struct sandbox **out);
+
 /* ---- names and metadata (sandbox_name.c) ---- */
 /* "name", "metadata" and "read_only_root" of a create into `spec`
  * (sandbox_spec_parse; on failure spec->metadata may be set, released

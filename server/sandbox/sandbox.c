@@ -428,6 +428,30 @@ int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struc
 	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.64s'", id);
 }
 
+int sandbox_get_exclusive(struct sandboxes *s, const char *id, struct sandbox **out,
+			  enum sandbox_status *st, struct err *e)
+{
+	if (sandbox_get(s, id, out, e) < 0)
+		return err_code(e);
+	struct sandbox *sb = *out;
+	pthread_rwlock_wrlock(&sb->op);
+	pthread_mutex_lock(&sb->mu);
+	*st = sb->status;
+	pthread_mutex_unlock(&sb->mu);
+	return 0;
+}
+
+int sandbox_put_exclusive(struct sandbox *sb, int r, struct sandbox **out)
+{
+	pthread_rwlock_unlock(&sb->op);
+	if (r < 0 || !out) {
+		sandbox_put(sb);
+		return r;
+	}
+	*out = sb;
+	return 0;
+}
+
 static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e);
 
 int sandbox_delete(struct sandboxes *s, const char *id, struct err *e)

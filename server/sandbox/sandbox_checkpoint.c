@@ -376,12 +376,9 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 			       struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
+	enum sandbox_status was;
+	if (sandbox_get_exclusive(s, id, &sb, &was, e) < 0)
 		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status was = sb->status;
-	pthread_mutex_unlock(&sb->mu);
 	int r = check_usable(sb, e);
 	r = r ?: need_checkpoint(sb, name, e);
 	r = r ?: sandbox_store_room(sb, e); /* before the stop: a full store changes nothing */
@@ -395,12 +392,8 @@ int sandbox_checkpoint_restore(struct sandboxes *s, const char *id, const char *
 	 * starts over the restored files. */
 	if (r == 0 && (was == SANDBOX_RUNNING || was == SANDBOX_PAUSED))
 		r = sandbox_start_locked(sb, e);
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
+	if (sandbox_put_exclusive(sb, r, out) < 0)
 		return err_wrap(e, "restoring checkpoint '%s'", name);
-	}
-	*out = sb;
 	return 0;
 }
 

@@ -184,12 +184,9 @@ int sandbox_patch_apply(struct sandboxes *s, const char *id, const struct sandbo
 			  struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
+	enum sandbox_status st;
+	if (sandbox_get_exclusive(s, id, &sb, &st, e) < 0)
 		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
 	int r;
 	if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id);
@@ -197,11 +194,5 @@ int sandbox_patch_apply(struct sandboxes *s, const char *id, const struct sandbo
 		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is being created", id);
 	else
 		r = update_locked(sb, st, l, e);
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
-		return r;
-	}
-	*out = sb;
-	return 0;
+	return sandbox_put_exclusive(sb, r, out);
 }

@@ -199,12 +199,9 @@ static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struc
 			   struct err *e)
 {
 	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
+	enum sandbox_status st;
+	if (sandbox_get_exclusive(s, id, &sb, &st, e) < 0)
 		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
 	int r = 0;
 	if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id);
@@ -217,13 +214,7 @@ static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struc
 		r = sandbox_pause_locked(sb, e);
 	else if (!pause && st == SANDBOX_PAUSED)
 		r = sandbox_resume_locked(sb, e);
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
-		return r;
-	}
-	*out = sb;
-	return 0;
+	return sandbox_put_exclusive(sb, r, out);
 }
 
 int sandbox_pause(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)

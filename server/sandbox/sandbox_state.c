@@ -216,12 +216,9 @@ static int transition(struct sandboxes *s, const char *id, enum sandbox_status f
 		      const char *what, struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
+	enum sandbox_status st;
+	if (sandbox_get_exclusive(s, id, &sb, &st, e) < 0)
 		return err_code(e);
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
 	int r = 0;
 	/* A paused sandbox stops like a running one. */
 	if (st == from || st == SANDBOX_FAILED || (to == SANDBOX_STOPPED && st == SANDBOX_PAUSED))
@@ -231,12 +228,8 @@ static int transition(struct sandboxes *s, const char *id, enum sandbox_status f
 	else if (st != to)
 		r = err_set(e, ERR_CONFLICT, EBUSY, "sandbox '%s' is %s", sb->id,
 			    sandbox_status_names[st]);
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
+	if (sandbox_put_exclusive(sb, r, out) < 0)
 		return err_wrap(e, "%s", what);
-	}
-	*out = sb;
 	return 0;
 }
 

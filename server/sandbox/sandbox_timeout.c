@@ -235,26 +235,21 @@ int sandbox_set_timeout(struct sandboxes *s, const char *id, int64_t timeout_s,
 			struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
-	if (sandbox_get(s, id, &sb, e) < 0)
-		return err_code(e);
+	enum sandbox_status st;
 	/* Exclusive: no other write of sandbox.json in between. */
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
+	if (sandbox_get_exclusive(s, id, &sb, &st, e) < 0)
+		return err_code(e);
 	if (st != SANDBOX_DELETING) {
+		pthread_mutex_lock(&sb->mu);
 		sb->spec.timeout_s = timeout_s;
 		sb->expires_ms = timeout_s > 0 ? clock_wall_ms() + timeout_s * 1000 : 0;
+		pthread_mutex_unlock(&sb->mu);
 	}
-	pthread_mutex_unlock(&sb->mu);
 	int r = st == SANDBOX_DELETING ? err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id)
 				       : sandbox_persist(sb, st, e);
-	pthread_rwlock_unlock(&sb->op);
-	if (r < 0) {
-		sandbox_put(sb);
+	if (sandbox_put_exclusive(sb, r, out) < 0)
 		return err_wrap(e, "setting the timeout");
-	}
 	timer_kick(s);
-	*out = sb;
 	return 0;
 }
 
