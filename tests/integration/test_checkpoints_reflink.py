@@ -34,11 +34,33 @@ def post(t, srv, path, body=None, status=201, what=""):
     return r.json() if r.status == status else {}
 
 
-def not_slower(t, what, small, big):
+def within(small, big):
     """The 1 GiB figure within noise of the 1 MiB one (3x + 200 ms)."""
-    t.diag("%s: 1 MiB %.0f ms, 1 GiB %.0f ms" % (what, small, big))
-    t.ok(big < 3 * small + 200, "%s at 1 GiB takes about as long as at 1 MiB (%.0f vs %.0f ms)"
-         % (what, big, small))
+    return big < 3 * small + 200
+
+
+def not_slower(t, what, small, bigs, again):
+    """Checks the 1 GiB cost against the 1 MiB one.  On a shared machine one
+    measure can land in a burst of someone else's load, so a miss is
+    measured again (`again()`, at most twice more) and the fastest counts:
+    a cost that grows with the data misses every time."""
+    while not within(small, min(bigs)) and len(bigs) < 3:
+        bigs.append(again())
+    t.diag("%s: 1 MiB %.0f ms, 1 GiB %s ms" % (what, small,
+                                               "/".join("%.0f" % b for b in bigs)))
+    t.ok(within(small, min(bigs)), "%s at 1 GiB takes about as long as at 1 MiB (%.0f vs %.0f "
+         "ms)" % (what, min(bigs), small))
+
+
+def again_ms(srv, path, body=None, then_delete=False):
+    """A function that posts `path` once more and answers its duration_ms."""
+    def once():
+        r = srv.request("POST", path, body() if callable(body) else body)
+        j = r.json() if r.status in (200, 201) else {}
+        if then_delete and j.get("id"):
+            srv.request("DELETE", base(j["id"]))
+        return j.get("duration_ms", 1e9)
+    return once
 
 
 def costs(t, srv, tag, used):
@@ -84,10 +106,15 @@ def costs(t, srv, tag, used):
         sh(srv, sid, "echo p > /workspace/parent")
         t.eq(sh(srv, fid, "test -e /workspace/parent; echo $?"), "1\n",
              "%s: nor do the parent's reach the fork" % tag)
-    for what, a, b in (("checkpoint", small, big), ("restore", r_small, r_big),
-                       ("fork", f_small, f_big)):
+    names = iter(["big2", "big3"])
+    for what, a, b, again in (
+            ("checkpoint", small, big,
+             again_ms(srv, base(sid) + "/checkpoints", lambda: {"name": next(names)})),
+            ("restore", r_small, r_big, again_ms(srv, base(sid) + "/checkpoints/big/restore")),
+            ("fork", f_small, f_big,
+             again_ms(srv, base(sid) + "/fork", {"checkpoint": "big"}, then_delete=True))):
         not_slower(t, "%s: %s" % (tag, what), a.get("duration_ms", 0),
-                   b.get("duration_ms", 1e9))
+                   [b.get("duration_ms", 1e9)], again)
     return sid, fid
 
 
