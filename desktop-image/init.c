@@ -32,8 +32,12 @@
 #define VNC_SOCK     RUN_DIR "/vnc.sock"
 #define READY_FILE   RUN_DIR "/ready"
 #define VNC_BIN	     "/.deskbox/deskbox-vnc"
-#define HOME_DIR     "/home/user"
-#define ROOT_HOME    "/root"
+/* Xvfb keeps its screen in a file here (-fbdir) that deskbox-vnc maps:
+ * the container's own /run tmpfs (charged to the sandbox), root's, 0700. */
+#define FB_DIR	  "/run/deskbox-fb"
+#define FB_FILE	  FB_DIR "/Xvfb_screen0"
+#define HOME_DIR  "/home/user"
+#define ROOT_HOME "/root"
 
 #define DEFAULT_WIDTH  1280
 #define DEFAULT_HEIGHT 800
@@ -72,6 +76,7 @@ struct init {
 	Atom wm_check;
 	int wm_ready, vnc_ready, ready;
 	int deskbox_vnc; /* deskbox-vnc, unless DESKBOX_VNC=x11vnc */
+	int fb_file;	 /* Xvfb's screen is in FB_FILE */
 	int stopping, exit_code;
 	long long stop_deadline, t0;
 	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
@@ -161,6 +166,23 @@ static void schedule_restart(struct child *c)
 	c->restart_at = clock_mono_ms() + c->backoff_ms;
 }
 
+/* Whether FB_DIR is a directory of ours that nobody else may enter (made
+ * now, or left by an earlier VNC restart of this run). */
+static int make_fb_dir(void)
+{
+	if (mkdir(FB_DIR, 0700) < 0 && errno != EEXIST) {
+		say("cannot create %s (%s): Xvfb's screen will be copied", FB_DIR, strerror(errno));
+		return 0;
+	}
+	struct stat st;
+	if (lstat(FB_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 077)) {
+		say("%s is not a private directory: Xvfb's screen will be copied", FB_DIR);
+		return 0;
+	}
+	return 1;
+}
+
 static int start_xvfb(struct init *in)
 {
 	int p[2];
@@ -192,7 +214,15 @@ static int start_xvfb(struct init *in)
 			      /* Nothing else can own :0 in here, and a lock the
 			       * user left in the sticky /tmp would stop root's
 			       * Xvfb.  Only root may pass it. */
-			      apart ? "-nolock" : NULL, NULL};
+			      apart ? "-nolock" : NULL, NULL, NULL, NULL};
+	/* The screen in a mapped file instead of Xvfb's heap: deskbox-vnc
+	 * reads it in place rather than keeping a 4 MB copy (README.md). */
+	in->fb_file = in->deskbox_vnc && make_fb_dir();
+	if (in->fb_file) {
+		size_t n = apart ? 13 : 12; /* after -nolock, or in its place */
+		argv[n] = "-fbdir";
+		argv[n + 1] = FB_DIR;
+	}
 	in->c[XVFB].pid = w >= 0 ? start(argv, w) : 0;
 	if (w >= 0)
 		close(w);
@@ -232,7 +262,12 @@ static void start_vnc(struct init *in)
 	/* deskbox-vnc (vnc.c, bind-mounted by deskboxd), the default:
 	 * damage-driven, key to frame ~3 ms instead of ~30-50, no idle CPU,
 	 * banner at once (README.md); x11vnc with DESKBOX_VNC=x11vnc. */
-	const char *dargv[] = {VNC_BIN, "-display", DISPLAY_NAME, VNC_SOCK, NULL};
+	const char *dargv[] = {VNC_BIN, "-display", DISPLAY_NAME, VNC_SOCK, NULL, NULL, NULL};
+	if (in->fb_file) {
+		dargv[3] = "-fbfile";
+		dargv[4] = FB_FILE;
+		dargv[5] = VNC_SOCK;
+	}
 	in->c[VNC].started = clock_mono_ms();
 	in->c[VNC].pid = start(in->deskbox_vnc ? dargv : argv, -1);
 	if (!in->c[VNC].pid)
