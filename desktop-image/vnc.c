@@ -513,8 +513,11 @@ static int open_x(struct vnc *v, const char *display)
 	/* Xvfb draws its (software) cursor into the screen, which its
 	 * GetImage hides but its screen file shows: hidden on the screen
 	 * while we are connected, it still comes to us as a shape. */
-	if (v->xfb.map)
+	if (v->xfb.map) {
+		/* Gone from the screen before anything is served from it. */
 		XFixesHideCursor(v->dpy, v->root);
+		XSync(v->dpy, False);
+	}
 	/* The damage object exists before this first read, so nothing drawn
 	 * in between is missed. */
 	read_rows(v, 0, v->height);
