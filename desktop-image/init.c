@@ -241,7 +241,7 @@ static void start_wm(struct init *in)
 	const char *argv[] = {"openbox", NULL};
 	in->c[WM].started = clock_mono_ms();
 	/* One malloc arena: a thread openbox starts and ends at start-up
-	 * would leave its own arena behind (~0.2 MB, measured). */
+	 * would leave its own arena behind (0.1-0.2 MB, measured). */
 	in->c[WM].pid = start(argv, -1, "GLIBC_TUNABLES=glibc.malloc.arena_max=1");
 	if (!in->c[WM].pid)
 		schedule_restart(&in->c[WM]);
