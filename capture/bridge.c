@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <rfb/rfbclient.h>
@@ -32,6 +33,10 @@
 #include "capture.h"
 #include "common/clock.h"
 #include "internal.h"
+
+/* After this long without a message from the server, the scratch memory
+ * its last updates dirtied is given back (release_idle). */
+#define IDLE_RELEASE_MS 1000
 
 #define FD_VNC 3
 #define FD_MEM 4
@@ -491,6 +496,22 @@ static rfbClient *new_client(struct bridge *b)
 	return cl;
 }
 
+/* An idle desktop's bridge keeps only what it needs: libvncclient decodes
+ * raw rectangles through its 300 KB `buffer` (RFB_BUFFER_SIZE, part of the
+ * rfbClient), dead between messages, and a full-screen update dirties all
+ * of it; its pages and malloc's free ones go back to the kernel and come
+ * back zeroed with the next large update.  cl->buf, which holds bytes
+ * read ahead, is not touched. */
+static void release_idle(rfbClient *cl)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)cl->buffer + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)cl->buffer + sizeof(cl->buffer)) & ~(page - 1);
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	malloc_trim(0);
+}
+
 int main(void)
 {
 	struct bridge b = {0};
@@ -515,13 +536,20 @@ int main(void)
 	if (!SetNonBlocking(cl->sock))
 		fail(&b, EXIT_SETUP);
 
+	int used = 1; /* messages handled since release_idle() */
 	for (;;) {
 		struct pollfd p[2] = {{.fd = cl->sock, .events = POLLIN},
 				      {.fd = FD_CTL, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
+		int n = poll(p, 2, used ? IDLE_RELEASE_MS : -1);
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			fail(&b, EXIT_SETUP);
+		}
+		if (n == 0) {
+			release_idle(cl);
+			used = 0;
+			continue;
 		}
 		if (p[1].revents) {
 			int st = handle_control(&b, cl);
@@ -535,6 +563,7 @@ int main(void)
 				if (!HandleRFBServerMessage(cl))
 					fail(&b, EXIT_RFB);
 			} while (cl->buffered > 0);
+			used = 1;
 		}
 	}
 }

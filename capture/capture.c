@@ -98,10 +98,13 @@ int capture_alive(struct capture *c)
 
 /* Builds the bridge's environment before fork (no allocation after it).
  * The bridge faces the sandbox, so it gets nothing of deskboxd's environment
- * except, in sanitizer builds, the sanitizer options. */
+ * except, in sanitizer builds, the sanitizer options.  GnuTLS, which
+ * libvncclient links but the bridge never uses (security type None only),
+ * skips its load-time initialisation: ~140 KB less per bridge. */
 static void bridge_env(char **env, size_t max)
 {
 	size_t n = 0;
+	env[n++] = "GNUTLS_NO_IMPLICIT_INIT=1";
 #ifdef DBX_SANITIZE
 	static const char *const keep[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS="};
 	extern char **environ;
@@ -231,7 +234,7 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 		return err_code(e);
 	}
 
-	char *env[4];
+	char *env[5];
 	bridge_env(env, sizeof(env) / sizeof(env[0]));
 	pid_t pid = fork();
 	if (pid < 0) {

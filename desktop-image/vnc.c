@@ -1,10 +1,12 @@
 /* deskbox-vnc: the sandbox's VNC server (the default; x11vnc is the other), built on
  * libvncserver (see README.md).
  *
- *   deskbox-vnc [-display DPY] SOCKET
+ *   deskbox-vnc [-display DPY] [-fbfile FILE] SOCKET
  *
  * Mirrors the X display's root window into the RFB framebuffer and serves
- * it on the unix socket SOCKET only (no TCP, no WebSocket, no HTTP).  Why it
+ * it on the unix socket SOCKET only (no TCP, no WebSocket, no HTTP).  With
+ * -fbfile (Xvfb's -fbdir screen file) the framebuffer is Xvfb's screen
+ * itself, mapped read-only: no copy, no read after a change (vnc_fb.h).  Why it
  * beats x11vnc here (measured numbers in README.md):
  * - Changes are found through XDamage, not by polling the screen: an idle
  *   desktop costs no CPU, and a change is read (XShmGetImage of the damaged
@@ -43,6 +45,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "vnc_fb.h"
 #include "vnc_input.h"
 #include "vnc_util.h"
 
@@ -68,7 +71,12 @@ struct vnc {
 	Window root;
 	int width, height;
 	rfbScreenInfoPtr rfb;
-	uint8_t *fb; /* width * height * 4: the SHM segment (or malloc'd) */
+	/* width * height * 4: Xvfb's own screen (xfb mapped), else the SHM
+	 * segment, else malloc'd */
+	uint8_t *fb;
+	const char *fb_file; /* Xvfb's screen file (-fbfile), or NULL */
+	struct vnc_fb xfb;
+	rfbCursorPtr held_cursor; /* see hide_cursor_from() */
 	XShmSegmentInfo shm;
 	XImage *img; /* SHM image header, pointed at the rows to read */
 	int have_shm;
@@ -159,8 +167,8 @@ static void read_rows(struct vnc *v, int y0, int y1)
 		y0 = 0;
 	if (y1 > v->height)
 		y1 = v->height;
-	if (y0 >= y1)
-		return;
+	if (y0 >= y1 || v->xfb.map)
+		return; /* Xvfb's own pixels: already in place */
 	size_t stride = (size_t)v->width * 4;
 	if (v->have_shm) {
 		/* Full-width rows are contiguous in the framebuffer, so the X
@@ -190,7 +198,9 @@ static int cmp_rect_y(const void *a, const void *b)
 
 /* Takes the damage the X server collected (XDamageSubtract into a region:
  * no damage between reading and clearing is lost), reads the damaged rows
- * and marks the damaged rectangles for the clients. */
+ * and marks the damaged rectangles for the clients.  On Xvfb's own screen
+ * nothing is read: XFixesFetchRegion waits for its reply, and the X server,
+ * single-threaded, finished drawing what it reported before it answers. */
 static void flush_damage(struct vnc *v)
 {
 	v->damage_pending = 0;
@@ -308,6 +318,31 @@ static void on_pointer(int mask, int x, int y, rfbClientPtr cl)
 	rfbDefaultPtrAddEvent(mask, v->in.px, v->in.py, cl);
 }
 
+/* libvncserver draws the cursor into the framebuffer for a client that
+ * cannot take it as a shape, and restores the pixels after the update:
+ * into Xvfb's own screen that would be a write to a read-only mapping (and
+ * a race with the X server).  Around such a client's update the screen
+ * has no cursor, so those clients see the pixels without the pointer;
+ * clients with cursor shapes (deskboxd's bridge, noVNC) are unchanged. */
+static void hide_cursor_from(rfbClientPtr cl)
+{
+	struct vnc *v = vnc_of(cl);
+	if (!v->xfb.map || cl->enableCursorShapeUpdates || v->held_cursor)
+		return;
+	v->held_cursor = v->rfb->cursor;
+	v->rfb->cursor = NULL;
+}
+
+static void show_cursor_again(rfbClientPtr cl, int result)
+{
+	(void)result;
+	struct vnc *v = vnc_of(cl);
+	if (!v->held_cursor)
+		return;
+	v->rfb->cursor = v->held_cursor;
+	v->held_cursor = NULL;
+}
+
 static void on_client_gone(rfbClientPtr cl)
 {
 	struct vnc *v = vnc_of(cl);
@@ -387,13 +422,25 @@ static int check_visual(struct vnc *v)
 	return ok ? 0 : -1;
 }
 
-/* The framebuffer: a SysV SHM segment the X server writes into (MIT-SHM),
- * removed at once so that it goes away with both processes; malloc'd
- * (and read with XGetImage, ~30x slower) when MIT-SHM is unavailable. */
+/* The framebuffer: Xvfb's own screen when it keeps it in a file (-fbfile,
+ * vnc_fb.h), read in place; else a SysV SHM segment the X server writes
+ * into (MIT-SHM), removed at once so that it goes away with both
+ * processes; malloc'd (and read with XGetImage, ~30x slower) when MIT-SHM
+ * is unavailable. */
 static int make_framebuffer(struct vnc *v)
 {
 	size_t size = (size_t)v->width * (size_t)v->height * 4;
 	Visual *vis = DefaultVisual(v->dpy, DefaultScreen(v->dpy));
+	if (v->fb_file) {
+		if (vnc_fb_map(&v->xfb, v->fb_file, v->width, v->height) == 0) {
+			/* Read only (vnc_fb.h); libvncserver's one write, the
+			 * cursor for clients without cursor shapes, is kept
+			 * out by hide_cursor_from(). */
+			v->fb = (uint8_t *)v->xfb.pixels;
+			return 0;
+		}
+		vnc_say("copying the screen instead");
+	}
 	if (XShmQueryExtension(v->dpy)) {
 		v->shm.shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
 		if (v->shm.shmid >= 0) {
@@ -463,6 +510,14 @@ static int open_x(struct vnc *v, const char *display)
 	v->damage = XDamageCreate(v->dpy, v->root, XDamageReportNonEmpty);
 	v->parts = XFixesCreateRegion(v->dpy, NULL, 0);
 	XFixesSelectCursorInput(v->dpy, v->root, XFixesDisplayCursorNotifyMask);
+	/* Xvfb draws its (software) cursor into the screen, which its
+	 * GetImage hides but its screen file shows: hidden on the screen
+	 * while we are connected, it still comes to us as a shape. */
+	if (v->xfb.map) {
+		/* Gone from the screen before anything is served from it. */
+		XFixesHideCursor(v->dpy, v->root);
+		XSync(v->dpy, False);
+	}
 	/* The damage object exists before this first read, so nothing drawn
 	 * in between is missed. */
 	read_rows(v, 0, v->height);
@@ -504,6 +559,8 @@ static int open_rfb(struct vnc *v)
 	s->alwaysShared = TRUE;
 	s->handleEventsEagerly = TRUE;
 	s->permitFileTransfer = FALSE;
+	s->displayHook = hide_cursor_from;
+	s->displayFinishedHook = show_cursor_again;
 	s->kbdAddEvent = on_key;
 	s->ptrAddEvent = on_pointer;
 	s->cursor = NULL;
@@ -600,18 +657,21 @@ static int run(struct vnc *v)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: deskbox-vnc [-display DISPLAY] SOCKET\n"
+	fprintf(stderr, "usage: deskbox-vnc [-display DISPLAY] [-fbfile FILE] SOCKET\n"
 			"Serves the X display (default $DISPLAY) over RFB on the unix "
-			"socket SOCKET only.\n");
+			"socket SOCKET only;\nwith -fbfile, straight from Xvfb's screen "
+			"file (Xvfb -fbdir) instead of a copy.\n");
 }
 
 int main(int argc, char **argv)
 {
-	const char *display = NULL, *sock = NULL;
+	const char *display = NULL, *sock = NULL, *fb_file = NULL;
 	for (int i = 1; i < argc; i++) {
 		if ((!strcmp(argv[i], "-display") || !strcmp(argv[i], "--display")) &&
 		    i + 1 < argc) {
 			display = argv[++i];
+		} else if (!strcmp(argv[i], "-fbfile") && i + 1 < argc) {
+			fb_file = argv[++i];
 		} else if (argv[i][0] == '-' || sock) {
 			usage();
 			return 2;
@@ -636,7 +696,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	struct vnc v = {.listen_fd = -1};
+	struct vnc v = {.listen_fd = -1, .fb_file = fb_file};
 	v.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (v.sig_fd < 0) {
 		vnc_say("signalfd: %s", strerror(errno));
@@ -645,7 +705,10 @@ int main(int argc, char **argv)
 	if (open_x(&v, display) < 0 || open_rfb(&v) < 0 || listen_unix(&v, sock) < 0)
 		return 1;
 	vnc_debug("serving %dx%d on %s after %.1f ms (%s)", v.width, v.height, sock,
-		  (double)(clock_mono_ns() - t0) / 1e6, v.have_shm ? "MIT-SHM" : "XGetImage");
+		  (double)(clock_mono_ns() - t0) / 1e6,
+		  v.xfb.map    ? "Xvfb's screen in place"
+		  : v.have_shm ? "MIT-SHM"
+			       : "XGetImage");
 	int rc = run(&v);
 
 	vnc_debug("%u damage flushes, %u keycode rebinds (%u waited)", v.flushes, v.in.rebinds,
@@ -657,7 +720,9 @@ int main(int argc, char **argv)
 		unlink(v.sock_path);
 	rfbShutdownServer(v.rfb, TRUE);
 	vnc_input_release(&v.in);
-	if (v.have_shm) {
+	if (v.xfb.map) {
+		vnc_fb_unmap(&v.xfb);
+	} else if (v.have_shm) {
 		XShmDetach(v.dpy, &v.shm);
 		v.img->data = NULL;
 		XDestroyImage(v.img);

@@ -24,10 +24,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 import dbx  # noqa: E402
 from bench_ports import bench_ports  # noqa: E402
 import bench_shots  # noqa: E402
+import bench_memory  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
-ONLY = os.environ.get("BENCH_ONLY")  # "shots": only the screenshot figures
+# "shots": only the screenshot figures; "memory": only the idle PSS and CPU
+ONLY = os.environ.get("BENCH_ONLY")
 
 
 def pct(values, p):
@@ -434,6 +436,14 @@ def main():
         return write_results()
     n = 10 if QUICK else 30
     srv = dbx.Server(args=["--max-sandboxes", "64", "--warm-pool", "2"])
+    if ONLY == "memory":  # just the idle cost, with the same warm pool
+        try:
+            many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                list(ex.map(lambda s: srv.request("DELETE", "/v1/sandboxes/" + s), many))
+        finally:
+            srv.cleanup()
+        return write_results()
     try:
         t_start = time.time()
         print("deskbox bench (%s), %d cores" % (time.strftime("%Y-%m-%d %H:%M"), os.cpu_count()))
@@ -587,23 +597,8 @@ def main():
         # ---- archives ----
         bench_archive(srv, 1 if QUICK else 2)
 
-        # ---- idle cost, 1 and 20 sandboxes ----
-        one = srv.create({})["id"]
-        time.sleep(2.0)
-        pss, cpu = idle_cost(srv, [one])
-        report("idle sandbox PSS (1 running)", [pss], unit="MB", target="<= 40 MB")
-        bridges = own_bridges(srv, sandbox_pids("dbx-" + one))
-        report("idle sandbox's bridge PSS", [sum(pss_kb(p) for p in bridges) / 1024.0],
-               unit="MB")
-        report("idle sandbox CPU (1 running)", [cpu], unit="%", target="<= 0.5 %")
-        many = [one]
-        count = 8 if QUICK else 20
-        with concurrent.futures.ThreadPoolExecutor(4) as ex:
-            many += [s["id"] for s in ex.map(lambda _: srv.create({}), range(count - 1))]
-        time.sleep(3.0)
-        pss, cpu = idle_cost(srv, many)
-        report("idle sandbox PSS (%d running)" % count, [pss], unit="MB")
-        report("idle sandbox CPU (%d running)" % count, [cpu], unit="%")
+        # ---- idle cost, 1 and 20 sandboxes (scripts/bench_memory.py) ----
+        many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
 
         # ---- HTTP throughput ----
         four = many[:4]

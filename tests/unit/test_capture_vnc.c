@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <X11/Xlib.h>
+#include <X11/cursorfont.h>
 #include <X11/keysym.h>
 
 #include "capture/capture.h"
@@ -84,19 +85,93 @@ struct env {
 	struct xlive x;
 	char sock[PATH_MAX];
 	pid_t vnc_pid;
-	int typed; /* files typed into so far */
+	int typed;	/* files typed into so far */
+	const char *fb; /* deskbox-vnc -fbfile, or NULL: the copying server */
 };
+
+static char fbdir[64];
+
+static void remove_fbdir(void)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/Xvfb_screen0", fbdir);
+	unlink(path);
+	rmdir(fbdir);
+}
+
+/* Whether deskbox-vnc maps `what` (a path, or "SYSV" for a SHM segment). */
+static int vnc_maps(struct env *v, const char *what)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)v->vnc_pid);
+	FILE *f = fopen(path, "r");
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
 
 /* Starts deskbox-vnc and waits for its socket; returns ms until then. */
 static double start_vnc(struct env *v)
 {
-	char *argv[] = {v->x.vnc, "-display", v->x.display, v->sock, NULL};
+	char *argv[] = {v->x.vnc, "-display", v->x.display, v->sock, NULL, NULL, NULL};
+	if (v->fb) {
+		argv[3] = "-fbfile";
+		argv[4] = (char *)v->fb;
+		argv[5] = v->sock;
+	}
 	double t0 = xlive_now_ms();
 	v->vnc_pid = xlive_spawn(argv, -1, v->x.display);
 	struct stat st;
 	while (xlive_now_ms() - t0 < 10000 && stat(v->sock, &st) != 0)
 		usleep(500);
 	return xlive_now_ms() - t0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	for (size_t got = 0; got < len;) {
+		struct pollfd q = {.fd = fd, .events = POLLIN};
+		ssize_t n = poll(&q, 1, 5000) == 1 ? read(fd, (char *)buf + got, len - got) : -1;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* A plain RFB 3.8 client that knows only the raw encoding (no cursor
+ * shapes, so libvncserver would draw the pointer into the framebuffer for
+ * it): one full frame into `img` (W x H x 4).  0 on success. */
+static int raw_client_frame(struct env *v, uint8_t *img)
+{
+	int fd = xlive_connect_unix(v->sock, 2000);
+	uint8_t b[64], n = 0;
+	uint32_t name_len;
+	static const uint8_t set_enc[] = {2, 0, 0, 1, 0, 0, 0, 0};
+	const uint8_t req[] = {3, 0, 0, 0, 0, 0, W >> 8, W & 0xff, H >> 8, H & 0xff};
+	int r = fd < 0 || read_all(fd, b, 12) < 0 || write(fd, "RFB 003.008\n", 12) != 12 ||
+		read_all(fd, &n, 1) < 0 || n == 0 || read_all(fd, b, n) < 0 ||
+		write(fd, "\1", 1) != 1 || read_all(fd, b, 4) < 0 || write(fd, "\1", 1) != 1 ||
+		read_all(fd, b, 24) < 0;
+	name_len = r ? 0 : (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | b[22] << 8 | b[23];
+	r = r || name_len > sizeof(b) || read_all(fd, b, name_len) < 0 ||
+	    write(fd, set_enc, sizeof(set_enc)) != sizeof(set_enc) ||
+	    write(fd, req, sizeof(req)) != sizeof(req) || read_all(fd, b, 4) < 0 || b[0] != 0;
+	for (int rects = r ? 0 : b[2] << 8 | b[3]; !r && rects > 0; rects--) {
+		r = read_all(fd, b, 12) < 0 || b[8] || b[9] || b[10] || b[11];
+		int x = b[0] << 8 | b[1], y = b[2] << 8 | b[3], w = b[4] << 8 | b[5],
+		    h = b[6] << 8 | b[7];
+		r = r || x + w > W || y + h > H;
+		for (int row = 0; !r && row < h; row++)
+			r = read_all(fd, img + ((size_t)(y + row) * W + (size_t)x) * 4,
+				     (size_t)w * 4) < 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	return r ? -1 : 0;
 }
 
 static struct capture *connect_bridge(struct env *v)
@@ -176,10 +251,22 @@ int main(int argc, char **argv)
 	if (access(v.x.bridge, X_OK) != 0 || access(v.x.vnc, X_OK) != 0)
 		skip_all("deskbox-bridge or deskbox-vnc not built next to the test (set BUILD)");
 	const char *why;
-	static const char *const no_glx[] = {"-extension", "GLX", NULL};
-	if (xlive_start(&v.x, "dbx-vnc", no_glx, &why) < 0)
+	/* As deskbox-init runs them: Xvfb keeps its screen in a file that
+	 * deskbox-vnc maps instead of copying (the fallback is tested at the
+	 * end). */
+	snprintf(fbdir, sizeof(fbdir), "/tmp/dbx-vnc-fb-XXXXXX");
+	if (!mkdtemp(fbdir))
+		skip_all("mkdtemp failed");
+	const char *xargs[] = {"-extension", "GLX", "-fbdir", fbdir, NULL};
+	if (xlive_start(&v.x, "dbx-vnc", xargs, &why) < 0) {
+		rmdir(fbdir);
 		skip_all(why);
+	}
+	atexit(remove_fbdir);
 	snprintf(v.sock, sizeof(v.sock), "%s/vnc.sock", v.x.tmpdir);
+	char fb_file[128];
+	snprintf(fb_file, sizeof(fb_file), "%s/Xvfb_screen0", fbdir);
+	v.fb = fb_file;
 
 	double start_ms = start_vnc(&v);
 	struct stat st;
@@ -187,6 +274,8 @@ int main(int argc, char **argv)
 	printf("# start until the socket exists: %.1f ms\n", start_ms);
 	ok((st.st_mode & 077) == 0, "socket is private to its user");
 	is_int(has_tcp_socket(v.vnc_pid), 0, "no TCP or UDP socket");
+	ok(vnc_maps(&v, fb_file) && !vnc_maps(&v, "SYSV"),
+	   "Xvfb's screen file is the framebuffer: no SHM copy");
 
 	/* The banner comes at once: libvncserver's 100 ms wait for a
 	 * WebSocket client is skipped.  Best of five, the machine is shared. */
@@ -220,14 +309,26 @@ int main(int argc, char **argv)
 	ok(dpy != NULL, "opened the X display");
 	if (!dpy)
 		return done();
+	/* A cursor on the root (as openbox sets one): Xvfb draws it into its
+	 * screen, where the screen file would show it. */
+	XDefineCursor(dpy, DefaultRootWindow(dpy), XCreateFontCursor(dpy, XC_left_ptr));
 	uint64_t before = capture_frame(c);
-	XSetWindowBackground(dpy, DefaultRootWindow(dpy), 0xff0000);
+	XSetWindowBackground(dpy, DefaultRootWindow(dpy), 0x0000ff);
 	XClearWindow(dpy, DefaultRootWindow(dpy));
 	XFlush(dpy);
 	struct err e = ERR_INIT;
 	struct input_event mv = {.type = INPUT_MOVE, .x = W / 2, .y = H / 2};
 	ok(capture_send(c, &mv, 1, &e) == 0, "pointer moved to the middle");
 	is_int(capture_wait_frame(c, before, 2000, &e), 1, "painting the root is mirrored");
+	xlive_settle(c, 100, 2000);
+	/* Painted again under the pointer: the damaged pixels are read where
+	 * Xvfb's software cursor is. */
+	before = capture_frame(c);
+	XSetWindowBackground(dpy, DefaultRootWindow(dpy), 0xff0000);
+	XClearWindow(dpy, DefaultRootWindow(dpy));
+	XFlush(dpy);
+	is_int(capture_wait_frame(c, before, 2000, &e), 1,
+	       "painting under the pointer is mirrored");
 	xlive_settle(c, 100, 2000);
 	uint8_t *img = malloc((size_t)W * H * 4);
 	capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, NULL, &e);
@@ -236,6 +337,16 @@ int main(int argc, char **argv)
 		for (int x = 0; x < W; x++)
 			red &= pixel(img, x, y) == 0xff0000;
 	ok(red, "every pixel red: no pointer drawn into the framebuffer");
+	/* A client without cursor shapes: the pointer stays out of the
+	 * pixels too (never drawn into Xvfb's screen), and the server lives. */
+	memset(img, 0, (size_t)W * H * 4);
+	ok(raw_client_frame(&v, img) == 0, "a raw-only RFB client gets a full frame");
+	red = 1;
+	for (int y = 0; y < H; y++)
+		for (int x = 0; x < W; x++)
+			red &= pixel(img, x, y) == 0xff0000;
+	ok(red, "its frame is every pixel red, the pointer not drawn in");
+	ok(kill(v.vnc_pid, 0) == 0, "deskbox-vnc still runs");
 	static uint8_t cur[CAPTURE_CURSOR_SIZE];
 	uint32_t cw = 0, ch = 0;
 	int32_t hx, hy;
@@ -291,6 +402,35 @@ int main(int argc, char **argv)
 	ok(type_into_xterm(&v, c, again, NULL, typed, sizeof(typed), &ms) == 0,
 	   "typed after restart");
 	is_str(typed, want, "exact after the restart");
+	capture_free(c);
+
+	/* Without a usable screen file deskbox-vnc copies the screen into a
+	 * SHM segment of its own, as it does on other X servers. */
+	kill(v.vnc_pid, SIGTERM);
+	waitpid(v.vnc_pid, &status, 0);
+	xlive_forget(v.vnc_pid);
+	v.fb = "/nonexistent/Xvfb_screen0";
+	start_vnc(&v);
+	ok(vnc_maps(&v, "SYSV") && !vnc_maps(&v, "Xvfb_screen0"),
+	   "a missing screen file: the server copies into SHM instead");
+	c = connect_bridge(&v);
+	ok(c != NULL, "bridge connects to the copying server");
+	if (!c)
+		return done();
+	dpy = XOpenDisplay(v.x.display);
+	before = capture_frame(c);
+	XSetWindowBackground(dpy, DefaultRootWindow(dpy), 0x00ff00);
+	XClearWindow(dpy, DefaultRootWindow(dpy));
+	XFlush(dpy);
+	is_int(capture_wait_frame(c, before, 2000, &e), 1, "a repaint is mirrored");
+	xlive_settle(c, 100, 2000);
+	capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, NULL, &e);
+	int green = 1;
+	for (int y = 0; y < H; y++)
+		for (int x = 0; x < W; x++)
+			green &= pixel(img, x, y) == 0x00ff00;
+	ok(green, "every pixel green in the copy");
+	XCloseDisplay(dpy);
 	capture_free(c);
 	free(img);
 	return done();
