@@ -464,8 +464,8 @@ def main():
         # What any request costs over a new connection (the client, the
         # connection's thread): the part of the claim's figure that is not
         # the claim.
-        report("HTTP round trip floor (GET /v1/health)",
-               timed(lambda: srv.request("GET", "/v1/health"), 20))
+        report("HTTP round trip floor (GET /healthz)",
+               timed(lambda: srv.request("GET", "/healthz"), 20))
         if ONLY == "pool":  # just create, delete and the claim
             return 0
 
