@@ -120,6 +120,21 @@ def warm_pools(t, srv):
     r = srv.request("GET", "/v1/templates/pooled")
     t.eq(r.status, 404, "and it is gone")
 
+    r = srv.request("POST", "/v1/templates", {"name": "broken", "startup": ["exit 3"],
+                                              "warm_pool": 1})
+    t.eq(r.status, 201, "a template whose startup fails, with a pool")
+    err = lambda: srv.request("GET", "/v1/templates/broken").json().get(  # noqa: E731
+        "warm_pool_error", "")
+    t.ok(dbx.wait_until(lambda: "exited with 3" in err(), timeout=120),
+         "its members fail: warm_pool_error says why", err())
+    t.eq(pool_ready(srv, "broken"), 0, "none is ready")
+    r = srv.request("POST", "/v1/sandboxes", {"template": "broken"})
+    t.ok(r.status == 400 and "exited with 3" in r.body.decode(),
+         "a create from it is made cold and fails as before", r.body[:200])
+    srv.request("DELETE", "/v1/templates/broken")
+    t.ok(dbx.wait_until(lambda: not (containers(srv) - listed()), timeout=60),
+         "deleting it leaves no container", containers(srv) - listed())
+
 
 def bad_pools(t, srv):
     for v in (-1, POOL_MAX + 1, "2", 1.5, True):
