@@ -78,8 +78,7 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	/* A template's own pool serves a create that changes only what a
 	 * claim can set (docs/lifecycle.md). */
 	char tmpl[SANDBOX_TEMPLATE_NAME_MAX + 1] = "";
-	const char *name =
-	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "template"));
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "template"));
 	if (name && strlen(name) < sizeof(tmpl) && pool_template_claimable(body))
 		snprintf(tmpl, sizeof(tmpl), "%s", name);
 	struct sandbox_spec spec;

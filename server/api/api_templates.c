@@ -38,9 +38,9 @@ int api_template_list(struct http_request *req, struct http_response *res, struc
 	cJSON *it;
 	cJSON_ArrayForEach(it, list)
 	{
-		pool_template_json(api->pool,
-				   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name")),
-				   it);
+		pool_template_json(
+		    api->pool, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name")),
+		    it);
 	}
 	cJSON_AddItemToObject(j, "templates", list);
 	return http_reply_json(res, 200, j, e);

@@ -62,7 +62,8 @@ int sandbox_claim_prepare(struct sandbox *sb, struct err *e)
 {
 	char path[PATH_MAX];
 	claim_path(sb, path, sizeof(path));
-	_cleanup_fd_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_fd_ int fd =
+	    open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "creating '%s'", path);
 	/* Written, not ftruncate()d: the blocks must be allocated now so that
@@ -123,8 +124,10 @@ int sandbox_claim_load(struct sandbox *sb, cJSON **j)
 		return 1;
 	}
 	cJSON_Delete(rec);
-	log_msg(LOG_LEVEL_WARN, "sandbox %s: its claim record is unreadable; keeping it with the "
-		"warm pool's settings", sb->id);
+	log_msg(LOG_LEVEL_WARN,
+		"sandbox %s: its claim record is unreadable; keeping it with the "
+		"warm pool's settings",
+		sb->id);
 	cJSON_DeleteItemFromObjectCaseSensitive(*j, "pooled");
 	return 1;
 }

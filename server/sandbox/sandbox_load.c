@@ -85,8 +85,7 @@ static int load_one(struct sandboxes *s, const char *id)
 	    (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooled")) ||
 	     sandbox_claim_load(sb, &j)) &&
 	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
-	    strcmp(st->valuestring, "creating") != 0 &&
-	    sandbox_spec_parse(j, &sb->spec, &e) == 0) {
+	    strcmp(st->valuestring, "creating") != 0 && sandbox_spec_parse(j, &sb->spec, &e) == 0) {
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);

@@ -210,7 +210,8 @@ static void *refill(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		struct err e = ERR_INIT;
 		struct sandbox *sb = NULL;
-		int r = tmpl[0] ? start_templated(p, tmpl, &sb, &e) : start_sized(p, &size, &sb, &e);
+		int r =
+		    tmpl[0] ? start_templated(p, tmpl, &sb, &e) : start_sized(p, &size, &sb, &e);
 		pthread_mutex_lock(&p->mu);
 		if (r == 0) {
 			keep_member(p, gen, sb);
@@ -305,7 +306,8 @@ int pool_new(struct pool **out, struct sandboxes *s, struct sandbox_templates *t
 	const cJSON *it;
 	cJSON_ArrayForEach(it, list)
 	{
-		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
+		const char *name =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
 		if (name && cJSON_GetObjectItemCaseSensitive(it, "warm_pool"))
 			pool_template_sync(p, name);
 	}

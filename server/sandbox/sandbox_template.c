@@ -56,7 +56,7 @@ struct sandbox_templates {
 };
 
 static const char *const template_fields[] = {
-    "image",   "display",   "agent_display", "resources",   "network", "env", "files",
+    "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
     "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", NULL,
 };
 
@@ -370,7 +370,7 @@ int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJ
 	char path[8192];
 	snprintf(path, sizeof(path), "%s/%s.json", t->dir, name);
 	pthread_mutex_lock(&t->mu);
-	int r = !text		      ? err_set(e, ERR_INTERNAL, ENOMEM, "out of memory")
+	int r = !text			      ? err_set(e, ERR_INTERNAL, ENOMEM, "out of memory")
 		: pools_fit(t, name, body, e) ? err_code(e)
 					      : fs_write_atomic(path, text, strlen(text), 0600, e);
 	if (r == 0) {
@@ -490,9 +490,10 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	cJSON *merged = NULL;
 	int r = only_fields(over, template_fields, NULL, e);
 	if (r == 0 && cJSON_GetObjectItemCaseSensitive(over, "warm_pool"))
-		r = err_set(e, ERR_INVALID, EINVAL,
-			    "field 'warm_pool' belongs to a template (POST /v1/templates), not to a "
-			    "create");
+		r = err_set(
+		    e, ERR_INVALID, EINVAL,
+		    "field 'warm_pool' belongs to a template (POST /v1/templates), not to a "
+		    "create");
 	if (r == 0 && sandbox_template_get(t, name, &merged, e) < 0)
 		r = err_set(e, ERR_INVALID, ENOENT, "no template '%.80s'", name);
 	if (r == 0) {
