@@ -296,7 +296,8 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		       IMAGE_USER_UID);
 	if (h->print_token)
 		printf("deskboxd: token %s\n", h->token);
-	if (o->n_pool && pool_new(&s->api.pool, s->sbx, o->pool, o->n_pool, &e) < 0) {
+	/* Always: templates may ask for warm pools at any time. */
+	if (pool_new(&s->api.pool, s->sbx, s->api.templates, o->pool, o->n_pool, &e) < 0) {
 		fprintf(stderr, "deskboxd: %s\n", e.msg);
 		vnc_stop_all(s->api.vnc);
 		http_free(s->http);

@@ -54,12 +54,33 @@ int api_health(struct http_request *req, struct http_response *res, struct err *
 	return http_reply_json(res, 200, j, e);
 }
 
+/* A warm desktop for the create `spec`: 1 with *sb (from_template: the
+ * template's files and startup are already in it), 0 for none (a cold
+ * create), negative on error. */
+static int take_warm(struct api *api, const char *tmpl, const struct sandbox_spec *spec,
+		     struct sandbox **sb, int *from_template, struct err *e)
+{
+	*from_template = 0;
+	int r = tmpl ? pool_take_template(api->pool, tmpl, spec, sb, e) : 0;
+	if (r != 0) {
+		*from_template = r > 0;
+		return r;
+	}
+	return pool_take(api->pool, spec, sb, e);
+}
+
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
+	/* A template's own pool serves a create that changes only what a
+	 * claim can set (docs/lifecycle.md). */
+	char tmpl[SANDBOX_TEMPLATE_NAME_MAX + 1] = "";
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "template"));
+	if (name && strlen(name) < sizeof(tmpl) && pool_template_claimable(body))
+		snprintf(tmpl, sizeof(tmpl), "%s", name);
 	struct sandbox_spec spec;
 	struct sandbox_template_extra extra;
 	int r = api_template_expand(api, &body, &extra, e);
@@ -69,7 +90,8 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	if (r < 0)
 		return sandbox_template_extra_release(&extra), r;
 	struct sandbox *sb;
-	r = pool_take(api->pool, &spec, &sb, e);
+	int from_template;
+	r = take_warm(api, tmpl[0] ? tmpl : NULL, &spec, &sb, &from_template, e);
 	if (r != 0) {
 		sandbox_spec_release(&spec);
 		if (r < 0)
@@ -78,7 +100,7 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 		return sandbox_template_extra_release(&extra), err_code(e);
 	}
 	/* A template's files and startup commands; failing, no sandbox. */
-	r = sandbox_template_apply(sb, &extra, e);
+	r = from_template ? 0 : sandbox_template_apply(sb, &extra, e);
 	sandbox_template_extra_release(&extra);
 	if (r < 0) {
 		struct err e2 = ERR_INIT;

@@ -21,7 +21,9 @@ int api_template_put(struct http_request *req, struct http_response *res, struct
 		cJSON_Delete(tpl);
 	}
 	if (r == 0)
-		r = sandbox_template_get(api->templates, name, &j, e);
+		pool_template_sync(api->pool, name);
+	if (r == 0 && (r = sandbox_template_get(api->templates, name, &j, e)) == 0)
+		pool_template_json(api->pool, name, j);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
@@ -32,7 +34,15 @@ int api_template_list(struct http_request *req, struct http_response *res, struc
 {
 	struct api *api = req->app;
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddItemToObject(j, "templates", sandbox_templates_json(api->templates));
+	cJSON *list = sandbox_templates_json(api->templates);
+	cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		pool_template_json(
+		    api->pool, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name")),
+		    it);
+	}
+	cJSON_AddItemToObject(j, "templates", list);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -42,6 +52,7 @@ int api_template_get(struct http_request *req, struct http_response *res, struct
 	cJSON *j;
 	if (sandbox_template_get(api->templates, req->captures[0], &j, e) < 0)
 		return err_code(e);
+	pool_template_json(api->pool, req->captures[0], j);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -50,6 +61,7 @@ int api_template_delete(struct http_request *req, struct http_response *res, str
 	struct api *api = req->app;
 	if (sandbox_template_delete(api->templates, req->captures[0], e) < 0)
 		return err_code(e);
+	pool_template_sync(api->pool, req->captures[0]); /* drains its pool */
 	http_reply_empty(res, 204);
 	return 0;
 }

@@ -72,8 +72,10 @@ struct sandbox {
 	pid_t log_keeper;
 
 	/* A warm-pool member (server/sandbox/sandbox_pool.c): running, but not listed, not
-	 * found by id and not counted against max_sandboxes until claimed. */
-	int pooled;
+	 * found by id and not counted against max_sandboxes until claimed;
+	 * net_at_claim: its network is attached at the claim (a --warm-pool
+	 * member; a template's has its own from the start). */
+	int pooled, net_at_claim;
 
 	/* Its network (sandbox_network.c) while attached, under op held
 	 * exclusively; its address under mu for the JSON view. */
@@ -120,6 +122,20 @@ void sandbox_load_all(struct sandboxes *s, const char *dir);
 void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *name);
 /* Writes sandbox.json atomically with `status`. */
 int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e);
+/* What sandbox_persist writes (the caller frees it); NULL: out of memory. */
+char *sandbox_persist_text(struct sandbox *sb, enum sandbox_status status);
+/* The error for an operation that needs `sb` running while it is `st`. */
+int sandbox_not_running(struct sandbox *sb, enum sandbox_status st, struct err *e);
+
+/* ---- warm-pool claims (sandbox_claim.c) ---- */
+/* Makes the claim record of a new pool member: <dir>/claim.json, zeros,
+ * synced (its directory entry is synced by the sandbox.json write that
+ * follows). */
+int sandbox_claim_prepare(struct sandbox *sb, struct err *e);
+/* For a sandbox.json that says "pooled": 1 with *j replaced by the state
+ * its claim recorded (or kept, when the record is unreadable), 0 when it
+ * was never claimed (the member is to be removed). */
+int sandbox_claim_load(struct sandbox *sb, cJSON **j);
 /* Stops the container and the mirror; unmounts the overlay with `unmount`. */
 void sandbox_teardown_ex(struct sandbox *sb, int unmount);
 /* Mounts the overlay on <dir>/rootfs unless it already is. */

@@ -111,7 +111,7 @@ static cJSON *spec_json(struct sandbox *sb, enum sandbox_status status, const ch
 	return j;
 }
 
-int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
+char *sandbox_persist_text(struct sandbox *sb, enum sandbox_status status)
 {
 	char reason[sizeof(sb->reason)];
 	pthread_mutex_lock(&sb->mu);
@@ -135,8 +135,14 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 			cJSON_AddStringToObject(env, key, eq + 1);
 		free(key);
 	}
-	_cleanup_free_ char *s = cJSON_Print(j);
+	char *s = cJSON_Print(j);
 	cJSON_Delete(j);
+	return s;
+}
+
+int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *e)
+{
+	_cleanup_free_ char *s = sandbox_persist_text(sb, status);
 	if (!s)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	char path[PATH_MAX];
@@ -145,8 +151,6 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 }
 
 /* ---- lifecycle helpers ---- */
-
-static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e);
 
 /* The process table's way into the sandbox (struct process_host). */
 static int procs_enter(void *cls, struct err *e)
@@ -255,6 +259,9 @@ static int registry_add(struct sandboxes *s, struct sandbox *sb, int pooled, str
 	return r;
 }
 
+/* `pooled`: 0, POOLED_BARE (no network until the claim) or POOLED_OWN_NET. */
+enum { POOLED_BARE = 1, POOLED_OWN_NET = 2 };
+
 static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 		  const struct sandbox_seed *seed, struct sandbox **out, struct err *e)
 {
@@ -276,8 +283,9 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 		sb->spec.disk_mb = s->cfg.disk_mb;
 	sb->created_at = (long long)time(NULL);
 	sb->status = SANDBOX_CREATING;
-	sb->pooled = pooled;
-	if (sandbox_net_resolve(sb, pooled, e) < 0 ||
+	sb->pooled = pooled != 0;
+	sb->net_at_claim = pooled == POOLED_BARE;
+	if (sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
 	    sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);
@@ -294,6 +302,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	pthread_rwlock_wrlock(&sb->op);
 	int r;
 	if (fs_mkdir_p(sb->dir, 0700, e) < 0 || sandbox_persist(sb, SANDBOX_CREATING, e) < 0 ||
+	    (pooled && sandbox_claim_prepare(sb, e) < 0) ||
 	    (seed && seed->fill(sb, seed->cls, e) < 0))
 		r = err_code(e);
 	else
@@ -338,66 +347,10 @@ int sandbox_create_seeded(struct sandboxes *s, struct sandbox_spec *spec,
 	return create(s, spec, 0, seed, out, e);
 }
 
-int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
-			  struct err *e)
+int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, int own_network,
+			  struct sandbox **out, struct err *e)
 {
-	return create(s, spec, 1, NULL, out, e);
-}
-
-int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,
-		  struct err *e)
-{
-	pthread_mutex_lock(&s->mu);
-	if (s->count >= s->cfg.max_sandboxes) {
-		pthread_mutex_unlock(&s->mu);
-		return err_set(e, ERR_LIMIT, EAGAIN, "sandbox limit of %u reached",
-			       s->cfg.max_sandboxes);
-	}
-	if (sandbox_name_claim_locked(s, req->name, e) < 0) {
-		pthread_mutex_unlock(&s->mu);
-		return err_code(e);
-	}
-	pthread_rwlock_wrlock(&sb->op);
-	pthread_mutex_lock(&sb->mu);
-	enum sandbox_status st = sb->status;
-	pthread_mutex_unlock(&sb->mu);
-	if (st != SANDBOX_RUNNING) {
-		/* Its init died while it waited in the pool. */
-		pthread_rwlock_unlock(&sb->op);
-		pthread_mutex_unlock(&s->mu);
-		return not_running(sb, st, e);
-	}
-	s->count++;
-	sb->pooled = 0;
-	sb->created_at = (long long)time(NULL);
-	sb->spec.agent_width = req->agent_width;
-	sb->spec.agent_height = req->agent_height;
-	sb->spec.restart_on_failure = req->restart_on_failure;
-	sb->spec.timeout_s = req->timeout_s;
-	sb->spec.on_timeout = req->on_timeout;
-	sb->spec.auto_resume = req->auto_resume;
-	memcpy(sb->spec.name, req->name, sizeof(sb->spec.name));
-	sb->spec.metadata = req->metadata ? cJSON_Duplicate(req->metadata, 1) : NULL;
-	pthread_mutex_unlock(&s->mu);
-	if (sandbox_net_claim(sb, req, e) < 0) {
-		/* Served cold instead (pool_take), where the error shows. */
-		pthread_mutex_lock(&s->mu);
-		s->count--;
-		sb->pooled = 1;
-		sb->spec.name[0] = '\0';
-		cJSON_Delete(sb->spec.metadata);
-		sb->spec.metadata = NULL;
-		pthread_mutex_unlock(&s->mu);
-		pthread_rwlock_unlock(&sb->op);
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: network at claim: %s", sb->id, e->msg);
-		return err_set(e, ERR_NOT_RUNNING, EAGAIN, "network at claim failed");
-	}
-	sandbox_timeout_arm(sb);
-	struct err e2 = ERR_INIT;
-	if (sandbox_persist(sb, SANDBOX_RUNNING, &e2) < 0)
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e2.msg);
-	pthread_rwlock_unlock(&sb->op);
-	return 0;
+	return create(s, spec, own_network ? POOLED_OWN_NET : POOLED_BARE, NULL, out, e);
 }
 
 int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandbox *sb)
@@ -506,7 +459,7 @@ static int delete_ref(struct sandboxes *s, struct sandbox *sb, struct err *e)
 }
 
 /* The error for an operation that needs `sb` running while it is `st`. */
-static int not_running(struct sandbox *sb, enum sandbox_status st, struct err *e)
+int sandbox_not_running(struct sandbox *sb, enum sandbox_status st, struct err *e)
 {
 	if (st == SANDBOX_DELETING)
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
@@ -548,7 +501,7 @@ int sandbox_use(struct sandbox *sb, int need_capture, struct capture **cap, stru
 		}
 		if (st != SANDBOX_RUNNING) {
 			pthread_rwlock_unlock(&sb->op);
-			return not_running(sb, st, e);
+			return sandbox_not_running(sb, st, e);
 		}
 		if (!need_capture)
 			return 0;

@@ -173,15 +173,19 @@ void sandbox_spec_release(struct sandbox_spec *spec);
 int sandbox_create(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
 		   struct err *e);
 
-/* The warm pool's hooks (server/sandbox/sandbox.h).  A pooled sandbox is created like
+/* The warm pool's hooks (sandbox_pool.c).  A pooled sandbox is created like
  * any other but is not listed, not found by id and not counted against
- * max_sandboxes; sandbox_claim() turns it into an ordinary one (taking the
- * agent display from `req`; ERR_LIMIT if max_sandboxes is reached),
+ * max_sandboxes; with `own_network` its network is resolved and attached
+ * as at an ordinary create (a template's member), else it has none until
+ * its claim.  sandbox_claim() turns it into an ordinary one (taking the
+ * agent display, restart, timeout and auto_resume from `req`, and the
+ * network too without own_network; ERR_LIMIT if max_sandboxes is
+ * reached; sandbox_claim.c says how the claim is made durable),
  * sandbox_discard() deletes it (consumes nothing: the caller keeps and must
  * drop its own reference).  sandbox_spec_matches_pool() says whether a
  * create request can be served by `sb`. */
-int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, struct sandbox **out,
-			  struct err *e);
+int sandbox_create_pooled(struct sandboxes *s, struct sandbox_spec *spec, int own_network,
+			  struct sandbox **out, struct err *e);
 int sandbox_claim(struct sandboxes *s, struct sandbox *sb, const struct sandbox_spec *req,
 		  struct err *e);
 void sandbox_discard(struct sandboxes *s, struct sandbox *sb);
@@ -429,11 +433,24 @@ void sandbox_agent_display(const struct sandbox *sb, uint32_t *w, uint32_t *h);
  * size (default 1280x800) with the default limits.  POST /v1/sandboxes takes
  * one when the request matches (same display size and limits, no env) and a
  * background thread starts a replacement; anything else is created cold.
- * A claim costs a list operation and one metadata write instead of a
+ *
+ * A template with "warm_pool": N keeps N sandboxes made from it (its
+ * image, display, resources, network and env, its files placed and its
+ * startup commands run) in a pool of its own; a create naming the template
+ * takes one when its other fields are only those a claim can apply
+ * (pool_template_claimable).  Replacing or deleting the template drains
+ * its pool.  One background thread starts every pool's members, one at a
+ * time.
+ *
+ * A claim costs a list operation and one small synced write instead of a
  * container and desktop start.
  */
 #define POOL_MAX_SIZES	  8
 #define POOL_MAX_PER_SIZE 64
+/* A template's "warm_pool" at most, and all templates' together: each
+ * member is a running desktop (~40 MB, and its startup's work). */
+#define POOL_TEMPLATE_MAX    16
+#define POOL_TEMPLATES_TOTAL 32
 
 struct pool_size {
 	uint32_t width, height;
@@ -445,15 +462,37 @@ struct pool;
 /* Parses "N" or "N:WxH" (one --warm-pool option). */
 int pool_size_parse(const char *arg, struct pool_size *out, struct err *e);
 
-/* Starts the refill thread for `sizes`.  Caller frees with pool_free()
- * before closing `s`. */
-int pool_new(struct pool **out, struct sandboxes *s, const struct pool_size *sizes, size_t n,
-	     struct err *e);
+/* Starts the refill thread for `sizes` and for every template of `t` with
+ * a warm_pool (`t` may be NULL: none).  Caller frees with pool_free()
+ * before closing `s` and `t`. */
+int pool_new(struct pool **out, struct sandboxes *s, struct sandbox_templates *t,
+	     const struct pool_size *sizes, size_t n, struct err *e);
 
 /* Claims a ready sandbox matching `spec`: 1 with *out (a reference the
  * caller drops with sandbox_put), 0 when none is ready or none matches,
  * negative on error (ERR_LIMIT). */
 int pool_take(struct pool *p, const struct sandbox_spec *spec, struct sandbox **out, struct err *e);
+
+/* Template `name` was stored, replaced or deleted: its pool is drained
+ * (its ready members deleted before this returns) and refilled to its
+ * warm_pool now.  Nothing for a NULL pool. */
+void pool_template_sync(struct pool *p, const char *name);
+
+/* Whether a create request naming a template ({"template":N, …}) may be
+ * served from the template's pool: its other fields are only "timeout_s",
+ * "on_timeout", "auto_resume", "restart" and "agent_display", which a
+ * claim applies.  Anything else (env, resources, display, network, image)
+ * makes a cold create. */
+int pool_template_claimable(const cJSON *req);
+
+/* Claims a ready member of template `name`'s pool, as pool_take does
+ * (its files and startup are already applied). */
+int pool_take_template(struct pool *p, const char *name, const struct sandbox_spec *spec,
+		       struct sandbox **out, struct err *e);
+
+/* Adds "warm_pool_ready" (members ready now) and, while its members fail
+ * to start, "warm_pool_error" to a template's JSON view `j`. */
+void pool_template_json(struct pool *p, const char *name, cJSON *j);
 
 /* Stops the refill thread and deletes the sandboxes still waiting. */
 void pool_free(struct pool *p);

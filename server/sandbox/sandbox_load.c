@@ -79,11 +79,13 @@ static int load_one(struct sandboxes *s, const char *id)
 	_cleanup_free_ char *text = NULL;
 	cJSON *j = NULL;
 	const cJSON *st = NULL;
+	/* A warm-pool member is removed unless its claim was recorded
+	 * (sandbox_claim.c); then the record is its state. */
 	if (fs_read_file(path, 1 << 20, &text, NULL, &e) == 0 && (j = cJSON_Parse(text)) &&
+	    (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooled")) ||
+	     sandbox_claim_load(sb, &j)) &&
 	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
-	    strcmp(st->valuestring, "creating") != 0 &&
-	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "pooled")) &&
-	    sandbox_spec_parse(j, &sb->spec, &e) == 0) {
+	    strcmp(st->valuestring, "creating") != 0 && sandbox_spec_parse(j, &sb->spec, &e) == 0) {
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);

@@ -4,7 +4,8 @@
  * "agent_display", "resources" {"cpus","memory_mb","pids_max","disk_mb"},
  * "network", "env", "files" [{"path","content","mode"}] (text content),
  * "startup" ["shell command", …], "timeout_s", "on_timeout", "auto_resume",
- * "restart".  Any other field is refused, naming it.  POST /v1/sandboxes
+ * "restart", "warm_pool" (how many desktops made from it are kept ready,
+ * sandbox_pool.c).  Any other field is refused, naming it.  POST /v1/sandboxes
  * {"template":N, …} expands it into the create request (the request's own
  * fields win; "env" is merged key by key), validated like any create; once
  * the desktop is up, the files are written as the sandbox's user and the
@@ -55,8 +56,8 @@ struct sandbox_templates {
 };
 
 static const char *const template_fields[] = {
-    "image",   "display",   "agent_display", "resources",   "network", "env", "files",
-    "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", NULL,
+    "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
+    "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", NULL,
 };
 
 int sandbox_template_name_ok(const char *name)
@@ -146,7 +147,7 @@ static cJSON *create_form(const cJSON *t, struct err *e)
 	cJSON_ArrayForEach(it, t)
 	{
 		if (strcmp(it->string, "resources") && strcmp(it->string, "files") &&
-		    strcmp(it->string, "startup"))
+		    strcmp(it->string, "startup") && strcmp(it->string, "warm_pool"))
 			cJSON_AddItemToObject(req, it->string, cJSON_Duplicate(it, 1));
 	}
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(t, "resources");
@@ -177,11 +178,10 @@ static int check_template(const struct sandbox_templates *ts, const cJSON *t, st
 {
 	if (!cJSON_IsObject(t))
 		return err_set(e, ERR_INVALID, EINVAL, "a template must be an object");
-	if (cJSON_GetObjectItemCaseSensitive(t, "warm_pool"))
-		return err_set(e, ERR_INVALID, ENOTSUP,
-			       "field 'warm_pool' is not supported in templates yet (deskboxd "
-			       "--warm-pool keeps desktops of a display size)");
 	if (only_fields(t, template_fields, NULL, e) < 0)
+		return err_code(e);
+	int64_t pool;
+	if (args_int(t, "warm_pool", 0, POOL_TEMPLATE_MAX, 0, 0, &pool, e) < 0)
 		return err_code(e);
 	const char *image;
 	if (args_string(t, "image", 256, 0, &image, e) < 0)
@@ -221,9 +221,36 @@ static struct template *find(struct sandbox_templates *t, const char *name)
 	return NULL;
 }
 
+static unsigned warm_pool_of(const cJSON *body)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, "warm_pool");
+	return cJSON_IsNumber(v) && v->valuedouble > 0 ? (unsigned)v->valuedouble : 0;
+}
+
+/* Refuses a warm_pool that would take the templates' pools together past
+ * POOL_TEMPLATES_TOTAL; t->mu held. */
+static int pools_fit(struct sandbox_templates *t, const char *name, const cJSON *body,
+		     struct err *e)
+{
+	unsigned others = 0, want = warm_pool_of(body);
+	for (struct template *p = t->list; p; p = p->next)
+		if (strcmp(p->name, name) != 0)
+			others += warm_pool_of(p->body);
+	if (want && others + want > POOL_TEMPLATES_TOTAL)
+		return err_set(e, ERR_INVALID, E2BIG,
+			       "field 'warm_pool': the templates' warm pools keep at most %d "
+			       "desktops in all, and other templates keep %u",
+			       POOL_TEMPLATES_TOTAL, others);
+	return 0;
+}
+
 /* Adds or replaces `name` (takes `body`); t->mu held. */
 static int store(struct sandbox_templates *t, const char *name, cJSON *body, struct err *e)
 {
+	if (pools_fit(t, name, body, e) < 0) {
+		cJSON_Delete(body);
+		return err_code(e);
+	}
 	struct template *p = find(t, name);
 	if (p) {
 		cJSON_Delete(p->body);
@@ -343,8 +370,9 @@ int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJ
 	char path[8192];
 	snprintf(path, sizeof(path), "%s/%s.json", t->dir, name);
 	pthread_mutex_lock(&t->mu);
-	int r = text ? fs_write_atomic(path, text, strlen(text), 0600, e)
-		     : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = !text			      ? err_set(e, ERR_INTERNAL, ENOMEM, "out of memory")
+		: pools_fit(t, name, body, e) ? err_code(e)
+					      : fs_write_atomic(path, text, strlen(text), 0600, e);
 	if (r == 0) {
 		r = store(t, name, body, e);
 		body = NULL;
@@ -461,6 +489,11 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	resources_from_create(over);
 	cJSON *merged = NULL;
 	int r = only_fields(over, template_fields, NULL, e);
+	if (r == 0 && cJSON_GetObjectItemCaseSensitive(over, "warm_pool"))
+		r = err_set(
+		    e, ERR_INVALID, EINVAL,
+		    "field 'warm_pool' belongs to a template (POST /v1/templates), not to a "
+		    "create");
 	if (r == 0 && sandbox_template_get(t, name, &merged, e) < 0)
 		r = err_set(e, ERR_INVALID, ENOENT, "no template '%.80s'", name);
 	if (r == 0) {

@@ -417,6 +417,27 @@ def check_pool(t, args):
              "a spec without network gets --default-network internet", sb2)
         out = fetch(srv, sb2["id"], SITE_B)
         t.ok(out.startswith("OK hello from " + SITE_B), "and is online", out)
+        # A template's pool: its members have the template's network from
+        # the start (its startup commands may need it).
+        r = srv.request("POST", "/v1/templates", {
+            "name": "online", "network": "internet", "warm_pool": 1,
+            "display": {"width": 320, "height": 200}, "env": {"POOL": "online"},
+            "startup": ["python3 -c 'import socket; socket.create_connection((\"%s\", 80), 3)' "
+                        "> /tmp/online.txt 2>&1; echo $? >> /tmp/online.txt" % SITE_A]})
+        t.eq(r.status, 201, "a template with internet and a warm pool")
+        tready = lambda: srv.request("GET", "/v1/templates/online").json().get(  # noqa: E731
+            "warm_pool_ready")
+        t.ok(dbx.wait_until(lambda: tready() == 1, 120), "its pool fills", tready())
+        members = set(pooled())
+        sb3 = srv.create({"template": "online"})
+        t.ok("dbx-" + sb3["id"] in members and sb3.get("network") == "internet" and
+             sb3.get("network_address"), "a create naming it claims a member on its network",
+             sb3)
+        out = srv.exec(sb3["id"], ["cat", "/tmp/online.txt"])["stdout"].strip()
+        t.eq(out, "0", "its startup command was online already")
+        out = fetch(srv, sb3["id"], "site-a.test")
+        t.ok(out.startswith("OK hello from " + SITE_A), "and it is online", out)
+        srv.request("DELETE", "/v1/templates/online")
     finally:
         srv.cleanup()
 

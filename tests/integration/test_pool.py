@@ -1,8 +1,11 @@
 """The warm pool: --warm-pool keeps ready desktops that are not listed, a
 matching create takes one (and a replacement starts), other creates are
-cold, and pool members never survive a restart."""
+cold, and pool members never survive a restart; a claimed one survives a
+crash of deskboxd right after its create was answered, with the settings
+of its claim."""
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -15,6 +18,11 @@ def containers(srv):
         return sorted(d for d in os.listdir(root) if d.startswith("dbx-"))
     except OSError:
         return []
+
+
+def ready(srv):
+    m = re.search(rb"^deskbox_warm_pool_ready (\d+)$", srv.request("GET", "/metrics").body, re.M)
+    return int(m.group(1)) if m else None
 
 
 def wait_for(cond):
@@ -71,9 +79,40 @@ def main():
             srv2.request("DELETE", "/v1/sandboxes/" + s)
     finally:
         srv2.stop()
-        import shutil
-        shutil.rmtree(state, ignore_errors=True)
+    crash(t, state)
+    import shutil
+    shutil.rmtree(state, ignore_errors=True)
     t.done()
+
+
+def crash(t, state):
+    """The claim is recorded before the create is answered: a SIGKILL of
+    deskboxd just after it loses neither the sandbox nor what the claim set;
+    the members never claimed are removed."""
+    srv = dbx.Server(state_dir=state, args=["--warm-pool", "2"])
+    try:
+        t.ok(wait_for(lambda: ready(srv) == 2), "a new pool has 2 ready", ready(srv))
+        members = containers(srv)
+        sb = srv.create({"timeout_s": 3600, "agent_display": {"width": 640, "height": 400}})
+        t.ok(("dbx-" + sb["id"]) in members, "a create claims one of them")
+        srv.kill()
+    finally:
+        srv.kill()
+    srv = dbx.Server(state_dir=state)
+    try:
+        listed = srv.request("GET", "/v1/sandboxes").json()["sandboxes"]
+        t.eq([s["id"] for s in listed], [sb["id"]],
+             "after a crash the claimed sandbox is there, and only it")
+        got = listed[0] if listed else {}
+        t.eq((got.get("timeout_s"), got.get("agent_display"), got.get("expires_at") is not None),
+             (3600, {"width": 640, "height": 400}, True), "with the settings of its claim")
+        t.eq(sorted(os.listdir(os.path.join(state, "sandboxes"))), [sb["id"]],
+             "the unclaimed members' state was removed")
+        r = srv.request("POST", "/v1/sandboxes/%s/start" % sb["id"])
+        t.eq(r.status, 200, "it starts again")
+        srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
+    finally:
+        srv.stop()
 
 
 main()
