@@ -93,6 +93,11 @@ static void response_release(struct http_response *res)
 {
 	free(res->data);
 	res->data = NULL;
+	if (res->shared && res->shared_release)
+		res->shared_release(res->shared_cls);
+	res->shared = NULL;
+	res->shared_release = NULL;
+	res->shared_cls = NULL;
 	if (res->reader && res->release)
 		res->release(res->reader_cls);
 	res->reader = NULL;
@@ -143,10 +148,24 @@ void http_reply_data(struct http_response *res, int status, const char *content_
 		     size_t len)
 {
 	free(res->data);
+	if (res->shared && res->shared_release)
+		res->shared_release(res->shared_cls);
+	res->shared = NULL;
+	res->shared_release = NULL;
 	res->status = status;
 	res->content_type = content_type;
 	res->data = data;
 	res->len = len;
+}
+
+void http_reply_shared(struct http_response *res, int status, const char *content_type,
+		       const void *data, size_t len, http_release release, void *cls)
+{
+	http_reply_data(res, status, content_type, NULL, 0);
+	res->shared = data;
+	res->len = len;
+	res->shared_release = release;
+	res->shared_cls = cls;
 }
 
 void http_reply_stream(struct http_response *res, int status, const char *content_type,
@@ -311,6 +330,12 @@ static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct request_c
 		r = MHD_create_response_from_buffer(res->len, res->data, MHD_RESPMEM_MUST_FREE);
 		if (r)
 			res->data = NULL;
+	} else if (res->shared) {
+		/* MHD sends from it and calls the release once done. */
+		r = MHD_create_response_from_buffer_with_free_callback_cls(
+		    res->len, (void *)(uintptr_t)res->shared, res->shared_release, res->shared_cls);
+		if (r)
+			res->shared = NULL;
 	} else {
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	}

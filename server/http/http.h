@@ -92,6 +92,10 @@ struct http_response {
 	const char *content_type;
 	void *data; /* malloc'd body, freed by the http layer */
 	size_t len;
+	/* Instead of data: a body someone else owns (see http_reply_shared). */
+	const void *shared;
+	http_release shared_release;
+	void *shared_cls;
 	/* Instead of data: a streamed body (see http_reply_stream). */
 	http_reader reader;
 	http_release release;
@@ -170,6 +174,10 @@ void http_free(struct http *h);
 int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e);
 void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
 		     size_t len);
+/* A body sent straight from `data` (not copied), which must stay valid
+ * until release(cls), called once the response is done with it. */
+void http_reply_shared(struct http_response *res, int status, const char *content_type,
+		       const void *data, size_t len, http_release release, void *cls);
 void http_reply_empty(struct http_response *res, int status);
 /* Answers with a body produced by `reader` (`size` bytes, or
  * HTTP_SIZE_UNKNOWN for a chunked body).  Takes ownership of `cls`:
