@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "common/cleanup.h"
@@ -657,6 +659,21 @@ static enum MHD_Result on_body(struct http *h, struct request_ctx *c, const char
 	return MHD_YES;
 }
 
+/* Lowers this thread's CPU priority for an HTTP_BACKGROUND request (the
+ * threads it starts inherit it).  Best effort. */
+static void background_enter(struct request_ctx *c)
+{
+	pid_t tid = gettid();
+	errno = 0;
+	int old = getpriority(PRIO_PROCESS, (id_t)tid);
+	if ((old == -1 && errno) || old >= HTTP_BACKGROUND_NICE)
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)tid, HTTP_BACKGROUND_NICE) == 0) {
+		c->niced_tid = tid;
+		c->nice0 = old;
+	}
+}
+
 /* The body is in: run the handler and queue its answer. */
 static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 				   struct MHD_Connection *conn, const char *method, const char *url)
@@ -673,6 +690,8 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
+	if (c->route->flags & HTTP_BACKGROUND)
+		background_enter(c);
 	int hr = c->route->handler(&req, &res, &e);
 	if (c->sink_active) {
 		/* Succeeded: the handler owns the sink's state now. */
@@ -739,6 +758,10 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			c->sink.abort(c->sink.cls);
 		if (c->upgrade_release) /* the connection ended before the upgrade */
 			c->upgrade_release(c->upgrade_cls);
+		/* Back to its priority (root may raise it again; otherwise the
+		 * thread stays low for the rest of its connection). */
+		if (c->niced_tid)
+			setpriority(PRIO_PROCESS, (id_t)c->niced_tid, c->nice0);
 		free(c->body);
 		free(c->raw_uri);
 		free(c);

@@ -5,6 +5,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "http.h"
 
@@ -61,6 +62,11 @@ struct request_ctx {
 	 * every answer and every log line about the request. */
 	char rid[HTTP_REQUEST_ID_MAX + 1];
 	long long t0_ns;
+	/* HTTP_BACKGROUND: the connection thread's id and its nice value
+	 * before, restored when the request ends (the thread may serve a
+	 * kept-alive connection's next request). */
+	pid_t niced_tid; /* 0: not lowered */
+	int nice0;
 };
 
 /* http.c: what MHD calls for each request. */
