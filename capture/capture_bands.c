@@ -18,7 +18,7 @@
  * ~3 ms).  The palette only grows while its bands are kept, so a band
  * encoded earlier stays right; a colour past the 256th makes every band
  * go back to R,G,B.  Which of the two an image is written as is decided
- * when every band is redone, from a sample of its rows.
+ * when every band is redone, from a sample of its rows (every 8th).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -102,6 +102,10 @@ struct capture_bands {
 	long ncpu;
 	int indexed; /* the bands hold palette indices (pal), not R,G,B */
 	struct palette pal;
+	/* A palette image was tried and overflowed with this many colours in
+	 * the sample (a gradient's colours fall between sampled rows): tried
+	 * again only once the sample shows fewer.  UINT32_MAX: no veto. */
+	uint32_t pal_veto;
 };
 
 /* One encode's shared work list, for the threads. */
@@ -123,6 +127,7 @@ int capture_bands_new(struct capture_bands **out, struct err *e)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	pthread_mutex_init(&b->zlock, NULL);
 	pthread_mutex_init(&b->pal.lock, NULL);
+	b->pal_veto = UINT32_MAX;
 	b->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	if (b->ncpu < 1)
 		b->ncpu = 1;
@@ -223,12 +228,13 @@ static void pal_reset(struct palette *pal)
 	memset(pal->key, 0, sizeof(pal->key));
 }
 
-/* Whether a sample of the image (every 4th row) has at most 256 colours.
- * Runs of one colour cost a compare; noise stops after ~257 pixels. */
-static int few_colours(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t h)
+/* The colours in a sample of the image (every 8th row), 257 meaning more
+ * than 256.  Runs of one colour cost a compare; noise stops after ~257
+ * pixels. */
+static uint32_t sample_colours(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t h)
 {
 	uint32_t key[PAL_SLOTS] = {0}, n = 0;
-	for (uint32_t y = 0; y < h; y += 4) {
+	for (uint32_t y = 0; y < h; y += 8) {
 		const uint32_t *row = (const uint32_t *)(const void *)(bgrx + (size_t)y * stride);
 		uint32_t last = PAL_USED; /* no colour */
 		for (uint32_t x = 0; x < w; x++) {
@@ -242,11 +248,11 @@ static int few_colours(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t 
 			if (key[s])
 				continue;
 			if (++n > 256)
-				return 0;
+				return n;
 			key[s] = v | PAL_USED;
 		}
 	}
-	return 1;
+	return n;
 }
 
 /* Row `y` as palette indices into `out` (filter byte 0, then one byte a
@@ -284,20 +290,8 @@ static void filter_row(const uint8_t *bgrx, size_t stride, uint32_t w, uint32_t 
 {
 	const uint8_t *p = bgrx + (size_t)y * stride;
 	if (up) {
-		const uint8_t *q = p - stride;
 		*out++ = 2;
-		for (uint32_t x = 0; x < w; x++, p += 4, q += 4, out += 3) {
-			/* Byte-wise a - b of a whole pixel at once (no borrow
-			 * between bytes), then R, G, B out of B, G, R, X. */
-			uint32_t a, c;
-			memcpy(&a, p, 4);
-			memcpy(&c, q, 4);
-			uint32_t d = ((a | 0x80808080u) - (c & 0x7f7f7f7fu)) ^
-				     ((a ^ ~c) & 0x80808080u);
-			out[0] = (uint8_t)(d >> 16);
-			out[1] = (uint8_t)(d >> 8);
-			out[2] = (uint8_t)d;
-		}
+		capture_up_row(p, p - stride, w, out);
 		return;
 	}
 	*out++ = 1;
@@ -470,7 +464,7 @@ static int band_encode_indexed(struct capture_bands *b, struct band_worker *wk,
 		}
 		if (index_row(b, wk, bgrx, stride, y, o) < 0)
 			return 1;
-		adler = adler32(adler, o, (uInt)rowlen);
+		adler = capture_adler32(adler, o, rowlen);
 	}
 	z_stream *zs;
 	if (worker_stream(wk, BAND_FLAT, b->level, &zs) < 0)
@@ -517,7 +511,7 @@ static int band_encode(struct capture_bands *b, struct band_worker *wk, const ui
 			continue;
 		}
 		filter_row(bgrx, stride, b->w, y, flat && y > y0, o);
-		adler = adler32(adler, o, (uInt)rowlen);
+		adler = capture_adler32(adler, o, rowlen);
 	}
 
 	enum band_kind kind = flat ? BAND_FLAT : looks_random(wk->raw, raw) ? BAND_STORED : BAND_BUSY;
@@ -705,13 +699,17 @@ int capture_bands_encode(struct capture_bands *b, const uint8_t *bgrx, uint32_t 
 	/* Until every band is redone the kept ones are a mix: invalid. */
 	b->valid = 0;
 	int all = n == b->nbands;
+	uint32_t nc = all ? sample_colours(bgrx, stride, w, h) : 0;
 	if (all)
-		bands_mode(b, few_colours(bgrx, stride, w, h));
+		bands_mode(b, nc <= 256 && nc < b->pal_veto);
 	int r = bands_run(b, bgrx, stride, todo, n);
 	if (r > 0 && all) {
 		/* More colours than the sample showed: all of it as R,G,B. */
+		b->pal_veto = nc;
 		bands_mode(b, 0);
 		r = bands_run(b, bgrx, stride, todo, n);
+	} else if (r == 0 && all && b->indexed) {
+		b->pal_veto = UINT32_MAX;
 	}
 	free(todo);
 	/* The deflate streams (~270 KB each at level 1) and the filter buffer

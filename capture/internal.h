@@ -13,6 +13,13 @@
  * least w * 4 bytes apart.  0, or -EINVAL with ERR_INVALID in `e`. */
 int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e);
 
+/* The PNG encoder's byte loops (capture_simd.c), SSSE3 where the CPU has
+ * it.  capture_up_row: the UP filter of `n` B,G,R,X pixels `p` against the
+ * row above `q`, as R,G,B bytes (3n) into `out`.  capture_adler32: zlib's
+ * adler32 of `n` bytes. */
+void capture_up_row(const uint8_t *p, const uint8_t *q, uint32_t n, uint8_t *out);
+unsigned long capture_adler32(unsigned long adler, const uint8_t *p, size_t n);
+
 /* Per-mirror screenshot state (capture_shot.c): the encoded-image cache and
  * the incremental PNG encoder.  Owned by struct capture. */
 struct capture;
