@@ -690,8 +690,11 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
-	if (c->route->flags & HTTP_BACKGROUND)
-		background_enter(c);
+	if (c->route->flags & HTTP_BACKGROUND) {
+		c->counted = 1;
+		if (atomic_fetch_add(&h->background, 1) > 0)
+			background_enter(c);
+	}
 	int hr = c->route->handler(&req, &res, &e);
 	if (c->sink_active) {
 		/* Succeeded: the handler owns the sink's state now. */
@@ -762,6 +765,8 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		 * thread stays low for the rest of its connection). */
 		if (c->niced_tid)
 			setpriority(PRIO_PROCESS, (id_t)c->niced_tid, c->nice0);
+		if (c->counted)
+			atomic_fetch_sub(&h->background, 1);
 		free(c->body);
 		free(c->raw_uri);
 		free(c);

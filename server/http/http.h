@@ -121,10 +121,12 @@ typedef int (*http_stream_begin)(struct http_request *req, struct http_body_sink
 enum http_route_flags {
 	HTTP_NO_AUTH = 1 << 0,	   /* no bearer token needed (health check) */
 	HTTP_STREAM_BODY = 1 << 1, /* body goes to begin()'s sink, no size cap here */
-	/* Bulk work (screenshots): the handler and the sending of its answer
-	 * run at a lower CPU priority (nice HTTP_BACKGROUND_NICE), so that
-	 * input, the desktops themselves and other requests go first when
-	 * the cores are busy. */
+	/* Bulk work (screenshots): while another such request is under way,
+	 * the handler and the sending of its answer run at a lower CPU
+	 * priority (nice HTTP_BACKGROUND_NICE), so that input, the desktops
+	 * themselves and other requests go first when many clients fill the
+	 * cores with it.  A lone one keeps its priority (on a host busy
+	 * with other work a niced one takes ~1.5x as long). */
 	HTTP_BACKGROUND = 1 << 2,
 };
 #define HTTP_BACKGROUND_NICE 10

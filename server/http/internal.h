@@ -5,6 +5,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "http.h"
@@ -27,6 +28,8 @@ struct http {
 	/* An eventfd that becomes readable when http_free begins: proxied
 	 * streams and upgraded pipes poll it (http_stop_fd). */
 	int stop_fd;
+	/* HTTP_BACKGROUND requests between their handler and their end. */
+	atomic_uint background;
 };
 
 #define HTTP_PATH_MAX 4096
@@ -67,6 +70,7 @@ struct request_ctx {
 	 * kept-alive connection's next request). */
 	pid_t niced_tid; /* 0: not lowered */
 	int nice0;
+	int counted; /* in h->background */
 };
 
 /* http.c: what MHD calls for each request. */
