@@ -94,8 +94,13 @@ static inline void put(struct bitw *w, uint32_t bits, uint32_t n)
 	w->bb |= (uint64_t)bits << w->bn;
 	w->bn += n;
 	if (w->bn >= 32) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 		uint32_t v = (uint32_t)w->bb;
-		memcpy(w->o, &v, 4); /* little-endian machines only (x86, arm) */
+		memcpy(w->o, &v, 4);
+#else
+		for (int k = 0; k < 4; k++)
+			w->o[k] = (uint8_t)(w->bb >> (8 * k));
+#endif
 		w->o += 4;
 		w->bb >>= 32;
 		w->bn -= 32;
@@ -124,7 +129,11 @@ static inline uint32_t common(const uint8_t *a, const uint8_t *b, uint32_t max)
 		memcpy(&x, a + n, 8);
 		memcpy(&y, b + n, 8);
 		if (x != y)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 			return n + (uint32_t)(__builtin_ctzll(x ^ y) >> 3);
+#else
+			return n + (uint32_t)(__builtin_clzll(x ^ y) >> 3);
+#endif
 		n += 8;
 	}
 	while (n < max && a[n] == b[n])
