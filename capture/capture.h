@@ -205,11 +205,21 @@ struct capture_shot_req {
 int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **out,
 		 size_t *out_len, uint64_t *frame, struct err *e);
 
+/* The same as one shared, read-only image: a repeat for the same frame
+ * costs a reference, not a copy.  Release it with capture_image_put. */
+struct capture_image;
+int capture_shot_image(struct capture *c, const struct capture_shot_req *q,
+		       struct capture_image **out, uint64_t *frame, struct err *e);
+const uint8_t *capture_image_data(const struct capture_image *im, size_t *len);
+/* Drops a reference (NULL: nothing); thread-safe. */
+void capture_image_put(struct capture_image *im);
+
 /* Incremental banded PNG encoder (capture_bands.c): keeps the compressed
  * bands of its last image so that the next encode of an image of the same
  * size and level recompresses only the bands with a changed row.  Bands
  * are CAPTURE_BAND_ROWS rows (a multiple of CAPTURE_STRIP_ROWS), each an
- * independent deflate segment; the output is one standard RGB PNG.  Not
+ * independent deflate segment; the output is one standard PNG: 8-bit
+ * palette when the image has at most 256 colours, else 8-bit RGB.  Not
  * thread-safe: one encode at a time per encoder (it uses the machine's
  * other cores itself when many bands changed). */
 #define CAPTURE_BAND_ROWS 32u
@@ -222,7 +232,10 @@ void capture_bands_free(struct capture_bands *b);
  * (all changed).  Rows of bands that are not redone are not read.  Every
  * band is redone after a change of size or level or a failed encode.
  * *out is malloc'd, owned by the caller; *redone (may be NULL) is the
- * number of bands recompressed. */
+ * number of bands recompressed.  Returns 0, or 1 with no image when a
+ * partial encode of a palette image met a colour the palette cannot take:
+ * the bands not redone change too, so call again with every row of the
+ * image and `dirty` NULL.  Negative on errors. */
 int capture_bands_encode(struct capture_bands *b, const uint8_t *bgrx, uint32_t w, uint32_t h,
 			 size_t stride, int level, const uint8_t *dirty, uint8_t **out,
 			 size_t *out_len, uint32_t *redone, struct err *e);

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,11 +30,18 @@ struct shot_key {
 	uint64_t cserial; /* cursor shape, when drawn */
 };
 
+/* An encoded image, shared by the cache and whoever is sending it: the
+ * bytes are never copied after the encode. */
+struct capture_image {
+	atomic_int refs;
+	size_t len;
+	uint8_t *data;
+};
+
 struct cache_entry {
 	struct shot_key k;
-	uint8_t *data; /* NULL: empty slot */
-	size_t len;
-	uint64_t used; /* LRU tick */
+	struct capture_image *img; /* NULL: empty slot */
+	uint64_t used;		   /* LRU tick */
 };
 
 struct capture_shots {
@@ -70,7 +78,7 @@ void capture_shots_free(struct capture_shots *s)
 	if (!s)
 		return;
 	for (int i = 0; i < CACHE_ENTRIES; i++)
-		free(s->cache[i].data);
+		capture_image_put(s->cache[i].img);
 	capture_bands_free(s->bands);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -86,57 +94,77 @@ static int key_eq(const struct shot_key *a, const struct shot_key *b)
 	       a->q.lossless == b->q.lossless;
 }
 
-/* A copy of the cached image for `k`: 1, 0 when none, negative on ENOMEM. */
-static int cache_get(struct capture_shots *s, const struct shot_key *k, uint8_t **out,
-		     size_t *len)
+/* Takes ownership of `data` (malloc'd); NULL when out of memory (`data`
+ * is freed then). */
+static struct capture_image *image_new(uint8_t *data, size_t len)
+{
+	struct capture_image *im = malloc(sizeof(*im));
+	if (!im) {
+		free(data);
+		return NULL;
+	}
+	atomic_init(&im->refs, 1);
+	im->data = data;
+	im->len = len;
+	return im;
+}
+
+const uint8_t *capture_image_data(const struct capture_image *im, size_t *len)
+{
+	*len = im->len;
+	return im->data;
+}
+
+void capture_image_put(struct capture_image *im)
+{
+	if (im && atomic_fetch_sub(&im->refs, 1) == 1) {
+		free(im->data);
+		free(im);
+	}
+}
+
+/* A reference to the cached image for `k`, or NULL. */
+static struct capture_image *cache_get(struct capture_shots *s, const struct shot_key *k)
 {
 	for (int i = 0; i < CACHE_ENTRIES; i++) {
 		struct cache_entry *c = &s->cache[i];
-		if (!c->data || !key_eq(&c->k, k))
+		if (!c->img || !key_eq(&c->k, k))
 			continue;
-		*out = malloc(c->len);
-		if (!*out)
-			return -ENOMEM;
-		memcpy(*out, c->data, c->len);
-		*len = c->len;
 		c->used = ++s->tick;
-		return 1;
+		atomic_fetch_add(&c->img->refs, 1);
+		return c->img;
 	}
-	return 0;
+	return NULL;
 }
 
-/* Keeps a copy of `data` for `k`, evicting least recently used images to
- * stay within CACHE_ENTRIES and CACHE_BYTES.  Best effort. */
-static void cache_put(struct capture_shots *s, const struct shot_key *k, const uint8_t *data,
-		      size_t len)
+/* Keeps a reference to `im` for `k`, evicting least recently used images
+ * to stay within CACHE_ENTRIES and CACHE_BYTES. */
+static void cache_put(struct capture_shots *s, const struct shot_key *k, struct capture_image *im)
 {
-	if (len > CACHE_BYTES)
+	if (im->len > CACHE_BYTES)
 		return;
 	for (;;) {
-		size_t total = len;
+		size_t total = im->len;
 		int n = 0, lru = -1;
 		for (int i = 0; i < CACHE_ENTRIES; i++) {
-			if (!s->cache[i].data)
+			if (!s->cache[i].img)
 				continue;
-			total += s->cache[i].len;
+			total += s->cache[i].img->len;
 			n++;
 			if (lru < 0 || s->cache[i].used < s->cache[lru].used)
 				lru = i;
 		}
 		if (total <= CACHE_BYTES && n < CACHE_ENTRIES)
 			break;
-		free(s->cache[lru].data);
-		s->cache[lru].data = NULL;
+		capture_image_put(s->cache[lru].img);
+		s->cache[lru].img = NULL;
 	}
 	for (int i = 0; i < CACHE_ENTRIES; i++) {
 		struct cache_entry *c = &s->cache[i];
-		if (c->data)
+		if (c->img)
 			continue;
-		c->data = malloc(len);
-		if (!c->data)
-			return;
-		memcpy(c->data, data, len);
-		c->len = len;
+		atomic_fetch_add(&im->refs, 1);
+		c->img = im;
 		c->k = *k;
 		c->used = ++s->tick;
 		return;
@@ -207,6 +235,16 @@ static int shot_incremental(struct capture *c, struct capture_shots *s, struct s
 	if (r == 0)
 		r = capture_bands_encode(s->bands, pix, q->r.w, q->r.h, stride, q->level,
 					 since ? rows : NULL, out, len, NULL, e);
+	if (r == 1) {
+		/* A new colour for the palette: every row is needed now. */
+		r = capture_snapshot_since(c, q->r, pix, stride, 0, rows, &k->frame, e);
+		if (r == 0 && ca->have)
+			capture_draw_cursor(pix, q->r.w, q->r.h, stride, s->cur, ca->w, ca->h,
+					    ca->x, ca->y);
+		if (r == 0)
+			r = capture_bands_encode(s->bands, pix, q->r.w, q->r.h, stride, q->level,
+						 NULL, out, len, NULL, e);
+	}
 	free(pix);
 	free(rows);
 	if (r < 0)
@@ -257,12 +295,11 @@ static int shot_full(struct capture *c, struct capture_shots *s, struct shot_key
 	return r;
 }
 
-int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **out,
-		 size_t *out_len, uint64_t *frame, struct err *e)
+int capture_shot_image(struct capture *c, const struct capture_shot_req *q,
+		       struct capture_image **out, uint64_t *frame, struct err *e)
 {
 	struct capture_shots *s = capture_shots_of(c);
 	*out = NULL;
-	*out_len = 0;
 	if (q->format != CAPTURE_PNG && q->format != CAPTURE_JPEG && q->format != CAPTURE_WEBP)
 		return err_set(e, ERR_INVALID, EINVAL, "unknown image format %d", q->format);
 	/* Checked before anything is sized from them. */
@@ -282,22 +319,39 @@ int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **
 	struct cursor_at ca;
 	cursor_read(c, s, &k, &ca);
 	k.frame = capture_frame(c);
-	int r = cache_get(s, &k, out, out_len);
-	if (r < 0) {
-		pthread_mutex_unlock(&s->lock);
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	if (r == 0) {
+	int r = 0;
+	*out = cache_get(s, &k);
+	if (!*out) {
+		uint8_t *data = NULL;
+		size_t len = 0;
 		int inc = q->format == CAPTURE_PNG && q->ow == q->r.w && q->oh == q->r.h;
-		r = inc ? shot_incremental(c, s, &k, &ca, out, out_len, e)
-			: shot_full(c, s, &k, &ca, out, out_len, e);
+		r = inc ? shot_incremental(c, s, &k, &ca, &data, &len, e)
+			: shot_full(c, s, &k, &ca, &data, &len, e);
+		if (r == 0 && !(*out = image_new(data, len)))
+			r = err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 		if (r == 0)
-			cache_put(s, &k, *out, *out_len);
-	} else {
-		r = 0;
+			cache_put(s, &k, *out);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (r == 0 && frame)
 		*frame = k.frame;
 	return r;
+}
+
+int capture_shot(struct capture *c, const struct capture_shot_req *q, uint8_t **out,
+		 size_t *out_len, uint64_t *frame, struct err *e)
+{
+	struct capture_image *im;
+	*out = NULL;
+	*out_len = 0;
+	int r = capture_shot_image(c, q, &im, frame, e);
+	if (r < 0)
+		return r;
+	*out = malloc(im->len ? im->len : 1);
+	if (*out) {
+		memcpy(*out, im->data, im->len);
+		*out_len = im->len;
+	}
+	capture_image_put(im);
+	return *out ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 }

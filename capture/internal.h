@@ -13,6 +13,22 @@
  * least w * 4 bytes apart.  0, or -EINVAL with ERR_INVALID in `e`. */
 int capture_check_image(uint32_t w, uint32_t h, size_t stride, struct err *e);
 
+/* The PNG encoder's byte loops (capture_simd.c), SSSE3 where the CPU has
+ * it.  capture_up_row: the UP filter of `n` B,G,R,X pixels `p` against the
+ * row above `q`, as R,G,B bytes (3n) into `out`.  capture_adler32: zlib's
+ * adler32 of `n` bytes. */
+void capture_up_row(const uint8_t *p, const uint8_t *q, uint32_t n, uint8_t *out);
+unsigned long capture_adler32(unsigned long adler, const uint8_t *p, size_t n);
+
+/* A fast fixed-Huffman deflate (capture_deflate.c): the raw deflate of
+ * `n` bytes into `out` (capture_deflate_bound(n) bytes of room), as a
+ * non-final block and an empty stored block, so that segments
+ * concatenate.  `head` is 1 << 14 positions of scratch the caller keeps
+ * (zeroed once; stale contents are harmless).  Returns the bytes written. */
+size_t capture_deflate_bound(size_t n);
+size_t capture_deflate_fast(const uint8_t *in, size_t n, uint8_t *out, uint32_t *head);
+#define CAPTURE_DEFLATE_HEAD (1u << 14)
+
 /* Per-mirror screenshot state (capture_shot.c): the encoded-image cache and
  * the incremental PNG encoder.  Owned by struct capture. */
 struct capture;

@@ -7,9 +7,17 @@ for the same frame.  BENCH_SCENES=text,noise picks scenes.
 
 A timed screenshot follows a screenshot of the previous state, so the
 incremental encoder's work is what the change requires: all bands for a
-full change, one or two for a word."""
+full change, one or two for a word.  BENCH_SIZES=1280 picks sizes.
+
+The times are a Python http.client request each (a new connection, as an
+agent's client makes); the repeat of the same frame is also timed with
+curl (its own time_total, a new connection each: Connection: close) in the
+same run, which shows how much of a large image's time is the Python
+client reading it."""
 
 import os
+import shutil
+import subprocess
 import time
 
 # Fills rectangles ("x y w h 0xRRGGBB" lines on stdin, "noise" for random
@@ -198,7 +206,9 @@ SCENES = [("empty", setup_empty), ("text", setup_text), ("browser", setup_browse
 def run(srv, report, quick):
     n = 5 if quick else 9
     medians = {}
-    for w, h in ((1280, 800), (1920, 1080)):
+    sizes = [(w, h) for w, h in ((1280, 800), (1920, 1080))
+             if not os.environ.get("BENCH_SIZES") or str(w) in os.environ["BENCH_SIZES"]]
+    for w, h in sizes:
         for name, setup in SCENES:
             if os.environ.get("BENCH_SCENES") and name not in os.environ["BENCH_SCENES"]:
                 continue
@@ -218,6 +228,7 @@ def run(srv, report, quick):
                 sc.settle(quiet)
                 sc.srv.screenshot(sid)
                 repeat = [shot_ms(srv, sid) for _ in range(n)]
+                repeat_curl = curl_ms(srv, sid, n)
                 naive = inner_import(srv, sid, 3)
                 big = w > 1280
                 report(label + " full change", fulls, naive=naive, naive_name="import",
@@ -228,6 +239,9 @@ def run(srv, report, quick):
                        target=None if big else "<= 3 ms, >= 25x")
                 report(label + " repeat same frame", repeat, naive=naive, naive_name="import",
                        target=None if big else "<= 1 ms")
+                if repeat_curl:
+                    report(label + " repeat same frame (curl)", repeat_curl, naive=repeat,
+                           naive_name="python")
                 for kind, vals in (("full change", fulls), ("small change", smalls),
                                    ("repeat same frame", repeat)):
                     medians[(name, kind, w)] = sorted(vals)[len(vals) // 2]
@@ -238,6 +252,20 @@ def run(srv, report, quick):
         if w == 1280 and big is not None and small > 0:
             report("shot %s %s 1920x1080 / 1280x800" % (name, kind), [big / small], unit="x",
                    target="<= 2.25x")
+
+
+def curl_ms(srv, sid, n):
+    """Times of n requests for the screenshot as curl reports them, a new
+    connection each; [] without curl."""
+    if not shutil.which("curl"):
+        return []
+    url = "http://127.0.0.1:%d/v1/sandboxes/%s/desktop/screenshot" % (srv.port, sid)
+    cmd = ["curl", "-s", "-H", "Authorization: Bearer " + srv.token, "-H", "Connection: close",
+           "-w", "%{time_total}\\n"]
+    for _ in range(n):
+        cmd += ["-o", "/dev/null", url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    return [float(x) * 1000 for x in out.split()]
 
 
 def inner_import(srv, sid, n):

@@ -160,6 +160,11 @@ static int shot_query(const struct desk *d, struct http_request *req, struct sho
 	return r;
 }
 
+static void shot_put(void *img)
+{
+	capture_image_put(img);
+}
+
 int api_desktop_screenshot(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct desk d;
@@ -185,7 +190,8 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 	api_release(sb);
 	if (r < 0)
 		return r;
-	http_reply_data(res, 200, s.mime, s.data, s.len);
+	/* Sent from the mirror's cached image itself. */
+	http_reply_shared(res, 200, s.mime, s.data, s.len, shot_put, s.img);
 	add_frame_header(res, s.frame);
 	http_add_header(res, "ETag", s.etag, NULL);
 	/* Revalidate every time: the ETag makes an unchanged screen cheap. */

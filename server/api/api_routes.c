@@ -74,7 +74,7 @@ const struct http_route api_routes[] = {
     ROUTE("GET", SB "/files/upload-status", api_files_upload_status, 0),
     ROUTE("HEAD", SB "/files/upload", api_files_upload_head, 0),
 
-    ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, 0),
+    ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, HTTP_BACKGROUND),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
     ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
     ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),

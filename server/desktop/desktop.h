@@ -70,7 +70,8 @@ struct shot_opts {
 };
 
 struct shot {
-	uint8_t *data; /* malloc'd encoded image */
+	struct capture_image *img; /* shared with the mirror's cache */
+	const uint8_t *data;	   /* its encoded bytes */
 	size_t len;
 	uint32_t w, h;
 	uint64_t frame;

@@ -136,9 +136,10 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 				     .lossless = so->lossless,
 				     .level = d->png_level,
 				     .cursor = so->cursor};
-	int r = capture_shot(d->cap, &q, &s->data, &s->len, &s->frame, e);
+	int r = capture_shot_image(d->cap, &q, &s->img, &s->frame, e);
 	if (r < 0)
 		return r;
+	s->data = capture_image_data(s->img, &s->len);
 	s->w = so->ow;
 	s->h = so->oh;
 	s->mime = desk_shot_mime(so->format);
@@ -153,7 +154,8 @@ int desk_shot_take(const struct desk *d, const struct shot_opts *so, struct shot
 
 void desk_shot_release(struct shot *s)
 {
-	free(s->data);
+	capture_image_put(s->img);
+	s->img = NULL;
 	s->data = NULL;
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "common/cleanup.h"
@@ -93,6 +95,11 @@ static void response_release(struct http_response *res)
 {
 	free(res->data);
 	res->data = NULL;
+	if (res->shared && res->shared_release)
+		res->shared_release(res->shared_cls);
+	res->shared = NULL;
+	res->shared_release = NULL;
+	res->shared_cls = NULL;
 	if (res->reader && res->release)
 		res->release(res->reader_cls);
 	res->reader = NULL;
@@ -143,10 +150,24 @@ void http_reply_data(struct http_response *res, int status, const char *content_
 		     size_t len)
 {
 	free(res->data);
+	if (res->shared && res->shared_release)
+		res->shared_release(res->shared_cls);
+	res->shared = NULL;
+	res->shared_release = NULL;
 	res->status = status;
 	res->content_type = content_type;
 	res->data = data;
 	res->len = len;
+}
+
+void http_reply_shared(struct http_response *res, int status, const char *content_type,
+		       const void *data, size_t len, http_release release, void *cls)
+{
+	http_reply_data(res, status, content_type, NULL, 0);
+	res->shared = data;
+	res->len = len;
+	res->shared_release = release;
+	res->shared_cls = cls;
 }
 
 void http_reply_stream(struct http_response *res, int status, const char *content_type,
@@ -312,6 +333,12 @@ static enum MHD_Result queue_owned(struct MHD_Connection *conn, struct request_c
 		r = MHD_create_response_from_buffer(res->len, res->data, MHD_RESPMEM_MUST_FREE);
 		if (r)
 			res->data = NULL;
+	} else if (res->shared) {
+		/* MHD sends from it and calls the release once done. */
+		r = MHD_create_response_from_buffer_with_free_callback_cls(
+		    res->len, (void *)(uintptr_t)res->shared, res->shared_release, res->shared_cls);
+		if (r)
+			res->shared = NULL;
 	} else {
 		r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
 	}
@@ -636,6 +663,21 @@ static enum MHD_Result on_body(struct http *h, struct request_ctx *c, const char
 	return MHD_YES;
 }
 
+/* Lowers this thread's CPU priority for an HTTP_BACKGROUND request (the
+ * threads it starts inherit it).  Best effort. */
+static void background_enter(struct request_ctx *c)
+{
+	pid_t tid = gettid();
+	errno = 0;
+	int old = getpriority(PRIO_PROCESS, (id_t)tid);
+	if ((old == -1 && errno) || old >= HTTP_BACKGROUND_NICE)
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)tid, HTTP_BACKGROUND_NICE) == 0) {
+		c->niced_tid = tid;
+		c->nice0 = old;
+	}
+}
+
 /* The body is in: run the handler and queue its answer. */
 static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 				   struct MHD_Connection *conn, const char *method, const char *url)
@@ -652,6 +694,11 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
+	if (c->route->flags & HTTP_BACKGROUND) {
+		c->counted = 1;
+		if (atomic_fetch_add(&h->background, 1) > 0)
+			background_enter(c);
+	}
 	int hr = c->route->handler(&req, &res, &e);
 	if (c->sink_active) {
 		/* Succeeded: the handler owns the sink's state now. */
@@ -718,6 +765,12 @@ void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			c->sink.abort(c->sink.cls);
 		if (c->upgrade_release) /* the connection ended before the upgrade */
 			c->upgrade_release(c->upgrade_cls);
+		/* Back to its priority (root may raise it again; otherwise the
+		 * thread stays low for the rest of its connection). */
+		if (c->niced_tid)
+			setpriority(PRIO_PROCESS, (id_t)c->niced_tid, c->nice0);
+		if (c->counted)
+			atomic_fetch_sub(&h->background, 1);
 		free(c->body);
 		free(c->raw_uri);
 		free(c);

@@ -92,6 +92,10 @@ struct http_response {
 	const char *content_type;
 	void *data; /* malloc'd body, freed by the http layer */
 	size_t len;
+	/* Instead of data: a body someone else owns (see http_reply_shared). */
+	const void *shared;
+	http_release shared_release;
+	void *shared_cls;
 	/* Instead of data: a streamed body (see http_reply_stream). */
 	http_reader reader;
 	http_release release;
@@ -117,7 +121,15 @@ typedef int (*http_stream_begin)(struct http_request *req, struct http_body_sink
 enum http_route_flags {
 	HTTP_NO_AUTH = 1 << 0,	   /* no bearer token needed (health check) */
 	HTTP_STREAM_BODY = 1 << 1, /* body goes to begin()'s sink, no size cap here */
+	/* Bulk work (screenshots): while another such request is under way,
+	 * the handler and the sending of its answer run at a lower CPU
+	 * priority (nice HTTP_BACKGROUND_NICE), so that input, the desktops
+	 * themselves and other requests go first when many clients fill the
+	 * cores with it.  A lone one keeps its priority (on a host busy
+	 * with other work a niced one takes ~1.5x as long). */
+	HTTP_BACKGROUND = 1 << 2,
 };
+#define HTTP_BACKGROUND_NICE 10
 
 struct http_route {
 	const char *method;
@@ -176,6 +188,10 @@ void http_free(struct http *h);
 int http_reply_json(struct http_response *res, int status, cJSON *json, struct err *e);
 void http_reply_data(struct http_response *res, int status, const char *content_type, void *data,
 		     size_t len);
+/* A body sent straight from `data` (not copied), which must stay valid
+ * until release(cls), called once the response is done with it. */
+void http_reply_shared(struct http_response *res, int status, const char *content_type,
+		       const void *data, size_t len, http_release release, void *cls);
 void http_reply_empty(struct http_response *res, int status);
 /* Answers with a body produced by `reader` (`size` bytes, or
  * HTTP_SIZE_UNKNOWN for a chunked body).  Takes ownership of `cls`:

@@ -5,6 +5,8 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
 
 #include "http.h"
 
@@ -26,6 +28,8 @@ struct http {
 	/* An eventfd that becomes readable when http_free begins: proxied
 	 * streams and upgraded pipes poll it (http_stop_fd). */
 	int stop_fd;
+	/* HTTP_BACKGROUND requests between their handler and their end. */
+	atomic_uint background;
 };
 
 #define HTTP_PATH_MAX 4096
@@ -62,6 +66,12 @@ struct request_ctx {
 	 * every answer and every log line about the request. */
 	char rid[HTTP_REQUEST_ID_MAX + 1];
 	long long t0_ns;
+	/* HTTP_BACKGROUND: the connection thread's id and its nice value
+	 * before, restored when the request ends (the thread may serve a
+	 * kept-alive connection's next request). */
+	pid_t niced_tid; /* 0: not lowered */
+	int nice0;
+	int counted; /* in h->background */
 };
 
 /* http.c: what MHD calls for each request. */

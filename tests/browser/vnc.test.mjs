@@ -61,9 +61,9 @@ async function waitFor(fn, timeoutMs, stepMs = 100) {
   return v;
 }
 
-// An 8-bit RGB or RGBA PNG into {w, h, px: RGB bytes}.
+// An 8-bit RGB, RGBA or palette PNG into {w, h, px: RGB bytes}.
 function decodePng(buf) {
-  let pos = 8, w = 0, h = 0, ctype = 0;
+  let pos = 8, w = 0, h = 0, ctype = 0, plte = null;
   const idat = [];
   while (pos < buf.length) {
     const len = buf.readUInt32BE(pos);
@@ -71,9 +71,10 @@ function decodePng(buf) {
     const body = buf.subarray(pos + 8, pos + 8 + len);
     if (kind === 'IHDR') { w = body.readUInt32BE(0); h = body.readUInt32BE(4); ctype = body[9]; }
     if (kind === 'IDAT') idat.push(body);
+    if (kind === 'PLTE') plte = body;
     pos += 12 + len;
   }
-  const bpp = ctype === 6 ? 4 : 3;
+  const bpp = ctype === 6 ? 4 : ctype === 3 ? 1 : 3;
   const raw = inflateSync(Buffer.concat(idat));
   const stride = w * bpp;
   const out = Buffer.alloc(w * h * 3);
@@ -94,7 +95,8 @@ function decodePng(buf) {
       cur[i] = (cur[i] + add) & 255;
     }
     for (let x = 0; x < w; x++)
-      for (let k = 0; k < 3; k++) out[(y * w + x) * 3 + k] = cur[x * bpp + k];
+      for (let k = 0; k < 3; k++)
+        out[(y * w + x) * 3 + k] = ctype === 3 ? plte[cur[x] * 3 + k] : cur[x * bpp + k];
     prev = cur;
   }
   return { w, h, px: out };

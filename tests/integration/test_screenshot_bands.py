@@ -4,7 +4,10 @@ rectangles (damage of every size, one to four per round), and after each
 round the PNG screenshot (encoded incrementally from the bands the mirror
 saw change) is decoded here (every CRC and the zlib Adler-32 checked,
 filters undone) and compared pixel by pixel with `xwd -root` taken inside
-the sandbox.  A repeat request for the same frame returns the same bytes.  WebP,
+the sandbox.  The screen is a palette PNG while it has at most 256
+colours; a round paints 300 more, after which it is R,G,B (the partial
+encode is refused and redone whole).  A repeat request for the same frame
+returns the same bytes.  WebP,
 lossless and lossy, is chosen by `format=` or the Accept header."""
 
 import os
@@ -17,6 +20,7 @@ import dbx  # noqa: E402
 
 W, H = 640, 400
 ROUNDS = 10
+CTYPES = set()  # PNG colour types compared: 2 R,G,B, 3 palette
 
 # Fills rectangles ("x y w h 0xRRGGBB" on stdin) straight onto the root
 # window through libX11 (ctypes: no toolkit needed inside the sandbox).
@@ -139,22 +143,23 @@ def shot(srv, sid, query=""):
     return r.body, int(r.header("X-Frame"))
 
 
-def rounds(t, srv, sid, rng, n, region=None):
-    """`n` rounds of random rectangles, each followed by a PNG of the
-    screen (or of `region` (x, y, w, h), not aligned to any band) compared
-    with the X server's.  Returns (rounds compared, rounds that differ)."""
+def rounds(t, srv, sid, rng, n, region=None, first=None):
+    """`n` rounds of random rectangles (the first round paints `first`
+    instead when given), each followed by a PNG of the screen (or of
+    `region` (x, y, w, h), not aligned to any band) compared with the X
+    server's.  Returns (rounds compared, rounds that differ)."""
     base = "/v1/sandboxes/%s" % sid
     query = "?x=%d&y=%d&w=%d&h=%d" % region if region else ""
     compared = mismatched = 0
     for rnd in range(n):
         rects = []
-        for _ in range(rng.randint(1, 4)):
+        for _ in range(0 if first and rnd == 0 else rng.randint(1, 4)):
             big = rng.random() < 0.25
             w = rng.randint(1, W if big else 60)
             h = rng.randint(1, H if big else 24)
             x, y = rng.randint(0, W - w), rng.randint(0, H - h)
             rects.append((x, y, w, h, rng.getrandbits(24)))
-        res = paint(srv, sid, rects)
+        res = paint(srv, sid, first if first and rnd == 0 else rects)
         if res["exit_code"] != 0:
             t.diag("round %d: painter: %s" % (rnd, res["stderr"]))
         for _attempt in range(5):
@@ -170,6 +175,7 @@ def rounds(t, srv, sid, rng, n, region=None):
         if rnd == 0 and not region:
             t.ok(png2 == png, "a repeat for the same frame returns the same bytes")
         got = dbx.png_pixels(png)
+        CTYPES.add(dbx.png_info(png)[3])
         xr = srv.request("GET", base + "/files/download?path=/workspace/root.xwd")
         want = xwd_pixels(xr.body)
         if region:
@@ -199,6 +205,16 @@ def run(t, srv):
     compared, mismatched = rounds(t, srv, sid, rng, 6, region=(37, 21, 411, 301))
     t.ok(compared >= 4, "compared %d of 6 region rounds" % compared)
     t.eq(mismatched, 0, "an incremental PNG of a region off the band grid is right too")
+    t.eq(CTYPES, {3}, "a screen of few colours comes as a palette PNG")
+    CTYPES.clear()
+    # 300 pixels of new colours (a small change): past the palette.
+    CTYPES.clear()
+    dots = [(3 + (i % 100) * 5, 250 + (i // 100) * 5, 1, 1, 0x010203 * (i + 7))
+            for i in range(300)]
+    compared, mismatched = rounds(t, srv, sid, rng, 4, first=dots)
+    t.ok(compared >= 3, "compared %d of 4 rounds past 256 colours" % compared)
+    t.eq(mismatched, 0, "past 256 colours the PNG is R,G,B and right")
+    t.ok(2 in CTYPES, "R,G,B PNGs were compared too", sorted(CTYPES))
     cursor(t, srv, sid)
     formats(t, srv, base)
     m = srv.request("GET", "/metrics")

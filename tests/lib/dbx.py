@@ -358,32 +358,44 @@ def png_info(data):
 
 
 def png_rows(data):
-    """The filtered rows of an 8-bit RGB PNG: list of (filter, bytes)."""
+    """The filtered rows of an 8-bit RGB or palette PNG: list of (filter,
+    bytes), three bytes a pixel or one palette index."""
     w, h, depth, ctype = png_info(data)
-    assert depth == 8 and ctype == 2, "expected 8-bit RGB"
+    assert depth == 8 and ctype in (2, 3), "expected 8-bit RGB or palette"
     raw = zlib.decompress(b"".join(b for k, b in png_chunks(data) if k == b"IDAT"))
-    stride = w * 3 + 1
+    stride = w * (3 if ctype == 2 else 1) + 1
     assert len(raw) == stride * h, "IDAT size %d != %d" % (len(raw), stride * h)
     return [(raw[i * stride], raw[i * stride + 1:(i + 1) * stride]) for i in range(h)]
 
 
 def png_pixels(data):
-    """Decodes an 8-bit RGB PNG into a list of rows of bytes (R,G,B,...)."""
-    w, h, _, _ = png_info(data)
+    """Decodes an 8-bit RGB or palette PNG into a list of rows of bytes
+    (R,G,B,...)."""
+    w, h, _, ctype = png_info(data)
     rows = png_rows(data)
+    bpp = 3 if ctype == 2 else 1
+    plte = b"".join(b for k, b in png_chunks(data) if k == b"PLTE")
+    if ctype == 3:
+        colours = [plte[i:i + 3] for i in range(0, len(plte), 3)]
+        lut = [bytes(colours[i]) if i < len(colours) else None for i in range(256)]
     out = []
-    prev = bytearray(w * 3)
+    prev = bytearray(w * bpp)
     for f, row in rows:
         cur = bytearray(row)
         if f == 1:
-            for i in range(3, len(cur)):
-                cur[i] = (cur[i] + cur[i - 3]) & 255
+            for i in range(bpp, len(cur)):
+                cur[i] = (cur[i] + cur[i - bpp]) & 255
         elif f == 2:
             for i in range(len(cur)):
                 cur[i] = (cur[i] + prev[i]) & 255
         elif f != 0:
             raise ValueError("filter %d not supported by this decoder" % f)
-        out.append(bytes(cur))
+        if ctype == 3:
+            if any(lut[i] is None for i in set(cur)):
+                raise ValueError("palette index past the PLTE")
+            out.append(b"".join(lut[i] for i in cur))
+        else:
+            out.append(bytes(cur))
         prev = cur
     return out
 
@@ -392,9 +404,11 @@ def changed_bbox(png_a, png_b):
     """Bounding box (x0, y0, x1, y1) of the pixels that differ between two
     screenshots of the same size, or None.  When both use the same filter
     per row it compares the filtered rows (SUB or UP filtering spreads a
-    change by one pixel at most), else the decoded pixels."""
+    change by one pixel at most), else (and for palette images) the decoded
+    pixels."""
     ra, rb = png_rows(png_a), png_rows(png_b)
-    if any(fa != fb for (fa, _), (fb, _) in zip(ra, rb)):
+    if png_info(png_a)[3] == 3 or png_info(png_b)[3] == 3 or any(
+            fa != fb for (fa, _), (fb, _) in zip(ra, rb)):
         # The encoder picked other filters for the two: compare pixels.
         pa, pb = png_pixels(png_a), png_pixels(png_b)
         ra = [(0, a) for a in pa]

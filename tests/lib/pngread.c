@@ -29,11 +29,16 @@ int png_test_decode(const uint8_t *data, size_t len, uint32_t w, uint32_t h, uin
 	}
 	png_set_read_fn(png, &r, read_fn);
 	png_read_info(png, info);
+	int ctype = png_get_color_type(png, info);
 	if (png_get_image_width(png, info) != w || png_get_image_height(png, info) != h ||
-	    png_get_color_type(png, info) != PNG_COLOR_TYPE_RGB ||
+	    (ctype != PNG_COLOR_TYPE_RGB && ctype != PNG_COLOR_TYPE_PALETTE) ||
 	    png_get_bit_depth(png, info) != 8) {
 		png_destroy_read_struct(&png, &info, NULL);
 		return -1;
+	}
+	if (ctype == PNG_COLOR_TYPE_PALETTE) {
+		png_set_palette_to_rgb(png);
+		png_read_update_info(png, info);
 	}
 	for (uint32_t y = 0; y < h; y++)
 		png_read_row(png, rgb + (size_t)y * w * 3, NULL);

@@ -1,6 +1,8 @@
 /* The banded incremental PNG encoder: random damage on a synthetic
  * framebuffer, encoded incrementally, decoded by libpng and compared pixel
- * by pixel with the framebuffer and with a fresh full encode. */
+ * by pixel with the framebuffer and with a fresh full encode; both as R,G,B
+ * and as palette images (at most 256 colours), and across the switches
+ * between the two. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +45,24 @@ static void paint(uint8_t *img, size_t stride, uint32_t w, uint32_t h)
 		}
 }
 
+/* Colour type of a PNG (IHDR byte 9): 2 R,G,B, 3 palette. */
+static int png_ctype(const uint8_t *png, size_t len)
+{
+	return len > 25 ? png[25] : -1;
+}
+
+/* Damage colours: `few` draws flat rectangles from 12 colours, which keeps
+ * the picture within a palette; else half are noise. */
+static int few;
+
 /* Changes a random rectangle (flat colour or noise) and marks its rows. */
 static void damage(uint8_t *img, size_t stride, uint32_t w, uint32_t h, uint8_t *dirty)
 {
 	uint32_t rw = 1 + rnd() % (rnd() % 4 ? 60 : w), rh = 1 + rnd() % (rnd() % 4 ? 20 : h);
 	rw = rw > w ? w : rw, rh = rh > h ? h : rh;
 	uint32_t x0 = rnd() % (w - rw + 1), y0 = rnd() % (h - rh + 1);
-	int noise = rnd() % 2;
-	uint32_t c = rnd();
+	int noise = !few && rnd() % 2;
+	uint32_t c = few ? 0x10305070u * (1 + rnd() % 12) : rnd();
 	for (uint32_t y = y0; y < y0 + rh; y++) {
 		dirty[y] = 1;
 		for (uint32_t x = x0; x < x0 + rw; x++) {
@@ -61,9 +73,14 @@ static void damage(uint8_t *img, size_t stride, uint32_t w, uint32_t h, uint8_t 
 	}
 }
 
+/* What the encodes of incremental() were: palette or R,G,B images, and
+ * partial encodes refused for a colour new to the palette. */
+static int n_palette, n_rgb, n_refused;
+
 /* `rounds` encodes of w x h under random damage.  Each encode gets a copy in
  * which the rows of unchanged bands are garbage, which proves they are
- * neither read nor needed.  Returns 1 when all decoded right. */
+ * neither read nor needed (a refused partial encode is done again from the
+ * whole picture, as capture_shot does).  Returns 1 when all decoded right. */
 static int incremental(uint32_t w, uint32_t h, size_t stride, int level, int rounds,
 		       uint32_t *max_redone_small)
 {
@@ -93,9 +110,18 @@ static int incremental(uint32_t w, uint32_t h, size_t stride, int level, int rou
 		uint8_t *out = NULL, *out2 = NULL;
 		size_t len = 0, len2 = 0;
 		uint32_t redone = 0;
-		good = capture_bands_encode(b, part, w, h, stride, level, i ? dirty : NULL, &out,
-					    &len, &redone, &e) == 0 &&
-		       png_test_decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb);
+		int r = capture_bands_encode(b, part, w, h, stride, level, i ? dirty : NULL, &out,
+					     &len, &redone, &e);
+		if (r == 1) {
+			n_refused++;
+			good = out == NULL;
+			r = capture_bands_encode(b, img, w, h, stride, level, NULL, &out, &len,
+						 &redone, &e);
+		}
+		good = good && r == 0 && png_test_decode(out, len, w, h, rgb) == 0 &&
+		       same_pixels(img, stride, w, h, rgb);
+		n_palette += png_ctype(out, len) == 3;
+		n_rgb += png_ctype(out, len) == 2;
 		if (good && nrect == 1 && redone > *max_redone_small)
 			*max_redone_small = redone;
 		/* A fresh encode of the whole picture decodes to the same. */
@@ -114,6 +140,58 @@ static int incremental(uint32_t w, uint32_t h, size_t stride, int level, int rou
 	capture_bands_free(b);
 	capture_bands_free(full);
 	free(img), free(part), free(rgb), free(rgb2), free(dirty);
+	return good;
+}
+
+/* One encode of `img` (dirty rows or NULL): its colour type when it
+ * decodes to `img`, 1 when refused, -1 when wrong. */
+static int encode_check(struct capture_bands *b, const uint8_t *img, uint32_t w, uint32_t h,
+			const uint8_t *dirty, uint8_t *rgb)
+{
+	struct err e = ERR_INIT;
+	uint8_t *out = NULL;
+	size_t len = 0;
+	int r = capture_bands_encode(b, img, w, h, (size_t)w * 4, 1, dirty, &out, &len, NULL, &e);
+	if (r == 0)
+		r = png_test_decode(out, len, w, h, rgb) == 0 &&
+			    same_pixels(img, (size_t)w * 4, w, h, rgb)
+			? png_ctype(out, len)
+			: -1;
+	else if (r != 1 || out)
+		r = -1;
+	free(out);
+	return r;
+}
+
+/* The switches between palette and R,G,B: a 257th colour in a partial
+ * encode is refused, in a full one (on a row the colour sample skips) it
+ * makes an R,G,B image; a full change of few colours is a palette again. */
+static int palette_switches(void)
+{
+	struct err e = ERR_INIT;
+	uint32_t w = 320, h = 96;
+	struct capture_bands *b = NULL;
+	uint8_t *img = calloc((size_t)w * h, 4), *rgb = malloc((size_t)w * h * 3);
+	uint8_t *dirty = calloc(h, 1);
+	int good = capture_bands_new(&b, &e) == 0;
+	good = good && encode_check(b, img, w, h, NULL, rgb) == 3;
+	/* 300 colours on row 40 (band 1): refused, then R,G,B. */
+	for (uint32_t x = 0; x < 300; x++)
+		memcpy(img + (40 * w + x) * 4, &(uint32_t){x * 0x10101u + 1}, 4);
+	dirty[40] = 1;
+	good = good && encode_check(b, img, w, h, dirty, rgb) == 1;
+	good = good && encode_check(b, img, w, h, NULL, rgb) == 2;
+	/* Gone again, in a partial encode: stays R,G,B. */
+	memset(img + 40 * w * 4, 0, (size_t)w * 4);
+	good = good && encode_check(b, img, w, h, dirty, rgb) == 2;
+	/* Exactly 256 colours, then 257 on row 41, which the sample skips. */
+	for (uint32_t x = 0; x < 255; x++)
+		memcpy(img + (40 * w + x) * 4, &(uint32_t){x * 0x10101u + 1}, 4);
+	good = good && encode_check(b, img, w, h, NULL, rgb) == 3;
+	memcpy(img + (41 * w) * 4, &(uint32_t){0xabcdefu}, 4);
+	good = good && encode_check(b, img, w, h, NULL, rgb) == 2;
+	capture_bands_free(b);
+	free(img), free(rgb), free(dirty);
 	return good;
 }
 
@@ -139,6 +217,19 @@ static int noise_roundtrip(uint32_t w, uint32_t h)
 		   capture_bands_encode(b, img, w, h, stride, 1, NULL, &out, &len, NULL, &e) == 0 &&
 		   png_test_decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb) &&
 		   len < raw + raw / 1000 + 1024;
+	/* A word typed over it (a flat 60x13 patch): still exact. */
+	uint8_t *dirty = calloc(h, 1);
+	for (uint32_t y = h / 2; y < h / 2 + 13; y++) {
+		dirty[y] = 1;
+		memset(img + (size_t)y * stride + (size_t)(w / 3) * 4, 0x30, 60 * 4);
+	}
+	free(out);
+	out = NULL;
+	good = good &&
+	       capture_bands_encode(b, img, w, h, stride, 1, dirty, &out, &len, NULL, &e) == 0 &&
+	       png_test_decode(out, len, w, h, rgb) == 0 && same_pixels(img, stride, w, h, rgb) &&
+	       len < raw + raw / 1000 + 1024;
+	free(dirty);
 	if (!good)
 		printf("#   noise %ux%u: %zu bytes for %zu raw\n", w, h, len, raw);
 	capture_bands_free(b);
@@ -156,7 +247,20 @@ int main(void)
 	ok(incremental(640, 480, 640 * 4, 1, 60, &mr), "640x480 level 1, random damage");
 	ok(incremental(1280, 800, 1280 * 4, 1, 12, &mr), "1280x800 level 1");
 	ok(mr > 0 && mr <= 25, "a single rectangle redoes only the bands it touches");
-	ok(noise_roundtrip(1280, 800), "1280x800 noise decodes exactly, stored at raw size");
+	ok(noise_roundtrip(1280, 800), "1280x800 noise decodes exactly, stored at raw size, also with a word on it");
+	printf("# palette %d, rgb %d, refused %d\n", n_palette, n_rgb, n_refused);
+	ok(n_palette > 0 && n_rgb > 0 && n_refused > 0,
+	   "palette and R,G,B images both made, partial encodes refused for a new colour");
+	few = 1;
+	n_palette = n_rgb = n_refused = 0;
+	ok(incremental(640, 480, 640 * 4, 1, 60, &mr), "640x480 few colours, random damage");
+	ok(incremental(1280, 800, 1280 * 4, 1, 12, &mr), "1280x800 few colours");
+	ok(incremental(97, 64, 97 * 4 + 12, 6, 30, &mr), "97x64 few colours, padded, level 6");
+	printf("# palette %d, rgb %d, refused %d\n", n_palette, n_rgb, n_refused);
+	ok(n_rgb == 0 && n_refused == 0 && n_palette == 102,
+	   "a picture of few colours stays a palette image");
+	few = 0;
+	ok(palette_switches(), "palette -> R,G,B at a 257th colour -> palette again");
 
 	struct err e = ERR_INIT;
 	struct capture_bands *b;
