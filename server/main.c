@@ -219,7 +219,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_timeout_default_s = o->exec_timeout_default_s,
 	    .exec_timeout_max_s = o->exec_timeout_max_s,
 	    .exec_max_output = o->exec_max_output,
-	    .png_level = 1,
+	    .png_level = o->png_level,
 	    .ports_domain = o->ports_domain,
 	};
 	if (shares_new(&s->api.shares, e) < 0) {

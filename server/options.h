@@ -21,6 +21,7 @@ struct options {
 	enum disk_store_mode disk_store; /* --disk-store auto|pool|direct */
 	long long disk_store_mb;	 /* --disk-store-size; 0: the state fs's size */
 	long long default_timeout_s;
+	int png_level; /* --png-level: screenshots' deflate level, 1-9 */
 	long long userns_base;
 	int allow_shared_uid;
 	int stop_on_exit; /* --on-exit stop: SIGTERM stops the sandboxes */
