@@ -56,6 +56,8 @@ class Tap:
 
     def done(self):
         print("1..%d" % self.n, flush=True)
+        if not self.failed:
+            forget_servers()
         sys.exit(1 if self.failed else 0)
 
 
@@ -160,6 +162,25 @@ class Response:
         return None
 
 
+# Every Server this test made: Tap.done() removes the logs (and the own
+# state dirs) of those that exited once the test passed, so that a test
+# which only stop()s its servers leaves nothing in /tmp; a failed test's
+# stay for reading.
+SERVERS = []
+
+
+def forget_servers():
+    for srv in SERVERS:
+        if srv.proc.poll() is None:
+            continue
+        try:
+            os.unlink(srv.log_path)
+        except OSError:
+            pass
+        if srv.own_state:
+            shutil.rmtree(srv.state_dir, ignore_errors=True)
+
+
 class Server:
     """A deskboxd process on 127.0.0.1:<free port>."""
 
@@ -174,6 +195,7 @@ class Server:
         self.token = token
         self.log_path = os.path.join(self.state_dir, "..", os.path.basename(self.state_dir) + ".log")
         self.log = open(self.log_path, "wb")
+        SERVERS.append(self)
         cmd = list(wrap) + [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
                "--state-dir", self.state_dir, "--on-exit", on_exit] + list(args)
         if token is not None:
