@@ -19,7 +19,8 @@ SDK = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "clien
 
 # Runs inside the venv; prints "CHECK 1|0 name [detail]" per check.
 SCRIPT = r'''
-import hashlib, io, os, struct, sys, tarfile, time, urllib.error, urllib.request, zipfile
+import hashlib, io, os, socket, struct, sys, tarfile, threading, time, zipfile
+import urllib.error, urllib.request
 import deskbox
 from deskbox import Deskbox, DeskboxError, NotFound, Unauthorized
 
@@ -223,6 +224,33 @@ try:
           and status == 502, "port_url opens the port without the API token (502: nothing there)",
           (url, status))
     check(sbx.cdp_url() == box.url + "/v1/sandboxes/" + sbx.id + "/browser/cdp", "cdp_url")
+
+    # Kept-alive connections: one per thread; one the server (here: the
+    # client's own shutdown) closed is replaced and the call goes through.
+    made = []
+    if box._t._idle.conn is not None:  # the one the calls above left
+        box._t._idle.conn.close()
+        box._t._idle.conn = None
+    connect = box._t._connect
+    box._t._connect = lambda timeout: (made.append(1), connect(timeout))[1]
+    box.list()
+    for _ in range(10):
+        box.list()
+    check(len(made) == 1, "eleven calls on one thread use one kept-alive connection", made)
+    th = threading.Thread(target=box.list)
+    th.start()
+    th.join()
+    check(len(made) == 2, "another thread gets its own", made)
+    box._t._idle.conn.sock.shutdown(socket.SHUT_RDWR)
+    check(any(s.id == sbx.id for s in box.list()) and len(made) == 3,
+          "a kept connection found closed is replaced and the call answers", made)
+    try:
+        sbx.desktop.key("ctrl+nosuchkey")
+    except DeskboxError:
+        pass
+    box.list()
+    check(len(made) == 3, "an error answer read whole keeps the connection", made)
+    box._t._connect = connect
     sbx.stop()
     check(sbx.status == "stopped", "stop")
     sbx.start()
