@@ -193,7 +193,10 @@ class Server:
         self.own_state = state_dir is None
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="dbx-test-")
         self.token = token
-        self.log_path = os.path.join(self.state_dir, "..", os.path.basename(self.state_dir) + ".log")
+        # Beside the state dir, by a path that does not go through it (it
+        # is removed first at clean-up).
+        state = os.path.abspath(self.state_dir)
+        self.log_path = os.path.join(os.path.dirname(state), os.path.basename(state) + ".log")
         self.log = open(self.log_path, "wb")
         SERVERS.append(self)
         cmd = list(wrap) + [os.path.join(BUILD, "deskboxd"), "--listen", "127.0.0.1:0",
