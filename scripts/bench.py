@@ -109,17 +109,6 @@ def sandbox_pids(cid):
     return pids
 
 
-def pss_kb(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def cpu_ticks(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -177,7 +166,7 @@ def idle_cost(srv, sids, seconds=5.0):
     for sid in sids:
         pids += sandbox_pids("dbx-" + sid)
     pids += own_bridges(srv, pids)
-    pss = sum(pss_kb(p) for p in pids) / 1024.0 / len(sids)
+    pss = sum(dbx.pss_kb(p) for p in pids) / 1024.0 / len(sids)
     hz = os.sysconf("SC_CLK_TCK")
     t0 = {p: cpu_ticks(p) for p in pids}
     time.sleep(seconds)

@@ -45,17 +45,6 @@ def bridges(srv):
     return out
 
 
-def pss_kb(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid) as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def maps(pid):
     try:
         with open("/proc/%d/maps" % pid) as f:
@@ -99,9 +88,9 @@ def shared_screen(t, srv):
     own = bridges(srv)
     t.eq(len(own), 1, "one bridge for the one sandbox")
     procs = sandbox_procs(srv, sid)
-    total = sum(pss_kb(p) for p in list(procs) + own) / 1024.0
+    total = sum(dbx.pss_kb(p) for p in list(procs) + own) / 1024.0
     t.diag("idle desktop: %.1f MB PSS (%s)" % (total, ", ".join(
-        "%s %.1f" % (procs.get(p, "deskbox-bridge"), pss_kb(p) / 1024.0)
+        "%s %.1f" % (procs.get(p, "deskbox-bridge"), dbx.pss_kb(p) / 1024.0)
         for p in list(procs) + own)))
     asan = False
     for pid in own[:1]:

@@ -88,6 +88,18 @@ def warm_pool_ready(srv):
     return int(m.group(1)) if m else -1
 
 
+def pss_kb(pid):
+    """Process `pid`'s proportional set size in KiB (0 when it is gone)."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def cgroup_file(cid, controller, name):
     """The content of a cgroup file of container `cid` on a v1 or a v2
     host, or None when there is none."""
