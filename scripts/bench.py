@@ -81,22 +81,6 @@ def inner_ms(srv, sid, cmd, n):
     return [int(x) / 1000.0 for x in res["stdout"].split()]
 
 
-def wait_frame_change(srv, sid, since, timeout=5.0):
-    """Polls the mirror's frame counter (GET info, ~1 ms apart)."""
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        r = srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid)
-        f = r.json()["frame"]
-        if f != since:
-            return f
-        time.sleep(0.0005)
-    return None
-
-
-def frame(srv, sid):
-    return srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
-
-
 def sandbox_pids(cid):
     pids = []
     for path in glob.glob("/proc/[0-9]*/cgroup"):
@@ -542,17 +526,17 @@ def main():
         srv.post(sid, "click", {"x": 200, "y": 150})
         lat = []
         for i in range(n):
-            f0 = frame(srv, sid)
+            f0 = dbx.frame(srv, sid)
             t0 = time.perf_counter()
             srv.post(sid, "key", {"keys": "a" if i % 2 == 0 else "BackSpace"})
-            if wait_frame_change(srv, sid, f0) is not None:
+            if dbx.wait_frame_change(srv, sid, f0) is not None:
                 lat.append((time.perf_counter() - t0) * 1000)
         naive_lat = []
         for i in range(min(n, 10)):
-            f0 = frame(srv, sid)
+            f0 = dbx.frame(srv, sid)
             t0 = time.perf_counter()
             srv.exec(sid, ["xdotool", "key", "a" if i % 2 == 0 else "BackSpace"])
-            if wait_frame_change(srv, sid, f0) is not None:
+            if dbx.wait_frame_change(srv, sid, f0) is not None:
                 naive_lat.append((time.perf_counter() - t0) * 1000)
         report("input to frame (REST key -> mirror frame)", lat, naive=naive_lat,
                naive_name="xdotool/exec", target="<= 10 ms")

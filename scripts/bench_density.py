@@ -24,20 +24,6 @@ import dbx
 DISPLAY = {"width": 1024, "height": 768}
 
 
-def wait_frame_change(srv, sid, since, timeout=5.0):
-    deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        f = srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
-        if f != since:
-            return f
-        time.sleep(0.0005)
-    return None
-
-
-def frame(srv, sid):
-    return srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
-
-
 def hammer(srv, sids, stop):
     """8 clients, each taking screenshots of one of `sids` back to back."""
     def client(i):
@@ -60,10 +46,10 @@ def probes_ready(srv, probes):
                         {"class": "XTerm", "timeout_ms": 30000})
         if r.status == 200:
             srv.post(sid, "click", {"x": 200, "y": 150})
-            f0 = frame(srv, sid)
+            f0 = dbx.frame(srv, sid)
             t1 = time.perf_counter()
             srv.post(sid, "key", {"keys": "a"})
-            if wait_frame_change(srv, sid, f0) is not None:
+            if dbx.wait_frame_change(srv, sid, f0) is not None:
                 first.append((time.perf_counter() - t1) * 1000)
     return first
 
@@ -81,10 +67,10 @@ def probe(srv, others, probes, quick, go, out):
     keys = []
     for i in range(40 if quick else 150):
         sid = probes[i % len(probes)]
-        f0 = frame(srv, sid)
+        f0 = dbx.frame(srv, sid)
         t1 = time.perf_counter()
         srv.post(sid, "key", {"keys": "a" if (i // len(probes)) % 2 == 0 else "BackSpace"})
-        if wait_frame_change(srv, sid, f0) is not None:
+        if dbx.wait_frame_change(srv, sid, f0) is not None:
             keys.append((time.perf_counter() - t1) * 1000)
     out.put((shots, keys))
 

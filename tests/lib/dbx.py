@@ -88,6 +88,23 @@ def warm_pool_ready(srv):
     return int(m.group(1)) if m else -1
 
 
+def frame(srv, sid):
+    """The number of sandbox `sid`'s mirror frame now (GET desktop/info)."""
+    return srv.request("GET", "/v1/sandboxes/%s/desktop/info" % sid).json()["frame"]
+
+
+def wait_frame_change(srv, sid, since, timeout=5.0):
+    """Polls the mirror's frame counter (~1 ms apart) until it is not
+    `since`; the new number, or None after `timeout` seconds."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        f = frame(srv, sid)
+        if f != since:
+            return f
+        time.sleep(0.0005)
+    return None
+
+
 def pss_kb(pid):
     """Process `pid`'s proportional set size in KiB (0 when it is gone)."""
     try:
