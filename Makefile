@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive gnutls
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -42,7 +42,7 @@ CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # server/ is one archive per subsystem folder, listed so that each comes
 # before what it uses: a static link then fails on an arrow pointing up.
-SERVER_MODULES := api mcp desktop viewer sandbox network process files runtime http
+SERVER_MODULES := api mcp desktop viewer sandbox secrets network process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
@@ -64,7 +64,7 @@ VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
 CLI := $(BUILD)/deskbox
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive)
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive gnutls) -lhttp_parser
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)

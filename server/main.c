@@ -21,6 +21,7 @@
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
+#include "server/secrets/secrets.h"
 #include "server/options.h"
 #include "server/runtime/runtime.h"
 #include "server/sandbox/sandbox.h"
@@ -96,6 +97,8 @@ struct host {
 /* The running server's parts; server_stop() stops them. */
 struct server {
 	struct network *net;
+	struct secrets *secrets;
+	struct egress *egress;
 	struct sandboxes *sbx;
 	struct api api; /* the HTTP handlers' context: its address is kept */
 	struct http *http;
@@ -180,6 +183,25 @@ static int setup_host(const struct options *o, struct host *h)
 	return 0;
 }
 
+/* The secrets store and its egress proxy (docs/secrets.md). */
+static int start_secrets(const struct options *o, struct host *h, struct server *s, struct err *e)
+{
+	if (secrets_open(&s->secrets, h->state, e) < 0)
+		return err_wrap(e, "secrets");
+	struct egress_config ec = {.ca_file = o->egress_ca_file};
+	if (egress_open(&s->egress, s->secrets, &ec, e) < 0) {
+		secrets_close(s->secrets);
+		return err_wrap(e, "egress proxy");
+	}
+	return 0;
+}
+
+static void stop_secrets(struct server *s)
+{
+	egress_close(s->egress);
+	secrets_close(s->secrets);
+}
+
 /* The sandbox registry and the viewer sessions, into the API's context. */
 static int start_sandboxes(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
@@ -192,8 +214,14 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	};
 	if (network_open(&s->net, &nc, e) < 0)
 		return err_wrap(e, "network");
+	if (start_secrets(o, h, s, e) < 0) {
+		network_close(s->net);
+		return err_code(e);
+	}
 	struct sandboxes_config sc = {
 	    .network = s->net,
+	    .secrets = s->secrets,
+	    .egress = s->egress,
 	    .state_dir = h->state,
 	    .runtime_binary = o->runtime,
 	    .bridge_path = h->bridge,
@@ -212,6 +240,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0) {
 		network_close(s->net);
+		stop_secrets(s);
 		return err_code(e);
 	}
 	s->api = (struct api){
@@ -221,16 +250,19 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_max_output = o->exec_max_output,
 	    .png_level = o->png_level,
 	    .ports_domain = o->ports_domain,
+	    .secrets = s->secrets,
 	};
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);
+		stop_secrets(s);
 		return err_code(e);
 	}
 	if (vnc_new(&s->api.vnc, h->token, e) < 0) {
 		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
+		stop_secrets(s);
 		return err_code(e);
 	}
 	if (mcp_sessions_new(&s->api.mcp, e) < 0 ||
@@ -240,6 +272,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		shares_free(s->api.shares);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
+		stop_secrets(s);
 		return err_code(e);
 	}
 	return 0;
@@ -268,6 +301,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	if (http_new(&s->http, &ho, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);
+		stop_secrets(s);
 		vnc_free(s->api.vnc);
 		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
@@ -303,6 +337,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		http_free(s->http);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
+		stop_secrets(s);
 		vnc_free(s->api.vnc);
 		shares_free(s->api.shares);
 		mcp_sessions_free(s->api.mcp);
@@ -332,7 +367,8 @@ static void server_stop(struct server *s, int keep)
 		sandboxes_detach(s->sbx);
 	else
 		sandboxes_close(s->sbx);
-	network_close(s->net); /* after every sandbox detached */
+	network_close(s->net);
+	stop_secrets(s); /* after every sandbox detached */
 	vnc_free(s->api.vnc);
 	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);

@@ -102,7 +102,9 @@ static const char usage_text[] =
     "  --uplink           interface the sandboxes' traffic leaves by, NATed\n"
     "                     (default: the default route's)\n"
     "  --dns-server       upstream DNS server of the sandboxes' resolvers; repeat\n"
-    "                     for more (default: the nameservers of /etc/resolv.conf)\n";
+    "                     for more (default: the nameservers of /etc/resolv.conf)\n"
+    "  --egress-ca-file F PEM CAs trusted for the real hosts of secrets, besides\n"
+    "                     the system's (docs/secrets.md)\n";
 
 static void usage(FILE *f)
 {
@@ -238,6 +240,9 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		return 1;
 	case 'Y':
 		o->templates_dir = arg;
+		return 1;
+	case 'A':
+		o->egress_ca_file = arg;
 		return 1;
 	}
 	return 0;
@@ -432,6 +437,7 @@ static const struct option longopts[] = {
     {"sandbox-subnet", required_argument, NULL, 'b'},
     {"uplink", required_argument, NULL, 'u'},
     {"dns-server", required_argument, NULL, 'd'},
+    {"egress-ca-file", required_argument, NULL, 'A'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };

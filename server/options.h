@@ -36,6 +36,7 @@ struct options {
 	size_t n_dns;
 	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
 	const char *templates_dir;
+	const char *egress_ca_file; /* --egress-ca-file (docs/secrets.md) */
 };
 
 /* Fills `o` with the defaults, then reads --config files and the command

@@ -25,6 +25,7 @@ struct api {
 	struct shares *shares;	  /* share tokens of ports (server/viewer/viewer.h) */
 	const char *ports_domain; /* --ports-domain, or NULL */
 	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
+	struct secrets *secrets;	     /* server/secrets/secrets.h */
 };
 
 extern const struct http_route api_routes[];
@@ -40,6 +41,12 @@ int api_health(struct http_request *req, struct http_response *res, struct err *
 int api_metrics(struct http_request *req, struct http_response *res, struct err *e);
 /* api_openapi.c: docs/openapi.yaml, built in. */
 int api_openapi(struct http_request *req, struct http_response *res, struct err *e);
+
+/* api_secrets.c: /v1/secrets (docs/secrets.md). */
+int api_secret_put(struct http_request *req, struct http_response *res, struct err *e);
+int api_secret_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_secret_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_secret_delete(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);

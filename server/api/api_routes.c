@@ -46,6 +46,11 @@ const struct http_route api_routes[] = {
     ROUTE("GET", "/v1/templates/{name}", api_template_get, 0),
     ROUTE("DELETE", "/v1/templates/{name}", api_template_delete, 0),
     ROUTE("PUT", SB "/network", api_sandbox_network, 0),
+    /* Secrets (docs/secrets.md): values never come back out. */
+    ROUTE("POST", "/v1/secrets", api_secret_put, 0),
+    ROUTE("GET", "/v1/secrets", api_secret_list, 0),
+    ROUTE("GET", "/v1/secrets/{name}", api_secret_get, 0),
+    ROUTE("DELETE", "/v1/secrets/{name}", api_secret_delete, 0),
 
     /* Images (docs/images.md). */
     ROUTE("GET", "/v1/images", api_image_list, 0),

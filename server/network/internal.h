@@ -43,6 +43,7 @@ struct network_attachment {
 	char resolv[PATH_MAX];
 	pid_t dnsmasq; /* -1: none */
 	enum network_mode mode;
+	uint16_t intercept; /* the egress proxy's port, 0: none (network.h) */
 };
 
 /* ---- links (network_link.c): rtnetlink over libmnl ---- */

@@ -198,6 +198,7 @@ static int apply(struct network *n, struct network_attachment *a, const struct n
 		 struct err *e)
 {
 	a->mode = p->mode;
+	a->intercept = p->intercept_port;
 	if (net_nft_add(n, a, p, e) < 0)
 		return err_code(e);
 	if (net_dns_start(n, a, p, e) < 0) {

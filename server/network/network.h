@@ -59,6 +59,11 @@ struct network_policy {
 	cJSON *json;
 	size_t n_rules;
 	struct network_rule *rules; /* owned */
+	/* Not from JSON: set by the caller of network_attach() or
+	 * network_update(): when not 0, the sandbox's TCP to ports 80 and
+	 * 443 that the policy lets through is redirected to this port on its
+	 * gateway (deskboxd's egress proxy, server/secrets/secrets.h). */
+	uint16_t intercept_port;
 };
 
 /* Validates `v` ("none", "internet" or {"allow": [...]}) into `out`; on

@@ -72,6 +72,21 @@ static int enable_forwarding(struct err *e)
 	return 0;
 }
 
+/* The hooks of the redirect to the egress proxy (network.h:
+ * intercept_port): a sandbox's policy first (pre_map), then the redirect
+ * (dnat_map), for its TCP to ports 80 and 443. */
+static const char egress_hooks[] =
+    "add map inet " NETWORK_TABLE " pre_map { type ifname : verdict; }\n"
+    "add map inet " NETWORK_TABLE " dnat_map { type ifname : verdict; }\n"
+    "add chain inet " NETWORK_TABLE
+    " egress_pre { type filter hook prerouting priority -150; policy accept; }\n"
+    "add rule inet " NETWORK_TABLE
+    " egress_pre meta l4proto tcp th dport { 80, 443 } iifname vmap @pre_map\n"
+    "add chain inet " NETWORK_TABLE
+    " egress_nat { type nat hook prerouting priority -100; policy accept; }\n"
+    "add rule inet " NETWORK_TABLE
+    " egress_nat meta l4proto tcp th dport { 80, 443 } iifname vmap @dnat_map\n";
+
 int net_nft_table(struct network *n, struct err *e)
 {
 	if (n->table_made)
@@ -111,7 +126,7 @@ int net_nft_table(struct network *n, struct err *e)
 	char marker[PATH_MAX];
 	snprintf(marker, sizeof(marker), "%s/" NETWORK_MARKER, n->state);
 	if (fs_write_atomic(marker, "", 0, 0600, e) < 0 || enable_forwarding(e) < 0 ||
-	    net_nft_run(n, cmds, e) < 0)
+	    net_nft_run(n, cmds, e) < 0 || net_nft_run(n, egress_hooks, e) < 0)
 		return err_wrap(e, "making the nftables table");
 	n->table_made = 1;
 	return 0;
@@ -167,6 +182,28 @@ static void write_policy(FILE *f, const struct network_attachment *a,
 	fprintf(f, "add rule %s sb%u_out drop\n", t, s);
 }
 
+/* The redirect of the sandbox's TCP 80 and 443 to the egress proxy on
+ * its gateway: what the policy lets through (the checks of the forward
+ * chain, then sb<slot>_out) is redirected; the proxy's port on the
+ * gateway is open to redirected connections only (ct status dnat), so
+ * that the proxy never dials itself. */
+static void write_intercept(FILE *f, const struct network_attachment *a)
+{
+	const char *t = "inet " NETWORK_TABLE;
+	unsigned s = a->slot;
+	fprintf(f, "add chain %s sb%u_pre\n", t, s);
+	fprintf(f, "add rule %s sb%u_pre ip daddr @blocked4 drop\n", t, s);
+	fprintf(f, "add rule %s sb%u_pre jump sb%u_out\n", t, s, s);
+	fprintf(f, "add chain %s sb%u_dnat\n", t, s);
+	fprintf(f, "add rule %s sb%u_dnat meta l4proto tcp dnat ip to %s:%u\n", t, s, a->gw, a->intercept);
+	fprintf(
+	    f,
+	    "insert rule %s sb%u_in ip saddr %s ip daddr %s tcp dport %u ct status dnat accept\n",
+	    t, s, a->addr, a->gw, a->intercept);
+	fprintf(f, "add element %s pre_map { \"%s\" : jump sb%u_pre }\n", t, a->link, s);
+	fprintf(f, "add element %s dnat_map { \"%s\" : jump sb%u_dnat }\n", t, a->link, s);
+}
+
 int net_nft_add(struct network *n, const struct network_attachment *a,
 		const struct network_policy *p, struct err *e)
 {
@@ -184,6 +221,8 @@ int net_nft_add(struct network *n, const struct network_attachment *a,
 		t, s, a->addr, a->gw);
 	fprintf(f, "add rule %s sb%u_in drop\n", t, s);
 	write_policy(f, a, p);
+	if (a->intercept)
+		write_intercept(f, a);
 	fprintf(f, "add element %s in_map { \"%s\" : jump sb%u_in }\n", t, a->link, s);
 	fprintf(f, "add element %s fwd_map { \"%s\" : jump sb%u_out }\n", t, a->link, s);
 	if (fclose(f) != 0 || !cmds)
@@ -200,11 +239,18 @@ void net_nft_remove(struct network *n, const struct network_attachment *a)
 	unsigned s = a->slot;
 	/* Map elements first: the chains are unreferenced in the same
 	 * transaction, then the chains, then the sets their rules used. */
-	int len = snprintf(cmds, sizeof(cmds),
-			   "delete element %s in_map { \"%s\" }\n"
-			   "delete element %s fwd_map { \"%s\" }\n"
-			   "delete chain %s sb%u_in\ndelete chain %s sb%u_out\n",
-			   t, a->link, t, a->link, t, s, t, s);
+	int len = 0;
+	if (a->intercept)
+		len = snprintf(cmds, sizeof(cmds),
+			       "delete element %s pre_map { \"%s\" }\n"
+			       "delete element %s dnat_map { \"%s\" }\n"
+			       "delete chain %s sb%u_pre\ndelete chain %s sb%u_dnat\n",
+			       t, a->link, t, a->link, t, s, t, s);
+	len += snprintf(cmds + len, sizeof(cmds) - (size_t)len,
+			"delete element %s in_map { \"%s\" }\n"
+			"delete element %s fwd_map { \"%s\" }\n"
+			"delete chain %s sb%u_in\ndelete chain %s sb%u_out\n",
+			t, a->link, t, a->link, t, s, t, s);
 	if (a->mode == NETWORK_ALLOW)
 		snprintf(
 		    cmds + len, sizeof(cmds) - (size_t)len,
@@ -214,6 +260,15 @@ void net_nft_remove(struct network *n, const struct network_attachment *a)
 		return;
 	/* Something is missing (an attach that failed half way): each part
 	 * on its own, so that what is there still goes. */
+	static const char *const maps[] = {"pre_map", "dnat_map"};
+	static const char *const chains[] = {"pre", "dnat"};
+	for (size_t i = 0; a->intercept && i < 2; i++) {
+		snprintf(cmds, sizeof(cmds), "delete element %s %s { \"%s\" }\n", t, maps[i],
+			 a->link);
+		net_nft_run(n, cmds, NULL);
+		snprintf(cmds, sizeof(cmds), "delete chain %s sb%u_%s\n", t, s, chains[i]);
+		net_nft_run(n, cmds, NULL);
+	}
 	snprintf(cmds, sizeof(cmds), "delete element %s in_map { \"%s\" }\n", t, a->link);
 	net_nft_run(n, cmds, NULL);
 	snprintf(cmds, sizeof(cmds), "delete element %s fwd_map { \"%s\" }\n", t, a->link);

@@ -244,6 +244,34 @@ int sandbox_put_exclusive(struct sandbox *sb, int r, struct sandbox **out);
  * (sandbox_spec_parse; on failure spec->metadata may be set, released
  * with the spec). */
 int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+
+/* ---- secrets (sandbox_secrets.c) ---- */
+/* "secrets": names (a request) or {"name","placeholder"} (sandbox.json). */
+int sandbox_spec_parse_secrets(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+/* "secrets": [{"name","placeholder"}], when it has any. */
+void sandbox_secrets_json(const struct sandbox_spec *spec, cJSON *j);
+/* At create: every name stored, none also in env; placeholders given. */
+int sandbox_secrets_resolve(struct sandbox *sb, struct err *e);
+/* Appends the placeholders and the trust variables to `env` (room for
+ * SECRETS_PER_SANDBOX + 4); returns how many. */
+size_t sandbox_secrets_env(struct sandbox *sb, const char **env);
+/* <dir>/egress: the sandbox's CA (the host's only). */
+void sandbox_secrets_dir(const struct sandbox *sb, char *buf, size_t size);
+/* Makes the CA unless it is there and trusts it inside `rootfs`. */
+int sandbox_secrets_rootfs(struct sandbox *sb, const char *rootfs, struct err *e);
+/* The egress proxy's port for the network filter, 0: no interception. */
+uint16_t sandbox_secrets_port(const struct sandbox *sb);
+/* Binds the attached sandbox's address to the proxy; unbind undoes it. */
+int sandbox_secrets_bind(struct sandbox *sb, struct err *e);
+void sandbox_secrets_unbind(struct sandbox *sb);
+/* PATCH "secrets" (sb->op held): the new list, placeholders of the names
+ * it had kept; a running sandbox's proxy binding and filter follow at
+ * once, its environment at the next start. */
+int sandbox_secrets_change(struct sandbox *sb, enum sandbox_status st,
+			   const struct sandbox_secret *list, size_t n, struct err *e);
+/* The network filter and the proxy binding again after the secrets
+ * changed (sb->op held); no-op without a network. */
+int sandbox_net_reapply(struct sandbox *sb, struct err *e);
 /* Adds "name" (when it has one), "metadata" and "read_only_root". */
 void sandbox_labels_json(struct sandbox *sb, cJSON *j);
 /* The listed sandbox whose id or name is `ref`, or NULL; s->mu held. */

@@ -108,6 +108,7 @@ static cJSON *spec_json(struct sandbox *sb, enum sandbox_status status, const ch
 	sandbox_timeout_json((struct sandbox *)sb, j);
 	sandbox_net_json((struct sandbox *)sb, j);
 	sandbox_labels_json(sb, j);
+	sandbox_secrets_json(&sb->spec, j);
 	return j;
 }
 
@@ -286,7 +287,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	sb->pooled = pooled != 0;
 	sb->net_at_claim = pooled == POOLED_BARE;
 	if (sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
-	    sandbox_userns_claim(s, &sb->host_base, e) < 0) {
+	    sandbox_secrets_resolve(sb, e) < 0 || sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);
 	}
@@ -363,7 +364,8 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
 	       disk == sb->spec.disk_mb && req->memory_mb == sb->spec.memory_mb &&
 	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
-	       !req->env[0] && !sb->spec.env[0] && strcmp(req->image, sb->spec.image) == 0 &&
+	       !req->env[0] && !sb->spec.env[0] && !req->n_secrets &&
+	       strcmp(req->image, sb->spec.image) == 0 &&
 	       req->read_only_root == sb->spec.read_only_root;
 }
 

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "server/network/network.h"
 #include "server/runtime/runtime.h"
+#include "server/secrets/secrets.h"
 
 #define SANDBOX_ID_LEN 32 /* hex characters: 128 random bits */
 
@@ -52,6 +53,13 @@ enum sandbox_on_timeout {
 #define SANDBOX_META_MAX_KEYS  32
 #define SANDBOX_META_KEY_MAX   64
 #define SANDBOX_META_VALUE_MAX 256
+
+/* One secret a sandbox names (sandbox_secrets.c). */
+struct sandbox_secret {
+	char name[SECRETS_NAME_MAX + 1];
+	char placeholder[SECRETS_PLACEHOLDER_LEN + 1]; /* "" until create gives one */
+	char kv[SECRETS_NAME_MAX + SECRETS_PLACEHOLDER_LEN + 2]; /* "NAME=placeholder" */
+};
 
 struct sandbox_spec {
 	uint32_t width, height;
@@ -91,6 +99,10 @@ struct sandbox_spec {
 	/* "read_only_root": all but /workspace, /tmp, /home/user and /root
 	 * is read-only inside. */
 	int read_only_root;
+	/* "secrets": the names of stored secrets it uses, each seen inside as
+	 * its placeholder (docs/secrets.md). */
+	size_t n_secrets;
+	struct sandbox_secret secrets[SECRETS_PER_SANDBOX];
 };
 
 #define SANDBOX_TIMEOUT_DEFAULT (-1)
@@ -128,6 +140,10 @@ struct sandboxes_config {
 	/* The host-wide network manager (server/network/network.h); NULL:
 	 * every sandbox has network none. */
 	struct network *network;
+	/* The secrets store and the egress proxy (server/secrets/secrets.h);
+	 * NULL: a spec naming secrets is refused. */
+	struct secrets *secrets;
+	struct egress *egress;
 };
 
 struct sandbox;
@@ -268,9 +284,15 @@ struct sandbox_patch {
 	int has_cpu;
 	uint32_t cpu_millis;
 	cJSON *metadata;
+	/* "secrets": the new list (names; placeholders of names it had are
+	 * kept). */
+	int has_secrets;
+	size_t n_secrets;
+	struct sandbox_secret secrets[SECRETS_PER_SANDBOX];
 };
 
-/* Parses a PATCH body ({"memory_mb","pids_max","cpu_millis","metadata"},
+/* Parses a PATCH body ({"memory_mb","pids_max","cpu_millis","metadata",
+ * "secrets"},
  * at least one); a field fixed at create (disk_mb, display, name, ...) or
  * an unknown one is ERR_INVALID naming it.  sandbox_patch_release() frees
  * it, also after a failure. */

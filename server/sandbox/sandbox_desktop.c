@@ -224,6 +224,8 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 		sb->rootfs_mounted = r == 0;
 		if (r == 0)
 			r = image_own_dirs(rootfs, sb->host_base, e);
+		if (r == 0)
+			r = sandbox_secrets_rootfs(sb, rootfs, e);
 	}
 	pthread_mutex_unlock(&sb->mu);
 	return r;
@@ -232,8 +234,10 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 /* The container's environment: the fixed part, the spec's env, and
  * deskboxd's own DESKBOX_VNC (x11vnc | deskbox), which picks the VNC server
  * unless the spec's env does (the first of two equal names wins in getenv).
- * `env` has room for SANDBOX_MAX_ENV + 8 entries; the strings point into
+ * `env` has room for ENV_ROOM entries; the strings point into
  * the spec, `display` and `vnc_env`. */
+#define ENV_ROOM (SANDBOX_MAX_ENV + 8 + SECRETS_PER_SANDBOX + 4)
+
 static void container_env(const struct sandbox *sb, const char **env, char *display,
 			  size_t display_size, char *vnc_env, size_t vnc_env_size)
 {
@@ -247,6 +251,7 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 	env[n++] = display;
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
 		env[n++] = sb->spec.env[i];
+	n += sandbox_secrets_env((struct sandbox *)sb, env + n);
 	const char *vnc_choice = getenv("DESKBOX_VNC");
 	if (vnc_choice && (!strcmp(vnc_choice, "x11vnc") || !strcmp(vnc_choice, "deskbox"))) {
 		snprintf(vnc_env, vnc_env_size, "DESKBOX_VNC=%s", vnc_choice);
@@ -342,7 +347,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	if (network_resolv_prepare(resolv, e) < 0)
 		return err_code(e);
 	char display[64], vnc_env[32];
-	const char *env[SANDBOX_MAX_ENV + 8];
+	const char *env[ENV_ROOM];
 	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
 	const char *argv[] = {"/.deskbox/init", NULL};
 	/* Room for bundle_mounts' 9, the resolver's and the writable places

@@ -35,13 +35,26 @@ static void set_addr(struct sandbox *sb)
 	pthread_mutex_unlock(&sb->mu);
 }
 
+/* `p` with the redirect to the egress proxy when the sandbox has secrets. */
+static struct network_policy with_egress(const struct sandbox *sb, const struct network_policy *p)
+{
+	struct network_policy q = *p; /* shallow: not released */
+	q.intercept_port = sandbox_secrets_port(sb);
+	return q;
+}
+
 static int attach(struct sandbox *sb, const struct network_policy *p, struct err *e)
 {
 	char resolv[PATH_MAX];
 	sandbox_net_resolv_path(sb, resolv, sizeof(resolv));
-	if (network_attach(sb->owner->cfg.network, sb->init_pid, p, resolv, &sb->net, e) < 0)
+	struct network_policy q = with_egress(sb, p);
+	if (network_attach(sb->owner->cfg.network, sb->init_pid, &q, resolv, &sb->net, e) < 0)
 		return err_code(e);
 	set_addr(sb);
+	if (sandbox_secrets_bind(sb, e) < 0) {
+		sandbox_net_detach(sb);
+		return err_code(e);
+	}
 	return 0;
 }
 
@@ -50,6 +63,19 @@ int sandbox_net_attach(struct sandbox *sb, struct err *e)
 	if (sb->spec.network.mode == NETWORK_NONE || sb->net)
 		return 0;
 	return attach(sb, &sb->spec.network, e);
+}
+
+int sandbox_net_reapply(struct sandbox *sb, struct err *e)
+{
+	if (!sb->net)
+		return 0;
+	sandbox_secrets_unbind(sb);
+	struct network_policy q = with_egress(sb, &sb->spec.network);
+	if (network_update(sb->owner->cfg.network, sb->net, &q, e) < 0) {
+		sandbox_net_detach(sb);
+		return err_code(e);
+	}
+	return sandbox_secrets_bind(sb, e) ?: sandbox_net_ready(sb, e);
 }
 
 int sandbox_net_ready(struct sandbox *sb, struct err *e)
@@ -61,6 +87,7 @@ void sandbox_net_detach(struct sandbox *sb)
 {
 	if (!sb->net)
 		return;
+	sandbox_secrets_unbind(sb);
 	network_detach(sb->owner->cfg.network, sb->net);
 	sb->net = NULL;
 	set_addr(sb);
@@ -125,7 +152,8 @@ static int apply_running(struct sandbox *sb, const struct network_policy *p, str
 	}
 	if (!sb->net)
 		return attach(sb, p, e) ?: sandbox_net_ready(sb, e);
-	if (network_update(sb->owner->cfg.network, sb->net, p, e) < 0) {
+	struct network_policy q = with_egress(sb, p);
+	if (network_update(sb->owner->cfg.network, sb->net, &q, e) < 0) {
 		/* Half a policy is none: no filter, no resolver. */
 		sandbox_net_detach(sb);
 		return err_code(e);

@@ -31,14 +31,14 @@
 
 /* Fields a PATCH may carry. */
 static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis", "metadata",
-					   NULL};
+					   "secrets",	NULL};
 
 /* Fields of a create that are fixed for the sandbox's life. */
 static const char *const fixed_fields[] = {
     "disk_mb", "display",  "agent_display", "image", "env", "network",
     "name",    "template", "read_only_root", NULL};
 
-#define PATCH_FIELDS "memory_mb, pids_max, cpu_millis and metadata"
+#define PATCH_FIELDS "memory_mb, pids_max, cpu_millis, metadata and secrets"
 
 static int in_list(const char *const *list, const char *name)
 {
@@ -91,10 +91,18 @@ int sandbox_patch_parse(const cJSON *req, struct sandbox_patch *l, struct err *e
 		return err_set(e, ERR_INVALID, EINVAL, "field 'metadata' must be an object");
 	if (m && !(l->metadata = cJSON_Duplicate(m, 1)))
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	if (!l->memory_mb && !l->pids_max && !l->has_cpu && !l->metadata)
+	if (cJSON_GetObjectItemCaseSensitive(req, "secrets")) {
+		struct sandbox_spec tmp;
+		if (sandbox_spec_parse_secrets(req, &tmp, e) < 0)
+			return err_code(e);
+		l->has_secrets = 1;
+		l->n_secrets = tmp.n_secrets;
+		memcpy(l->secrets, tmp.secrets, sizeof(l->secrets));
+	}
+	if (!l->memory_mb && !l->pids_max && !l->has_cpu && !l->metadata && !l->has_secrets)
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "nothing to change: give memory_mb, pids_max, cpu_millis or "
-			       "metadata");
+			       "nothing to change: give memory_mb, pids_max, cpu_millis, "
+			       "metadata or secrets");
 	return 0;
 }
 
@@ -153,6 +161,8 @@ static int update_locked(struct sandbox *sb, enum sandbox_status st,
 			 const struct sandbox_patch *l, struct err *e)
 {
 	cJSON *meta = NULL;
+	if (l->has_secrets && sandbox_secrets_change(sb, st, l->secrets, l->n_secrets, e) < 0)
+		return err_code(e);
 	if (l->metadata && sandbox_metadata_merge(sb->spec.metadata, l->metadata, &meta, e) < 0)
 		return err_code(e);
 	int live = (st == SANDBOX_RUNNING || st == SANDBOX_PAUSED) &&

@@ -167,7 +167,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	}
 	if (parse_image(req, spec, e) < 0 || parse_env(req, spec, e) < 0)
 		return err_code(e);
-	if (sandbox_spec_parse_labels(req, spec, e) < 0) {
+	if (sandbox_spec_parse_labels(req, spec, e) < 0 ||
+	    sandbox_spec_parse_secrets(req, spec, e) < 0) {
 		sandbox_spec_release(spec);
 		return err_code(e);
 	}

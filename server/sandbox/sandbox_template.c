@@ -57,7 +57,8 @@ struct sandbox_templates {
 
 static const char *const template_fields[] = {
     "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
-    "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", NULL,
+    "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", "secrets",
+    NULL,
 };
 
 int sandbox_template_name_ok(const char *name)
