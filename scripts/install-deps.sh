@@ -11,7 +11,7 @@ fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-
 shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
-libgnutls28-dev libhttp-parser-dev
+libgnutls28-dev libhttp-parser-dev libnss3-tools
 umoci skopeo debootstrap
 chromium"
 

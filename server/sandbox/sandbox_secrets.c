@@ -141,38 +141,91 @@ static int open_in(int rootfd, const char *path, int flags, mode_t mode)
 	return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
 }
 
-/* Replaces `dir`/`name` inside the root with `len` bytes, owned by the
- * sandbox's root: a temporary file renamed over it (a symlink there is
- * replaced, never followed). */
-static int put_file(struct sandbox *sb, int rootfd, const char *dir, const char *name,
-		    const char *data, size_t len, struct err *e)
+/* Opens `dir` inside the root, making what is missing of it (each part
+ * found inside the root, made in its parent) owned by `owner`. */
+static int dir_in(int rootfd, const char *dir, uid_t owner, struct err *e)
 {
-	_cleanup_fd_ int dfd = open_in(rootfd, dir, O_PATH | O_DIRECTORY, 0);
-	if (dfd < 0 && errno == ENOENT) { /* made in its parent, found inside the root */
-		char parent[PATH_MAX];
-		snprintf(parent, sizeof(parent), "%s", dir);
-		char *slash = strrchr(parent, '/');
-		if (!slash)
-			return err_set(e, ERR_INTERNAL, EINVAL, "bad directory '%s'", dir);
-		*slash = '\0';
-		_cleanup_fd_ int pfd = open_in(rootfd, parent, O_PATH | O_DIRECTORY, 0);
-		if (pfd < 0 || (mkdirat(pfd, slash + 1, 0755) < 0 && errno != EEXIST))
-			return err_sys(e, ERR_INTERNAL, errno, "making '/%s'", dir);
-		dfd = open_in(rootfd, dir, O_PATH | O_DIRECTORY, 0);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		_cleanup_fd_ int fd = open_in(rootfd, path, O_PATH | O_DIRECTORY, 0);
+		if (fd < 0 && errno == ENOENT) {
+			char *slash = strrchr(path, '/');
+			_cleanup_fd_ int pfd =
+			    slash ? (*slash = '\0', open_in(rootfd, path, O_PATH | O_DIRECTORY, 0))
+				  : dup(rootfd);
+			if (slash)
+				*slash = '/';
+			const char *last = slash ? slash + 1 : path;
+			if (pfd < 0 || (mkdirat(pfd, last, 0755) < 0 && errno != EEXIST))
+				return err_sys(e, ERR_INTERNAL, errno, "making '/%s'", path);
+			_cleanup_fd_ int made = open_in(rootfd, path, O_RDONLY | O_DIRECTORY, 0);
+			if (made < 0 || fchown(made, owner, owner) < 0)
+				return err_sys(e, ERR_INTERNAL, errno, "owning '/%s'", path);
+			fd = open_in(rootfd, path, O_PATH | O_DIRECTORY, 0);
+		}
+		if (fd < 0)
+			return err_sys(e, ERR_INTERNAL, errno, "opening '/%s'", path);
+		if (c == '\0')
+			return TAKE_FD(fd);
+		*p = c;
 	}
+}
+
+/* Replaces `dir`/`name` inside the root with `len` bytes, owned by
+ * `owner`: a temporary file renamed over it (a symlink there is
+ * replaced, never followed). */
+static int put_file(int rootfd, const char *dir, const char *name, const char *data, size_t len,
+		    uid_t owner, struct err *e)
+{
+	_cleanup_fd_ int dfd = dir_in(rootfd, dir, owner, e);
 	if (dfd < 0)
-		return err_sys(e, ERR_INTERNAL, errno, "opening '/%s'", dir);
+		return dfd;
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".%s.deskbox", name);
 	unlinkat(dfd, tmp, 0);
 	_cleanup_fd_ int fd =
 	    openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, data, len) != (ssize_t)len ||
-	    fchown(fd, sb->host_base, sb->host_base) < 0 || fchmod(fd, 0644) < 0 ||
-	    renameat(dfd, tmp, dfd, name) < 0) {
+	if (fd < 0 || write(fd, data, len) != (ssize_t)len || fchown(fd, owner, owner) < 0 ||
+	    fchmod(fd, 0644) < 0 || renameat(dfd, tmp, dfd, name) < 0) {
 		int err = errno;
 		unlinkat(dfd, tmp, 0);
 		return err_sys(e, ERR_INTERNAL, err, "writing '/%s/%s'", dir, name);
+	}
+	return 0;
+}
+
+/* Chromium trusts only its NSS store: ~/.pki/nssdb of the sandbox's user,
+ * made with the CA in it (certutil, on the host, in the sandbox's state
+ * dir) and copied in when the user has none yet; one of the user's own
+ * is left alone (docs/secrets.md). */
+static int nss_db(struct sandbox *sb, int rootfd, const char *dir, struct err *e)
+{
+	uid_t user = sb->host_base + IMAGE_USER_UID;
+	_cleanup_fd_ int home = open_in(rootfd, "home/user/.pki/nssdb/cert9.db", O_PATH, 0);
+	if (home >= 0)
+		return 0;
+	char db[PATH_MAX], cmd[3 * PATH_MAX + 256];
+	snprintf(db, sizeof(db), "%s/nssdb", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "rm -rf '%s' && mkdir -p '%s' && certutil -N -d 'sql:%s' --empty-password && "
+		 "certutil -A -d 'sql:%s' -t C,, -n 'deskbox egress CA' -i '%s/ca.pem'",
+		 db, db, db, db, dir);
+	if (system(cmd) != 0)
+		return err_set(e, ERR_INTERNAL, EIO, "certutil could not make the NSS store");
+	static const char *const files[] = {"cert9.db", "key4.db", "pkcs11.txt"};
+	for (size_t i = 0; i < 3; i++) {
+		char path[PATH_MAX + 16];
+		snprintf(path, sizeof(path), "%s/%s", db, files[i]);
+		_cleanup_free_ char *data = NULL;
+		size_t len;
+		if (fs_read_file(path, 16 << 20, &data, &len, e) < 0 ||
+		    put_file(rootfd, "home/user/.pki/nssdb", files[i], data, len, user, e) < 0)
+			return err_code(e);
 	}
 	return 0;
 }
@@ -221,8 +274,11 @@ int sandbox_secrets_rootfs(struct sandbox *sb, const char *rootfs, struct err *e
 	if (!base || asprintf(&all, "%.*s%s%s%s", (int)base_len, base,
 			      base_len && base[base_len - 1] != '\n' ? "\n" : "", MARKER, pem) < 0)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	if (put_file(sb, rootfd, "etc/deskbox", "egress-ca.pem", pem, pem_len, e) < 0 ||
-	    put_file(sb, rootfd, "etc/ssl/certs", "ca-certificates.crt", all, strlen(all), e) < 0)
+	uid_t root = sb->host_base;
+	if (put_file(rootfd, "etc/deskbox", "egress-ca.pem", pem, pem_len, root, e) < 0 ||
+	    put_file(rootfd, "etc/ssl/certs", "ca-certificates.crt", all, strlen(all), root, e) <
+		0 ||
+	    nss_db(sb, rootfd, dir, e) < 0)
 		return err_wrap(e, "trusting the egress CA");
 	return 0;
 }

@@ -324,6 +324,14 @@ def check_egress(t, srv, sid, d):
          "curl too; a replace_in_body secret is put in the body, its length corrected",
          (r, recs))
     before = len(records(d))
+    r = srv.exec(sid, ["sh", "-c", "/usr/lib/chromium/chromium --headless --no-sandbox "
+                       "--disable-gpu --dump-dom \"https://api.secret.test/chromium?key=$API_KEY\""
+                       " 2>/dev/null"], timeout_s=90)
+    recs = records(d)[before:]
+    t.ok("seen" in r["stdout"] and recs and recs[0]["path"] == "/chromium?key=" + VALUE,
+         "chromium trusts the sandbox's CA (its NSS store) and its request carries the value",
+         (r["stdout"][-200:], recs))
+    before = len(records(d))
     out = request(srv, sid, "https://other.test/leak", verify=False)
     recs = records(d)[before:]
     ph = srv.exec(sid, ["sh", "-c", "echo $API_KEY"])["stdout"].strip()
