@@ -188,7 +188,7 @@ static int start_secrets(const struct options *o, struct host *h, struct server 
 {
 	if (secrets_open(&s->secrets, h->state, e) < 0)
 		return err_wrap(e, "secrets");
-	struct egress_config ec = {.ca_file = o->egress_ca_file};
+	struct egress_config ec = {.ca_file = o->egress_ca_file, .proxy_url = o->egress_proxy};
 	if (egress_open(&s->egress, s->secrets, &ec, e) < 0) {
 		secrets_close(s->secrets);
 		return err_wrap(e, "egress proxy");

@@ -104,7 +104,9 @@ static const char usage_text[] =
     "  --dns-server       upstream DNS server of the sandboxes' resolvers; repeat\n"
     "                     for more (default: the nameservers of /etc/resolv.conf)\n"
     "  --egress-ca-file F PEM CAs trusted for the real hosts of secrets, besides\n"
-    "                     the system's (docs/secrets.md)\n";
+    "                     the system's (docs/secrets.md)\n"
+    "  --egress-proxy URL every sandbox's TCP through this HTTP proxy (CONNECT),\n"
+    "                     http://[user:password@]host:port\n";
 
 static void usage(FILE *f)
 {
@@ -243,6 +245,9 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		return 1;
 	case 'A':
 		o->egress_ca_file = arg;
+		return 1;
+	case 'E':
+		o->egress_proxy = arg;
 		return 1;
 	}
 	return 0;
@@ -438,6 +443,7 @@ static const struct option longopts[] = {
     {"uplink", required_argument, NULL, 'u'},
     {"dns-server", required_argument, NULL, 'd'},
     {"egress-ca-file", required_argument, NULL, 'A'},
+    {"egress-proxy", required_argument, NULL, 'E'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };

@@ -37,6 +37,7 @@ struct options {
 	const char *ports_domain; /* --ports-domain: {port}-{id}.DOMAIN routing */
 	const char *templates_dir;
 	const char *egress_ca_file; /* --egress-ca-file (docs/secrets.md) */
+	const char *egress_proxy;   /* --egress-proxy */
 };
 
 /* Fills `o` with the defaults, then reads --config files and the command

@@ -44,6 +44,7 @@ struct network_attachment {
 	pid_t dnsmasq; /* -1: none */
 	enum network_mode mode;
 	uint16_t intercept; /* the egress proxy's port, 0: none (network.h) */
+	int intercept_all;  /* every TCP port, not only the web ones */
 };
 
 /* ---- links (network_link.c): rtnetlink over libmnl ---- */

@@ -199,6 +199,7 @@ static int apply(struct network *n, struct network_attachment *a, const struct n
 {
 	a->mode = p->mode;
 	a->intercept = p->intercept_port;
+	a->intercept_all = p->intercept_all;
 	if (net_nft_add(n, a, p, e) < 0)
 		return err_code(e);
 	if (net_dns_start(n, a, p, e) < 0) {

@@ -64,6 +64,9 @@ struct network_policy {
 	 * 443 that the policy lets through is redirected to this port on its
 	 * gateway (deskboxd's egress proxy, server/secrets/secrets.h). */
 	uint16_t intercept_port;
+	/* With intercept_port: every TCP port is redirected, not only 80 and
+	 * 443 (deskboxd's --egress-proxy). */
+	int intercept_all;
 };
 
 /* Validates `v` ("none", "internet" or {"allow": [...]}) into `out`; on

@@ -85,7 +85,12 @@ static const char egress_hooks[] =
     "add chain inet " NETWORK_TABLE
     " egress_nat { type nat hook prerouting priority -100; policy accept; }\n"
     "add rule inet " NETWORK_TABLE
-    " egress_nat meta l4proto tcp th dport { 80, 443 } iifname vmap @dnat_map\n";
+    " egress_nat meta l4proto tcp th dport { 80, 443 } iifname vmap @dnat_map\n"
+    /* Every TCP port, for --egress-proxy. */
+    "add map inet " NETWORK_TABLE " pre_all_map { type ifname : verdict; }\n"
+    "add map inet " NETWORK_TABLE " dnat_all_map { type ifname : verdict; }\n"
+    "add rule inet " NETWORK_TABLE " egress_pre meta l4proto tcp iifname vmap @pre_all_map\n"
+    "add rule inet " NETWORK_TABLE " egress_nat meta l4proto tcp iifname vmap @dnat_all_map\n";
 
 int net_nft_table(struct network *n, struct err *e)
 {
@@ -195,13 +200,15 @@ static void write_intercept(FILE *f, const struct network_attachment *a)
 	fprintf(f, "add rule %s sb%u_pre ip daddr @blocked4 drop\n", t, s);
 	fprintf(f, "add rule %s sb%u_pre jump sb%u_out\n", t, s, s);
 	fprintf(f, "add chain %s sb%u_dnat\n", t, s);
-	fprintf(f, "add rule %s sb%u_dnat meta l4proto tcp dnat ip to %s:%u\n", t, s, a->gw, a->intercept);
+	fprintf(f, "add rule %s sb%u_dnat meta l4proto tcp dnat ip to %s:%u\n", t, s, a->gw,
+		a->intercept);
 	fprintf(
 	    f,
 	    "insert rule %s sb%u_in ip saddr %s ip daddr %s tcp dport %u ct status dnat accept\n",
 	    t, s, a->addr, a->gw, a->intercept);
-	fprintf(f, "add element %s pre_map { \"%s\" : jump sb%u_pre }\n", t, a->link, s);
-	fprintf(f, "add element %s dnat_map { \"%s\" : jump sb%u_dnat }\n", t, a->link, s);
+	const char *all = a->intercept_all ? "_all" : "";
+	fprintf(f, "add element %s pre%s_map { \"%s\" : jump sb%u_pre }\n", t, all, a->link, s);
+	fprintf(f, "add element %s dnat%s_map { \"%s\" : jump sb%u_dnat }\n", t, all, a->link, s);
 }
 
 int net_nft_add(struct network *n, const struct network_attachment *a,
@@ -240,12 +247,13 @@ void net_nft_remove(struct network *n, const struct network_attachment *a)
 	/* Map elements first: the chains are unreferenced in the same
 	 * transaction, then the chains, then the sets their rules used. */
 	int len = 0;
+	const char *all = a->intercept_all ? "_all" : "";
 	if (a->intercept)
 		len = snprintf(cmds, sizeof(cmds),
-			       "delete element %s pre_map { \"%s\" }\n"
-			       "delete element %s dnat_map { \"%s\" }\n"
+			       "delete element %s pre%s_map { \"%s\" }\n"
+			       "delete element %s dnat%s_map { \"%s\" }\n"
 			       "delete chain %s sb%u_pre\ndelete chain %s sb%u_dnat\n",
-			       t, a->link, t, a->link, t, s, t, s);
+			       t, all, a->link, t, all, a->link, t, s, t, s);
 	len += snprintf(cmds + len, sizeof(cmds) - (size_t)len,
 			"delete element %s in_map { \"%s\" }\n"
 			"delete element %s fwd_map { \"%s\" }\n"
@@ -260,11 +268,10 @@ void net_nft_remove(struct network *n, const struct network_attachment *a)
 		return;
 	/* Something is missing (an attach that failed half way): each part
 	 * on its own, so that what is there still goes. */
-	static const char *const maps[] = {"pre_map", "dnat_map"};
 	static const char *const chains[] = {"pre", "dnat"};
 	for (size_t i = 0; a->intercept && i < 2; i++) {
-		snprintf(cmds, sizeof(cmds), "delete element %s %s { \"%s\" }\n", t, maps[i],
-			 a->link);
+		snprintf(cmds, sizeof(cmds), "delete element %s %s%s_map { \"%s\" }\n", t,
+			 chains[i], all, a->link);
 		net_nft_run(n, cmds, NULL);
 		snprintf(cmds, sizeof(cmds), "delete chain %s sb%u_%s\n", t, s, chains[i]);
 		net_nft_run(n, cmds, NULL);

@@ -40,6 +40,7 @@ static struct network_policy with_egress(const struct sandbox *sb, const struct 
 {
 	struct network_policy q = *p; /* shallow: not released */
 	q.intercept_port = sandbox_secrets_port(sb);
+	q.intercept_all = sb->owner->cfg.egress && egress_all(sb->owner->cfg.egress);
 	return q;
 }
 

@@ -286,13 +286,13 @@ int sandbox_secrets_rootfs(struct sandbox *sb, const char *rootfs, struct err *e
 uint16_t sandbox_secrets_port(const struct sandbox *sb)
 {
 	struct egress *g = sb->owner->cfg.egress;
-	return g && sb->spec.n_secrets ? egress_port(g) : 0;
+	return g && (sb->spec.n_secrets || egress_all(g)) ? egress_port(g) : 0;
 }
 
 int sandbox_secrets_bind(struct sandbox *sb, struct err *e)
 {
 	struct egress *g = sb->owner->cfg.egress;
-	if (!g || !sb->spec.n_secrets || !sb->net_addr[0])
+	if (!g || (!sb->spec.n_secrets && !egress_all(g)) || !sb->net_addr[0])
 		return 0;
 	const char *names[SECRETS_PER_SANDBOX], *phs[SECRETS_PER_SANDBOX];
 	for (size_t i = 0; i < sb->spec.n_secrets; i++) {

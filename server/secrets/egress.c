@@ -155,7 +155,8 @@ int egress_bind(struct egress *g, const char *addr, const char *ca_dir, size_t n
 	if (!b)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	snprintf(b->addr, sizeof(b->addr), "%s", addr);
-	if (egress_ca_load(ca_dir, &b->ca, e) < 0) {
+	/* No secrets (only --egress-proxy): nothing is terminated, no CA. */
+	if (n && egress_ca_load(ca_dir, &b->ca, e) < 0) {
 		free(b);
 		return err_wrap(e, "egress");
 	}
@@ -231,7 +232,7 @@ int egress_classify(struct egress_conn *c, char *host, size_t size)
 	}
 }
 
-int egress_dial(const struct sockaddr_in *dst)
+int egress_tcp(const struct sockaddr_in *dst)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -249,6 +250,18 @@ int egress_dial(const struct sockaddr_in *dst)
 		return -1;
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
+int egress_dial(struct egress *g, const struct sockaddr_in *dst)
+{
+	if (!g->proxy.set)
+		return egress_tcp(dst);
+	int fd = egress_tcp(&g->proxy.addr);
+	if (fd >= 0 && egress_proxy_connect(&g->proxy, fd, dst) < 0) {
+		close(fd);
+		return -1;
+	}
 	return fd;
 }
 

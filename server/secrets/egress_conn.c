@@ -135,8 +135,13 @@ static void serve(struct egress_conn *c)
 	inet_ntop(AF_INET, &dst.sin_addr, ip, sizeof(ip));
 	snprintf(c->dst, sizeof(c->dst), "%s:%u", ip, ntohs(dst.sin_port));
 	char host[SECRETS_HOST_MAX + 1];
-	int kind = egress_classify(c, host, sizeof(host));
-	if (kind < 0 || (c->up.fd = egress_dial(&dst)) < 0)
+	/* Only the web ports of a sandbox with secrets are looked into; the
+	 * rest (everything, with --egress-proxy) is relayed at once: a
+	 * protocol whose server speaks first must not wait for the client. */
+	int port = ntohs(dst.sin_port), kind = 0;
+	if ((port == 80 || port == 443) && c->b->n)
+		kind = egress_classify(c, host, sizeof(host));
+	if (kind < 0 || (c->up.fd = egress_dial(c->g, &dst)) < 0)
 		return;
 	egress_count(c->g, EGRESS_CONNECTIONS, 1);
 	if (kind == 1 && secrets_any_for(c->g->secrets, host, c->b->n, c->b->name_p)) {
@@ -247,6 +252,11 @@ int egress_open(struct egress **out, struct secrets *s, const struct egress_conf
 	int rc = gnutls_certificate_allocate_credentials(&g->upstream);
 	if (rc == 0 && (rc = gnutls_certificate_set_x509_system_trust(g->upstream)) < 0)
 		log_msg(LOG_LEVEL_WARN, "egress: the system's CAs: %s", gnutls_strerror(rc));
+	if (rc >= 0 && cfg && cfg->proxy_url &&
+	    egress_proxy_parse(cfg->proxy_url, &g->proxy, e) < 0) {
+		egress_close(g);
+		return err_code(e);
+	}
 	if (rc >= 0 && cfg && cfg->ca_file &&
 	    (rc = gnutls_certificate_set_x509_trust_file(g->upstream, cfg->ca_file,
 							 GNUTLS_X509_FMT_PEM)) <= 0) {

@@ -98,8 +98,20 @@ enum egress_counter {
 	EGRESS_COUNTERS
 };
 
+/* --egress-proxy (egress_proxy.c). */
+struct egress_upstream {
+	int set;
+	struct sockaddr_in addr;
+	char auth[512]; /* "Proxy-Authorization: Basic ...\r\n" or "" */
+};
+/* Parses "http://[user:password@]host:port" (host resolved now). */
+int egress_proxy_parse(const char *url, struct egress_upstream *out, struct err *e);
+/* Asks the proxy on `fd` for a tunnel to `dst`: 0 once it answered 200. */
+int egress_proxy_connect(const struct egress_upstream *u, int fd, const struct sockaddr_in *dst);
+
 struct egress {
 	struct secrets *secrets;
+	struct egress_upstream proxy;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	int listen_fd;
@@ -142,8 +154,10 @@ void egress_binding_put(struct egress *g, struct egress_binding *b);
 /* What the client's first bytes are: 1 a ClientHello with its SNI in
  * `host`, 0 other TLS, 2 not TLS, -1 nothing usable. */
 int egress_classify(struct egress_conn *c, char *host, size_t size);
-/* A blocking TCP connection to `dst`, or -1. */
-int egress_dial(const struct sockaddr_in *dst);
+/* A blocking TCP connection to `dst`, or -1: directly (egress_tcp) or
+ * through the upstream proxy when there is one (egress_dial). */
+int egress_tcp(const struct sockaddr_in *dst);
+int egress_dial(struct egress *g, const struct sockaddr_in *dst);
 /* Relays until either side ends; frees `rw` (NULL: the client's bytes
  * go as they are). */
 void egress_relay(struct egress_conn *c, struct egress_rw *rw);

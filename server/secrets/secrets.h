@@ -71,6 +71,9 @@ struct egress_config {
 	/* PEM file of extra CAs trusted for the real hosts, besides the
 	 * system's (--egress-ca-file); NULL: none. */
 	const char *ca_file;
+	/* "http://[user:password@]host:port" (--egress-proxy): every
+	 * redirected connection goes through it (HTTP CONNECT); NULL: direct. */
+	const char *proxy_url;
 };
 
 int egress_open(struct egress **out, struct secrets *s, const struct egress_config *cfg,
@@ -80,6 +83,10 @@ void egress_close(struct egress *g);
 /* The listener's TCP port (on every address of the namespace; a
  * connection is served only from a bound sandbox address). */
 uint16_t egress_port(const struct egress *g);
+/* 1 when every TCP connection of every networked sandbox is to be
+ * redirected (--egress-proxy), not only the web ports of those with
+ * secrets. */
+int egress_all(const struct egress *g);
 
 /* Serves the sandbox at `addr` (IPv4 text): `names[i]` stands in its
  * environment as `placeholders[i]`; `ca_dir` holds its CA.  Replaces an

@@ -18,7 +18,9 @@ another host over HTTPS (not intercepted) or plain HTTP arrives as it is
 and is logged; a host whose certificate fails verification gets nothing
 (502); an allow-list sandbox reaches its allowed host with the secret and
 nothing else; a deleted secret is no longer put in; a restart keeps the
-secrets and the placeholders."""
+secrets and the placeholders; with --egress-proxy every TCP connection
+(any port) goes through the user's CONNECT proxy in the test's internet,
+secrets still put in."""
 
 import os
 import shutil
@@ -34,6 +36,7 @@ import dbx  # noqa: E402
 import test_network as world  # noqa: E402
 
 API, OTHER, BAD = world.SITE_A, world.SITE_B, world.PORTED
+PROXY = "198.51.100.8"  # the user's own HTTP proxy, in the test's internet
 VALUE = "sk-live-" + "7f3a9c" * 6
 BODY_VALUE = "body-secret-" + "42" * 10
 
@@ -71,6 +74,49 @@ for spec in sys.argv[2:]:
     threading.Thread(target=s.serve_forever, daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
+"""
+
+# The user's upstream proxy: HTTP CONNECT only, each target noted.
+CONNECT_PROXY = r"""
+import socket, sys, threading
+log = open(sys.argv[1], "a")
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(1)
+        if not d:
+            return c.close()
+        head += d
+    line = head.split(b"\r\n")[0].decode()
+    method, target = line.split()[:2]
+    log.write(target + "\n"); log.flush()
+    host, port = target.rsplit(":", 1)
+    u = socket.create_connection((host, int(port)), timeout=10)
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    pipe(u, c)
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[2], 3128))
+srv.listen(64)
+print("ready", flush=True)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
 
 # In the sandbox: one request; prints the status and body, or the error.
@@ -124,13 +170,18 @@ def start_internet(inet, d, log):
     https = subprocess.Popen(nse + [sys.executable, "-c", HTTPS_SERVER, log] + specs,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     https.stdout.readline()
+    world.sh("ip", "-n", inet, "addr", "add", PROXY + "/32", "dev", "lo")
+    proxy = subprocess.Popen(nse + [sys.executable, "-c", CONNECT_PROXY,
+                                    os.path.join(d, "proxy.log"), PROXY],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proxy.stdout.readline()
     dns = subprocess.Popen(nse + [
         "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
         "--bind-interfaces", "--listen-address=" + world.DNS, "--pid-file=",
         "--address=/api.secret.test/" + API, "--address=/other.test/" + OTHER,
         "--address=/bad.secret.test/" + BAD],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return [https, dns]
+    return [https, proxy, dns]
 
 
 def outer():
@@ -368,6 +419,39 @@ def check_allow(t, srv, d):
     srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
 
 
+def check_proxy(t, d, args):
+    """--egress-proxy: every TCP connection goes through the user's proxy,
+    the secrets still put in."""
+    srv = dbx.Server(args=args + ["--egress-proxy", "http://u:p@%s:3128" % PROXY])
+    try:
+        sb = srv.create({"network": "internet", "display": {"width": 320, "height": 200}})
+        out = request(srv, sb["id"], "http://other.test/via-proxy")
+        with open(os.path.join(d, "proxy.log")) as f:
+            seen = f.read().split()
+        t.ok(out == "200 seen" and OTHER + ":80" in seen,
+             "with --egress-proxy a sandbox without secrets goes through the proxy", (out, seen))
+        r = srv.request("POST", "/v1/secrets", {"name": "API_KEY", "value": VALUE,
+                                                 "hosts": ["api.secret.test"]})
+        sec = srv.create({"network": "internet", "secrets": ["API_KEY"],
+                          "display": {"width": 320, "height": 200}})
+        before = len(records(d))
+        out = request(srv, sec["id"], "https://api.secret.test/via-proxy")
+        recs = records(d)[before:]
+        with open(os.path.join(d, "proxy.log")) as f:
+            seen = f.read().split()
+        t.ok(r.status == 201 and out == "200 seen" and API + ":443" in seen and recs and
+             recs[0]["headers"].get("Authorization") == "Bearer " + VALUE,
+             "and a secret is put in through the tunnel", (out, seen, recs))
+        r = srv.exec(sb["id"], ["python3", "-c", "import socket; s = socket.create_connection("
+                                "('%s', 22), timeout=5); print('connected')" % OTHER],
+                     timeout_s=30)
+        with open(os.path.join(d, "proxy.log")) as f:
+            seen = f.read().split()
+        t.ok(OTHER + ":22" in seen, "any port, not only the web ones", (r, seen))
+    finally:
+        srv.cleanup()
+
+
 def inner():
     t = dbx.Tap()
     d = os.environ["DBX_SECRETS_DIR"]
@@ -412,6 +496,7 @@ def inner():
         srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
     finally:
         srv.cleanup()
+    check_proxy(t, d, args)
     t.done()
 
 
