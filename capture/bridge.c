@@ -355,7 +355,22 @@ static int send_events(struct bridge *b, rfbClient *cl, const struct input_event
 	return 0;
 }
 
-/* Handles one control datagram.  Returns 0, or the exit status. */
+/* Sends the pending ack once its message's bytes were all written to the
+ * VNC socket.  Returns 0, or the exit status. */
+static int send_ack(struct bridge *b)
+{
+	if (!b->ack_pending || b->sent < b->ack_at)
+		return 0;
+	b->ack_pending = 0;
+	struct capture_ack ack = {.magic = CAPTURE_ACK_MAGIC, .seq = b->ack_seq, .status = 0};
+	if (send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL) != (ssize_t)sizeof(ack))
+		return EXIT_CONTROL;
+	return 0;
+}
+
+/* Handles one control datagram: queues its events as RFB messages and
+ * writes what the socket takes; the ack follows when all of them are
+ * written (send_ack).  Returns 0, or the exit status. */
 static int handle_control(struct bridge *b, rfbClient *cl)
 {
 	static union {
@@ -376,11 +391,21 @@ static int handle_control(struct bridge *b, rfbClient *cl)
 		return EXIT_CONTROL;
 	struct input_event ev[CAPTURE_MSG_EVENTS];
 	memcpy(ev, buf.raw + sizeof(buf.m), (size_t)buf.m.n * sizeof(ev[0]));
+	b->batch = 1;
 	int st = send_events(b, cl, ev, buf.m.n);
-	struct capture_ack ack = {.magic = CAPTURE_ACK_MAGIC, .seq = buf.m.seq, .status = st};
-	if (send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL) != (ssize_t)sizeof(ack))
-		return EXIT_CONTROL;
-	return st < 0 ? EXIT_RFB : 0;
+	b->batch = 0;
+	if (st == 0)
+		st = bridge_out_flush(b, cl->sock);
+	if (st < 0) {
+		struct capture_ack ack = {
+		    .magic = CAPTURE_ACK_MAGIC, .seq = buf.m.seq, .status = -1};
+		send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL);
+		return EXIT_RFB;
+	}
+	b->ack_pending = 1;
+	b->ack_seq = buf.m.seq;
+	b->ack_at = b->queued;
+	return send_ack(b);
 }
 
 /* Reads the server's ProtocolVersion and accepts RFB 3.7 and later only:
@@ -530,16 +555,25 @@ int main(void)
 	if (check_version(cl) < 0 || !rfbInitClient(cl, NULL, NULL)) /* frees cl on failure */
 		fail(&b, EXIT_RFB);
 
+	/* Every write of libvncclient's must go through the queue
+	 * (bridge_out.c), or it could block the loop below again. */
+	if (!bridge_out_took_over(&b))
+		fail(&b, EXIT_SETUP);
 	/* Non-blocking from here, so that readTimeout applies: libvncclient
 	 * then waits in select() and gives up on a server that stalls mid
-	 * message instead of blocking input forever. */
+	 * message instead of blocking input forever.  Writes are queued. */
 	if (!SetNonBlocking(cl->sock))
 		fail(&b, EXIT_SETUP);
+	b.queue = 1;
 
 	int used = 1; /* messages handled since release_idle() */
 	for (;;) {
-		struct pollfd p[2] = {{.fd = cl->sock, .events = POLLIN},
-				      {.fd = FD_CTL, .events = POLLIN}};
+		/* While a message's events wait for the socket, the next one
+		 * waits in the control socket (deskboxd sends it after the
+		 * ack anyway); the server's messages are read all along. */
+		short vnc_ev = POLLIN | (bridge_out_pending(&b) ? POLLOUT : 0);
+		struct pollfd p[2] = {{.fd = cl->sock, .events = vnc_ev},
+				      {.fd = b.ack_pending ? -1 : FD_CTL, .events = POLLIN}};
 		int n = poll(p, 2, used ? IDLE_RELEASE_MS : -1);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -556,7 +590,11 @@ int main(void)
 			if (st)
 				fail(&b, st);
 		}
-		if (p[0].revents) {
+		if (p[0].revents & POLLOUT) {
+			if (bridge_out_flush(&b, cl->sock) < 0)
+				fail(&b, EXIT_RFB);
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* One read may buffer several messages; poll() would not
 			 * report those again. */
 			do {
@@ -565,5 +603,8 @@ int main(void)
 			} while (cl->buffered > 0);
 			used = 1;
 		}
+		int st = send_ack(&b);
+		if (st)
+			fail(&b, st);
 	}
 }
