@@ -21,7 +21,7 @@
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
-#include "server/options.h"
+#include "server/options/options.h"
 #include "server/runtime/runtime.h"
 #include "server/sandbox/sandbox.h"
 #include "server/viewer/viewer.h"
