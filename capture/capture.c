@@ -46,6 +46,16 @@ struct capture_shots *capture_shots_of(struct capture *c)
 #define WAIT_SLICE_MS 20
 /* How long one message of events may take to be acknowledged. */
 #define SEND_ACK_TIMEOUT_MS 5000
+/* SO_SNDBUF of the bridge's VNC socket (the kernel doubles it): input the
+ * VNC server has not read yet waits there.  The bridge acks a message once
+ * the socket took it, and a full unix socket reports room again only when
+ * three quarters of it were read: with the default 208 KB, ~25000 queued
+ * events, a busy VNC server (~500 characters a second under load) took
+ * over 5 s to get there, and type_text answered 504 although nothing was
+ * stuck.  32 KB hold ~7 messages of 256 events (~900 characters): an ack
+ * waits for at most ~6 messages to be read, and type_text answers close to
+ * when its text is typed. */
+#define VNC_SNDBUF (16 * 1024)
 
 static int pidfd_exited(int pidfd)
 {
@@ -191,6 +201,10 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 	*out = NULL;
 	if (!o || !o->bridge_path)
 		return err_set(e, ERR_INVALID, EINVAL, "no bridge binary configured");
+	int sndbuf = VNC_SNDBUF;
+	if (setsockopt(vnc, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0 &&
+	    errno != ENOTSOCK)
+		return err_sys(e, ERR_INTERNAL, errno, "sizing the vnc socket's buffer");
 	size_t px = 0;
 	if (frame_size(o, &px, e) < 0)
 		return err_code(e);
