@@ -35,6 +35,7 @@ int vnc_sync_init(struct vnc_sync *s, Display *dpy)
 	s->request = XInternAtom(dpy, "_NET_REQUEST_FRAME_EXTENTS", False);
 	s->extents = XInternAtom(dpy, "_NET_FRAME_EXTENTS", False);
 	s->supported = XInternAtom(dpy, "_NET_SUPPORTED", False);
+	s->check = XInternAtom(dpy, "_NET_SUPPORTING_WM_CHECK", False);
 	s->win = XCreateSimpleWindow(dpy, s->root, -10, -10, 1, 1, 0, 0, 0);
 	if (!s->win)
 		return -1;
@@ -47,22 +48,46 @@ void vnc_sync_button(struct vnc_sync *s)
 	s->pending = 1;
 }
 
-/* Whether the running WM lists _NET_REQUEST_FRAME_EXTENTS as supported
- * (read each time: the WM may have been restarted, or replaced). */
+/* The 32-bit items of property `prop` of `w` (NULL when none; XFree it). */
+static unsigned char *prop32(struct vnc_sync *s, Window w, Atom prop, Atom type, unsigned long *n)
+{
+	Atom got;
+	int format;
+	unsigned long after;
+	unsigned char *data = NULL;
+	*n = 0;
+	if (XGetWindowProperty(s->dpy, w, prop, 0, 4096, False, type, &got, &format, n, &after,
+			       &data) != Success ||
+	    !data || format != 32 || *n == 0) {
+		if (data)
+			XFree(data);
+		*n = 0;
+		return NULL;
+	}
+	return data;
+}
+
+/* Whether a WM runs (its _NET_SUPPORTING_WM_CHECK window exists: a dead
+ * one leaves its root properties behind) and lists
+ * _NET_REQUEST_FRAME_EXTENTS as supported.  Read each time: the WM may
+ * have been restarted, or replaced. */
 static int wm_answers(struct vnc_sync *s)
 {
-	Atom type;
-	int format;
-	unsigned long n = 0, after;
-	unsigned char *data = NULL;
+	unsigned long n;
+	unsigned char *d = prop32(s, s->root, s->check, XA_WINDOW, &n);
+	Window wm = d ? (Window)((unsigned long *)d)[0] : None;
+	if (d)
+		XFree(d);
+	d = wm ? prop32(s, wm, s->check, XA_WINDOW, &n) : NULL;
+	int alive = d && (Window)((unsigned long *)d)[0] == wm;
+	if (d)
+		XFree(d);
+	d = alive ? prop32(s, s->root, s->supported, XA_ATOM, &n) : NULL;
 	int found = 0;
-	if (XGetWindowProperty(s->dpy, s->root, s->supported, 0, 4096, False, XA_ATOM, &type,
-			       &format, &n, &after, &data) == Success &&
-	    data && format == 32)
-		for (unsigned long i = 0; i < n && !found; i++)
-			found = ((Atom *)data)[i] == s->request;
-	if (data)
-		XFree(data);
+	for (unsigned long i = 0; d && i < n && !found; i++)
+		found = ((unsigned long *)d)[i] == s->request;
+	if (d)
+		XFree(d);
 	return found;
 }
 

@@ -9,7 +9,7 @@ struct vnc_sync {
 	Display *dpy;
 	Window root;
 	Window win; /* ours, never mapped: the window the WM answers about */
-	Atom request, extents, supported;
+	Atom request, extents, supported, check;
 	int pending;	      /* a button changed since the last key press */
 	unsigned syncs, lost; /* statistics: round trips, unanswered ones */
 };
