@@ -36,10 +36,14 @@ struct bridge {
 	int batch; /* queue without writing (send_events) */
 	size_t out_off, out_len;
 	uint64_t queued, sent, writes;
-	/* The control message whose ack waits until `sent` reaches ack_at. */
+	/* The control message whose ack waits until `sent` reaches ack_at;
+	 * the VNC socket's unread bytes (SIOCOUTQ) when last looked at, at
+	 * progress_ms, for the progress notes (capture/internal.h). */
 	int ack_pending;
 	uint32_t ack_seq;
 	uint64_t ack_at;
+	int outq;
+	long long progress_ms;
 	uint8_t out[BRIDGE_OUT_SIZE];
 };
 

@@ -6,7 +6,9 @@
  * writing those events and stopped reading deadlocked with such a server
  * (type_text's 504 "the capture bridge did not take input in 5000 ms");
  * it must read the update meanwhile, then every event must arrive, in
- * order.  Needs no X server. */
+ * order.  And a server that reads slowly but steadily is waited for, even
+ * when a message waits longer than deskboxd's 5 s for room in the socket.
+ * Needs no X server. */
 #include <errno.h>
 #include <limits.h>
 #include <libgen.h>
@@ -268,6 +270,84 @@ out:
 	close(srv);
 }
 
+/* A server that reads, but slowly (SLOW_BYTES every 100 ms): the last of
+ * SLOW_EVENTS events waits longer than deskboxd's 5 s for room in the
+ * socket, and must arrive anyway (the bridge's progress notes say the
+ * server is reading). */
+#define SLOW_EVENTS 2048
+#define SLOW_BYTES  150
+
+struct slow {
+	struct reader rd;
+	int stop;
+};
+
+static void *serve_slowly(void *arg)
+{
+	struct slow *s = arg;
+	long long deadline = clock_mono_ms() + 30000;
+	while (!s->stop && s->rd.presses < SLOW_EVENTS / 2 && clock_mono_ms() < deadline) {
+		clock_sleep_ms(100);
+		ssize_t n = recv(s->rd.fd, s->rd.buf + s->rd.have, SLOW_BYTES, MSG_DONTWAIT);
+		if (n == 0)
+			break;
+		if (n < 0)
+			continue;
+		s->rd.have += (size_t)n;
+		size_t used = parse(&s->rd);
+		memmove(s->rd.buf, s->rd.buf + used, s->rd.have - used);
+		s->rd.have -= used;
+	}
+	return NULL;
+}
+
+static void test_slow_server(void)
+{
+	int sp[2];
+	if (!ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0, "socketpair"))
+		return;
+	struct capture *c = NULL;
+	struct err e = ERR_INIT;
+	struct capture_opts o = {.bridge_path = bridge, .width = W, .height = H};
+	if (!ok(capture_start(&c, &o, sp[1], &e) == 0, "bridge started")) {
+		printf("# %s\n", e.msg);
+		return;
+	}
+	int srv = sp[0];
+	size_t first_len;
+	uint8_t *first = make_update(1, "\x80\x80\x80", &first_len);
+	int r = server_handshake(srv) == 0 && send_all(srv, first, first_len) == 0 &&
+		capture_wait_ready(c, 5000, &e) == 0;
+	ok(r, "handshake and first frame");
+	struct input_event *ev = calloc(SLOW_EVENTS, sizeof(*ev));
+	for (int i = 0; r && i < SLOW_EVENTS; i++)
+		ev[i] = (struct input_event){
+		    .type = INPUT_KEY, .down = !(i & 1), .keysym = 0x20 + (uint32_t)((i / 2) % 90)};
+	struct slow s = {.rd = {.fd = srv}};
+	pthread_t th;
+	if (r) {
+		pthread_create(&th, NULL, serve_slowly, &s);
+		long long t0 = clock_mono_ms();
+		r = capture_send(c, ev, SLOW_EVENTS, &e);
+		long long ms = clock_mono_ms() - t0;
+		char title[160];
+		snprintf(title, sizeof(title),
+			 "%d events to a server reading %d bytes every 100 ms: sent (%lld ms)",
+			 SLOW_EVENTS, SLOW_BYTES, ms);
+		if (!ok(r == 0, title))
+			printf("# %s\n", e.msg);
+		if (r != 0)
+			s.stop = 1;
+		pthread_join(th, NULL);
+		is_int(s.rd.presses, SLOW_EVENTS / 2, "every key press reached the slow server");
+		is_int(s.rd.misordered + s.rd.bad, 0, "in order");
+	}
+	free(ev);
+	free(first);
+	capture_free(c);
+	close(srv);
+}
+
 int main(int argc, char **argv)
 {
 	const char *build = getenv("BUILD");
@@ -281,5 +361,6 @@ int main(int argc, char **argv)
 		skip_all("deskbox-bridge not built next to the test (set BUILD)");
 	signal(SIGPIPE, SIG_IGN);
 	test_no_deadlock();
+	test_slow_server();
 	return done();
 }
