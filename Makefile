@@ -42,7 +42,7 @@ CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # server/ is one archive per subsystem folder, listed so that each comes
 # before what it uses: a static link then fails on an arrow pointing up.
-SERVER_MODULES := api mcp desktop viewer sandbox secrets network process files runtime http
+SERVER_MODULES := options api mcp desktop viewer sandbox secrets network process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
@@ -112,7 +112,7 @@ $(call obj,server/viewer/viewer_term_page.c): $(wildcard server/viewer/xterm/*.j
 # So is the API's description.
 $(call obj,server/api/api_openapi.c): docs/openapi.yaml
 
-$(DESKBOXD): $(call obj,server/main.c server/options.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
+$(DESKBOXD): $(call obj,server/main.c) $(LIBSERVER) $(LIBCAPTURE) $(LIBINPUT) $(LIBCOMMON)
 	$(quiet) LINK $@
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
 

@@ -22,12 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "bridge.h"
 #include "capture.h"
@@ -355,7 +357,50 @@ static int send_events(struct bridge *b, rfbClient *cl, const struct input_event
 	return 0;
 }
 
-/* Handles one control datagram.  Returns 0, or the exit status. */
+/* Sends the pending ack once its message's bytes were all written to the
+ * VNC socket.  Returns 0, or the exit status. */
+static int send_ack(struct bridge *b)
+{
+	if (!b->ack_pending || b->sent < b->ack_at)
+		return 0;
+	b->ack_pending = 0;
+	struct capture_ack ack = {.magic = CAPTURE_ACK_MAGIC, .seq = b->ack_seq, .status = 0};
+	if (send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL) != (ssize_t)sizeof(ack))
+		return EXIT_CONTROL;
+	return 0;
+}
+
+/* The VNC socket's bytes not yet read by the server (-1 when unknown). */
+static int unread(int fd)
+{
+	int q = -1;
+	return ioctl(fd, SIOCOUTQ, &q) == 0 ? q : -1;
+}
+
+/* While an ack waits: every CAPTURE_PROGRESS_MS, tells deskboxd when the
+ * server read some of the socket's bytes since the last look.  Returns 0,
+ * or the exit status. */
+static int note_progress(struct bridge *b, int fd)
+{
+	long long now = clock_mono_ms();
+	if (!b->ack_pending || now < b->progress_ms + CAPTURE_PROGRESS_MS)
+		return 0;
+	int q = unread(fd);
+	int moved = q >= 0 && b->outq >= 0 && q < b->outq;
+	b->outq = q;
+	b->progress_ms = now;
+	if (!moved)
+		return 0;
+	struct capture_ack note = {
+	    .magic = CAPTURE_ACK_MAGIC, .seq = b->ack_seq, .status = CAPTURE_ACK_PROGRESS};
+	if (send(FD_CTL, &note, sizeof(note), MSG_NOSIGNAL) != (ssize_t)sizeof(note))
+		return EXIT_CONTROL;
+	return 0;
+}
+
+/* Handles one control datagram: queues its events as RFB messages and
+ * writes what the socket takes; the ack follows when all of them are
+ * written (send_ack).  Returns 0, or the exit status. */
 static int handle_control(struct bridge *b, rfbClient *cl)
 {
 	static union {
@@ -376,11 +421,23 @@ static int handle_control(struct bridge *b, rfbClient *cl)
 		return EXIT_CONTROL;
 	struct input_event ev[CAPTURE_MSG_EVENTS];
 	memcpy(ev, buf.raw + sizeof(buf.m), (size_t)buf.m.n * sizeof(ev[0]));
+	b->batch = 1;
 	int st = send_events(b, cl, ev, buf.m.n);
-	struct capture_ack ack = {.magic = CAPTURE_ACK_MAGIC, .seq = buf.m.seq, .status = st};
-	if (send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL) != (ssize_t)sizeof(ack))
-		return EXIT_CONTROL;
-	return st < 0 ? EXIT_RFB : 0;
+	b->batch = 0;
+	if (st == 0)
+		st = bridge_out_flush(b, cl->sock);
+	if (st < 0) {
+		struct capture_ack ack = {
+		    .magic = CAPTURE_ACK_MAGIC, .seq = buf.m.seq, .status = -1};
+		send(FD_CTL, &ack, sizeof(ack), MSG_NOSIGNAL);
+		return EXIT_RFB;
+	}
+	b->ack_pending = 1;
+	b->ack_seq = buf.m.seq;
+	b->ack_at = b->queued;
+	b->outq = unread(cl->sock);
+	b->progress_ms = clock_mono_ms();
+	return send_ack(b);
 }
 
 /* Reads the server's ProtocolVersion and accepts RFB 3.7 and later only:
@@ -512,6 +569,67 @@ static void release_idle(rfbClient *cl)
 	malloc_trim(0);
 }
 
+/* What poll() reported: a control message, room in the VNC socket,
+ * messages from the server.  Returns 0, or the exit status. */
+static int handle_ready(struct bridge *b, rfbClient *cl, const struct pollfd *p)
+{
+	if (p[1].revents) {
+		int st = handle_control(b, cl);
+		if (st)
+			return st;
+	}
+	if ((p[0].revents & POLLOUT) && bridge_out_flush(b, cl->sock) < 0)
+		return EXIT_RFB;
+	if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+		/* One read may buffer several messages; poll() would not
+		 * report those again. */
+		do {
+			if (!HandleRFBServerMessage(cl))
+				return EXIT_RFB;
+		} while (cl->buffered > 0);
+		/* A unix socket says POLLOUT only once three quarters of its
+		 * buffer were read; a write may fit before that. */
+		if (bridge_out_pending(b) && bridge_out_flush(b, cl->sock) < 0)
+			return EXIT_RFB;
+	}
+	int st = send_ack(b);
+	return st ? st : note_progress(b, cl->sock);
+}
+
+/* The main loop; returns only through fail(). */
+static void serve(struct bridge *b, rfbClient *cl)
+{
+	int used = 1; /* messages handled since release_idle() */
+	for (;;) {
+		/* While a message's events wait for the socket, the next one
+		 * waits in the control socket (deskboxd sends it after the
+		 * ack anyway); the server's messages are read all along. */
+		short vnc_ev = POLLIN | (bridge_out_pending(b) ? POLLOUT : 0);
+		struct pollfd p[2] = {{.fd = cl->sock, .events = vnc_ev},
+				      {.fd = b->ack_pending ? -1 : FD_CTL, .events = POLLIN}};
+		int n = poll(p, 2,
+			     b->ack_pending ? CAPTURE_PROGRESS_MS
+			     : used	    ? IDLE_RELEASE_MS
+					    : -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			fail(b, EXIT_SETUP);
+		int st = 0;
+		if (n == 0 && b->ack_pending) {
+			st = note_progress(b, cl->sock);
+		} else if (n == 0) {
+			release_idle(cl);
+			used = 0;
+		} else {
+			st = handle_ready(b, cl, p);
+			used |= (p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+		}
+		if (st)
+			fail(b, st);
+	}
+}
+
 int main(void)
 {
 	struct bridge b = {0};
@@ -530,40 +648,16 @@ int main(void)
 	if (check_version(cl) < 0 || !rfbInitClient(cl, NULL, NULL)) /* frees cl on failure */
 		fail(&b, EXIT_RFB);
 
+	/* Every write of libvncclient's must go through the queue
+	 * (bridge_out.c), or it could block the loop below again. */
+	if (!bridge_out_took_over(&b))
+		fail(&b, EXIT_SETUP);
 	/* Non-blocking from here, so that readTimeout applies: libvncclient
 	 * then waits in select() and gives up on a server that stalls mid
-	 * message instead of blocking input forever. */
+	 * message instead of blocking input forever.  Writes are queued. */
 	if (!SetNonBlocking(cl->sock))
 		fail(&b, EXIT_SETUP);
+	b.queue = 1;
 
-	int used = 1; /* messages handled since release_idle() */
-	for (;;) {
-		struct pollfd p[2] = {{.fd = cl->sock, .events = POLLIN},
-				      {.fd = FD_CTL, .events = POLLIN}};
-		int n = poll(p, 2, used ? IDLE_RELEASE_MS : -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			fail(&b, EXIT_SETUP);
-		}
-		if (n == 0) {
-			release_idle(cl);
-			used = 0;
-			continue;
-		}
-		if (p[1].revents) {
-			int st = handle_control(&b, cl);
-			if (st)
-				fail(&b, st);
-		}
-		if (p[0].revents) {
-			/* One read may buffer several messages; poll() would not
-			 * report those again. */
-			do {
-				if (!HandleRFBServerMessage(cl))
-					fail(&b, EXIT_RFB);
-			} while (cl->buffered > 0);
-			used = 1;
-		}
-	}
+	serve(&b, cl);
 }

@@ -5,7 +5,9 @@
 #include <grp.h>
 #include <seccomp.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "bridge.h"
@@ -17,7 +19,8 @@
  * the socket (read/write, select/poll while waiting), allocates (brk, mmap,
  * munmap, mremap, madvise), the mirror wakes deskboxd (futex), time stamps
  * (clock_gettime, usually in the vDSO), and exiting; fcntl (F_GETFL and
- * F_SETFL only) makes the socket non-blocking after the handshake.  Found
+ * F_SETFL only) makes the socket non-blocking after the handshake, ioctl
+ * (SIOCOUTQ only) tells how much input the server has read.  Found
  * with strace -f on tests/unit/test_capture.c's typing, drawing and
  * resizing; tests/unit/test_capture_confine.c runs handshakes, accepted
  * and refused, under the filter, where any other call kills the bridge. */
@@ -103,6 +106,11 @@ int bridge_sandbox(void)
 	if (r == 0)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
 				     SCMP_A1(SCMP_CMP_EQ, F_SETFL));
+	/* SIOCOUTQ: how much of the input the VNC server has read (the
+	 * progress notes, capture/internal.h). */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				     SCMP_A1(SCMP_CMP_EQ, SIOCOUTQ));
 	if (r == 0)
 		r = seccomp_load(ctx);
 	seccomp_release(ctx);

@@ -44,8 +44,21 @@ struct capture_shots *capture_shots_of(struct capture *c)
 #define SNAPSHOT_TRIES 1000
 /* Bridge liveness is checked at least this often while waiting on the futex. */
 #define WAIT_SLICE_MS 20
-/* How long one message of events may take to be acknowledged. */
+/* How long one message of events may wait for its ack with the VNC server
+ * reading none of the input before it (progress notes restart the wait),
+ * and how long it may wait in all. */
 #define SEND_ACK_TIMEOUT_MS 5000
+#define SEND_MAX_MS	    60000
+/* SO_SNDBUF of the bridge's VNC socket (the kernel doubles it): input the
+ * VNC server has not read yet waits there.  The bridge acks a message once
+ * the socket took it, and a full unix socket reports room again only when
+ * three quarters of it were read: with the default 208 KB, ~25000 queued
+ * events, a busy VNC server (~500 characters a second under load) took
+ * over 5 s to get there, and type_text answered 504 although nothing was
+ * stuck.  32 KB hold ~7 messages of 256 events (~900 characters): an ack
+ * waits for at most ~6 messages to be read, and type_text answers close to
+ * when its text is typed. */
+#define VNC_SNDBUF (16 * 1024)
 
 static int pidfd_exited(int pidfd)
 {
@@ -191,6 +204,10 @@ int capture_start(struct capture **out, const struct capture_opts *o, int vnc_fd
 	*out = NULL;
 	if (!o || !o->bridge_path)
 		return err_set(e, ERR_INVALID, EINVAL, "no bridge binary configured");
+	int sndbuf = VNC_SNDBUF;
+	if (setsockopt(vnc, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0 &&
+	    errno != ENOTSOCK)
+		return err_sys(e, ERR_INTERNAL, errno, "sizing the vnc socket's buffer");
 	size_t px = 0;
 	if (frame_size(o, &px, e) < 0)
 		return err_code(e);
@@ -431,9 +448,14 @@ int capture_snapshot_since(struct capture *c, struct capture_rect r, uint8_t *ds
 /* Receives acks until the one for `seq`.  Returns 0, or negative. */
 static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 {
-	uint64_t deadline = (uint64_t)clock_mono_ms() + SEND_ACK_TIMEOUT_MS;
+	uint64_t start = (uint64_t)clock_mono_ms();
+	uint64_t deadline = start + SEND_ACK_TIMEOUT_MS, last = start + SEND_MAX_MS;
 	for (;;) {
 		uint64_t now = (uint64_t)clock_mono_ms();
+		if (now >= deadline && deadline == last)
+			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+				       "the vnc server took input for %d ms without catching up",
+				       SEND_MAX_MS);
 		if (now >= deadline)
 			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
 				       "the capture bridge did not take input in %d ms",
@@ -461,6 +483,11 @@ static int wait_ack(struct capture *c, uint32_t seq, struct err *e)
 		/* An ack for an earlier message that timed out: skip it. */
 		if (ack.seq != seq)
 			continue;
+		if (ack.status == CAPTURE_ACK_PROGRESS) {
+			deadline =
+			    now + SEND_ACK_TIMEOUT_MS < last ? now + SEND_ACK_TIMEOUT_MS : last;
+			continue;
+		}
 		if (ack.status != 0)
 			return err_set(e, ERR_UNAVAILABLE, EPIPE,
 				       "the vnc server connection failed");

@@ -54,7 +54,13 @@ struct capture_msg {
 };
 
 /* bridge -> deskboxd, once the message's events were written to the VNC
- * socket (status 0) or that failed (status -1, the bridge then exits). */
+ * socket (status 0) or that failed (status -1, the bridge then exits).
+ * While they wait for room in the socket, every CAPTURE_PROGRESS_MS in
+ * which the VNC server read some of the input before them brings a note
+ * (status CAPTURE_ACK_PROGRESS): a busy server is slow, not stuck, and
+ * deskboxd's deadline is for a server that stopped reading. */
+#define CAPTURE_ACK_PROGRESS 1
+#define CAPTURE_PROGRESS_MS  250
 struct capture_ack {
 	uint32_t magic;
 	uint32_t seq;

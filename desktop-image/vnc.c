@@ -47,6 +47,7 @@
 #include "common/clock.h"
 #include "vnc_fb.h"
 #include "vnc_input.h"
+#include "vnc_sync.h"
 #include "vnc_util.h"
 
 /* Damage is collected this long after the first report before the screen
@@ -89,6 +90,7 @@ struct vnc {
 	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	ino_t sock_ino; /* the socket file's inode, to remove only our own */
 	struct vnc_input in;
+	struct vnc_sync sync;
 	int n_clients;
 	unsigned flushes;
 };
@@ -306,12 +308,19 @@ static void update_cursor(struct vnc *v)
 
 static void on_key(rfbBool down, rfbKeySym keysym, rfbClientPtr cl)
 {
-	vnc_input_key(&vnc_of(cl)->in, down ? 1 : 0, keysym);
+	struct vnc *v = vnc_of(cl);
+	/* After a click, the key waits until the WM handled it (vnc_sync.c). */
+	if (down)
+		vnc_sync_before_key(&v->sync);
+	vnc_input_key(&v->in, down ? 1 : 0, keysym);
 }
 
 static void on_pointer(int mask, int x, int y, rfbClientPtr cl)
 {
 	struct vnc *v = vnc_of(cl);
+	/* Buttons 1-3 focus windows; the wheel does not. */
+	if ((mask ^ v->in.buttons) & 7)
+		vnc_sync_button(&v->sync);
 	vnc_input_pointer(&v->in, mask, x, y);
 	/* Records the position and sends it to the other clients that asked
 	 * for pointer positions. */
@@ -503,6 +512,10 @@ static int open_x(struct vnc *v, const char *display)
 		return -1;
 	if (vnc_input_init(&v->in, v->dpy, v->width, v->height) < 0) {
 		vnc_say("cannot read the keymap");
+		return -1;
+	}
+	if (vnc_sync_init(&v->sync, v->dpy) < 0) {
+		vnc_say("cannot create a window");
 		return -1;
 	}
 	/* NonEmpty: one event until we take the damage (flush_damage), however
@@ -711,8 +724,9 @@ int main(int argc, char **argv)
 			       : "XGetImage");
 	int rc = run(&v);
 
-	vnc_debug("%u damage flushes, %u keycode rebinds (%u waited)", v.flushes, v.in.rebinds,
-		  v.in.rebind_waits);
+	vnc_debug("%u damage flushes, %u keycode rebinds (%u waited), %u window manager round "
+		  "trips (%u unanswered)",
+		  v.flushes, v.in.rebinds, v.in.rebind_waits, v.sync.syncs, v.sync.lost);
 	/* Remove the socket file only if it is still ours (another instance
 	 * may have replaced it). */
 	struct stat st;

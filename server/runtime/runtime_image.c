@@ -510,7 +510,11 @@ int image_mount_rootfs(const char *lower, const char *upper, const char *work, c
 	 * refuses a lower layer other than the one it first saw. */
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,index=off", lower, upper,
 		 work);
-	if (mount("overlay", target, "overlay", MS_NODEV, opts) < 0)
+	/* nosuid: no_new_privs already keeps set-user-ID bits inert inside
+	 * the sandbox; the mount says so too (and holds for a process that
+	 * enters without it).  nodev: no device node the sandbox makes opens
+	 * a host device. */
+	if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "mounting overlay on '%s'", target);
 	return 0;
 }

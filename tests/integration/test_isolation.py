@@ -28,6 +28,7 @@ def main():
             f.write("host secret")
         a = srv.create({"memory_mb": 512, "pids_max": 200})["id"]
         b = srv.create({"display": {"width": 800, "height": 600}})["id"]
+        ro = srv.create({"read_only_root": True})["id"]
         t.ok(a != b, "two sandboxes with distinct ids")
 
         res = srv.exec(a, ["sh", "-c", "echo only-in-a > /tmp/marker; exec sleep 1234"],
@@ -58,6 +59,16 @@ def main():
              r["stdout"])
         r = srv.exec(a, ["sh", "-c", "grep NoNewPrivs /proc/self/status"])
         t.ok(r["stdout"].split()[-1] == "1", "no_new_privs is set", r["stdout"])
+        for sid, what in ((a, "the root"), (ro, "a read-only root")):
+            r = srv.exec(sid, ["cat", "/proc/self/mountinfo"])
+            root = [l.split() for l in r["stdout"].splitlines() if l.split()[4:5] == ["/"]]
+            opts = root[-1][5].split(",") if root else []
+            t.ok("nosuid" in opts and "nodev" in opts,
+                 "%s is mounted nosuid,nodev (%s)" % (what, ",".join(opts)), r["stdout"][-600:])
+        r = srv.exec(a, ["sh", "-c", "cp /bin/true /tmp/suid-true && chmod 4755 /tmp/suid-true"
+                                     " && ls -l /tmp/suid-true && /tmp/suid-true"])
+        t.ok(r["exit_code"] == 0 and r["stdout"].startswith("-rws"),
+             "a set-uid file can still be made and run (the bit is inert)", r)
         r = srv.exec(a, ["cat", host_canary])
         t.ok(r["exit_code"] != 0 and "host secret" not in r["stdout"],
              "the host's /root is not visible")
@@ -96,7 +107,7 @@ def main():
         t.ok(len(srv.screenshot(b)) > 0, "the other sandbox stays responsive")
         t.diag("pids.current after the burst: %s" % cur)
 
-        for sid in (a, b):
+        for sid in (a, b, ro):
             r = srv.request("DELETE", "/v1/sandboxes/" + sid)
             t.eq(r.status, 204, "delete")
     finally:

@@ -1,7 +1,11 @@
 /* options: deskboxd's command line and --config files (the long options
- * and their defaults; deskboxd --help lists them).  Only main.c uses it. */
-#ifndef DESKBOX_SERVER_OPTIONS_H
-#define DESKBOX_SERVER_OPTIONS_H
+ * and their defaults; deskboxd --help lists them).  Only main.c uses it:
+ * it is the command line's front end, so it alone besides main.c writes
+ * to the terminal (the usage, and what is wrong with an option).  Knows
+ * the sandbox and network subsystems' option types (pool sizes, network
+ * modes), never a running server. */
+#ifndef DESKBOX_SERVER_OPTIONS_OPTIONS_H
+#define DESKBOX_SERVER_OPTIONS_OPTIONS_H
 
 #include <stddef.h>
 
