@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "common/args.h"
 #include "server/sandbox/sandbox.h"
 
 int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
@@ -85,6 +86,8 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	struct sandbox_template_extra extra;
 	int r = api_template_expand(api, &body, &extra, e);
 	if (r == 0)
+		r = args_only(body, NULL, sandbox_create_fields, e);
+	if (r == 0)
 		r = sandbox_spec_parse(body, &spec, e);
 	cJSON_Delete(body);
 	if (r < 0)
@@ -113,8 +116,8 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	return http_reply_json(res, 201, j, e);
 }
 
-void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
-			char *buf, size_t size)
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n, char *buf,
+			size_t size)
 {
 	static const char sb[] = "/v1/sandboxes/{id}";
 	const size_t len = sizeof(sb) - 1;
@@ -218,11 +221,12 @@ int api_sandbox_network(struct http_request *req, struct http_response *res, str
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
+	static const char *const fields[] = {"network", NULL};
 	struct sandbox *sb;
-	int r = cJSON_IsObject(body)
-		    ? sandbox_set_network(api->sandboxes, req->captures[0],
-					  cJSON_GetObjectItemCaseSensitive(body, "network"), &sb, e)
-		    : err_set(e, ERR_INVALID, EINVAL, "the body must be a JSON object");
+	int r = args_only(body, NULL, fields, e);
+	if (r == 0)
+		r = sandbox_set_network(api->sandboxes, req->captures[0],
+					cJSON_GetObjectItemCaseSensitive(body, "network"), &sb, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;

@@ -28,6 +28,9 @@ int desk_parse_agent_display(const cJSON *obj, uint32_t *w, uint32_t *h, struct 
 		return 0;
 	if (!cJSON_IsObject(ad))
 		return err_set(e, ERR_INVALID, EINVAL, "field 'agent_display' must be an object");
+	static const char *const fields[] = {"width", "height", NULL};
+	if (args_only(ad, "agent_display", fields, e) < 0)
+		return err_code(e);
 	int64_t vw, vh;
 	if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &vw, e) < 0 ||
 	    args_int(ad, "height", 64, 8192, 0, ARGS_REQUIRED, &vh, e) < 0)
