@@ -70,6 +70,21 @@ static int take_warm(struct api *api, const char *tmpl, const struct sandbox_spe
 	return pool_take(api->pool, spec, sb, e);
 }
 
+/* A template's own fields in a create that names none (after the
+ * expansion, a create naming one holds none of them). */
+static const char *const template_fields[] = {"resources", "files", "startup", NULL};
+
+static int template_only(const cJSON *body, struct err *e)
+{
+	for (size_t i = 0; template_fields[i]; i++)
+		if (cJSON_GetObjectItemCaseSensitive(body, template_fields[i]))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field '%s' belongs to a template: give it with 'template' "
+				       "(POST /v1/templates)",
+				       template_fields[i]);
+	return 0;
+}
+
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
@@ -86,7 +101,9 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	struct sandbox_template_extra extra;
 	int r = api_template_expand(api, &body, &extra, e);
 	if (r == 0)
-		r = args_only(body, NULL, sandbox_create_fields, e);
+		r = args_only2(body, NULL, sandbox_create_fields, template_fields, e);
+	if (r == 0)
+		r = template_only(body, e);
 	if (r == 0)
 		r = sandbox_spec_parse(body, &spec, e);
 	cJSON_Delete(body);

@@ -1,6 +1,7 @@
 /* The pointer, keyboard and wait actions and what they share: entering a
  * sandbox's desktop, coordinate mapping, sending paced input. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -247,6 +248,11 @@ static int build_drag(struct desk *d, const cJSON *a, struct input_seq *s, struc
 			jx = cJSON_GetArrayItem(p, 0);
 			jy = cJSON_GetArrayItem(p, 1);
 		} else if (cJSON_IsObject(p)) {
+			static const char *const point[] = {"x", "y", NULL};
+			char where[32];
+			snprintf(where, sizeof(where), "path[%d]", i);
+			if (args_only(p, where, point, e) < 0)
+				return err_code(e);
 			jx = cJSON_GetObjectItemCaseSensitive(p, "x");
 			jy = cJSON_GetObjectItemCaseSensitive(p, "y");
 		} else {

@@ -358,6 +358,8 @@ int sandbox_templates_open(struct sandbox_templates **out, const char *state_dir
 			   const char *extra_dir, struct err *e);
 void sandbox_templates_free(struct sandbox_templates *t);
 int sandbox_template_name_ok(const char *name);
+/* Every member a template may have (NULL-terminated; its "name" aside). */
+extern const char *const sandbox_template_fields[];
 /* Validates `body` (unknown fields refused, naming them; a create it would
  * make must be valid) and adds or replaces template `name`, persisted. */
 int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *body,

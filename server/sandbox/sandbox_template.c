@@ -55,7 +55,7 @@ struct sandbox_templates {
 	unsigned count;
 };
 
-static const char *const template_fields[] = {
+const char *const sandbox_template_fields[] = {
     "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
     "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", NULL,
 };
@@ -157,7 +157,7 @@ static int check_template(const struct sandbox_templates *ts, const cJSON *t, st
 {
 	if (!cJSON_IsObject(t))
 		return err_set(e, ERR_INVALID, EINVAL, "a template must be an object");
-	if (args_only(t, NULL, template_fields, e) < 0)
+	if (args_only(t, NULL, sandbox_template_fields, e) < 0)
 		return err_code(e);
 	int64_t pool;
 	if (args_int(t, "warm_pool", 0, POOL_TEMPLATE_MAX, 0, 0, &pool, e) < 0)
@@ -467,7 +467,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	cJSON_DeleteItemFromObjectCaseSensitive(over, "template");
 	resources_from_create(over);
 	cJSON *merged = NULL;
-	int r = args_only(over, NULL, template_fields, e);
+	int r = args_only(over, NULL, sandbox_template_fields, e);
 	if (r == 0 && cJSON_GetObjectItemCaseSensitive(over, "warm_pool"))
 		r = err_set(
 		    e, ERR_INVALID, EINVAL,
