@@ -111,3 +111,31 @@ int args_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 	*out = v;
 	return 0;
 }
+
+int args_listed(const char *const *list, const char *name)
+{
+	for (; list && *list; list++)
+		if (strcmp(*list, name) == 0)
+			return 1;
+	return 0;
+}
+
+int args_only2(const cJSON *obj, const char *where, const char *const *known,
+	       const char *const *also, struct err *e)
+{
+	if (!cJSON_IsObject(obj))
+		return 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, obj)
+	{
+		if (!args_listed(known, it->string) && !args_listed(also, it->string))
+			return err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%s%s%.64s'",
+				       where ? where : "", where ? "." : "", it->string);
+	}
+	return 0;
+}
+
+int args_only(const cJSON *obj, const char *where, const char *const *known, struct err *e)
+{
+	return args_only2(obj, where, known, NULL, e);
+}

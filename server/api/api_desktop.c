@@ -29,14 +29,23 @@ static int enter(struct http_request *req, const cJSON *body, struct desk *d, st
 	return 0;
 }
 
+/* What every desktop body may carry beside its action's arguments. */
+static const char *const body_fields[] = {"agent_display", NULL};
+
 /* Enters the desktop for a request with a JSON body: *body is the parsed
- * body on success (caller frees). */
-static int enter_json(struct http_request *req, cJSON **body, struct desk *d, struct sandbox **sb,
-		      struct err *e)
+ * body on success (caller frees).  With `action`, the body is that
+ * action's arguments and holds nothing else (desk_action_check), or with
+ * "actions" a batch (desk_batch_check). */
+static int enter_json(struct http_request *req, const char *action, cJSON **body, struct desk *d,
+		      struct sandbox **sb, struct err *e)
 {
 	if (http_json_body(req, body, e) < 0)
 		return err_code(e);
-	if (enter(req, *body, d, sb, e) < 0) {
+	int r = !action ? 0
+		: strcmp(action, "actions") == 0
+		    ? desk_batch_check(*body, e)
+		    : desk_action_check(action, *body, body_fields, NULL, e);
+	if (r < 0 || enter(req, *body, d, sb, e) < 0) {
 		cJSON_Delete(*body);
 		*body = NULL;
 		return err_code(e);
@@ -301,7 +310,7 @@ static int post_action(struct http_request *req, struct http_response *res, cons
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
-	if (enter_json(req, &body, &d, &sb, e) < 0)
+	if (enter_json(req, name, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_action(&d, name, body, j, e);
@@ -329,11 +338,11 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
-	if (enter_json(req, &body, &d, &sb, e) < 0)
+	char name[32];
+	snprintf(name, sizeof(name), "window_%.24s", req->captures[2]);
+	if (enter_json(req, name, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	char name[32];
-	snprintf(name, sizeof(name), "window_%s", req->captures[2]);
 	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
 	api_release(sb);
 	cJSON_Delete(body);
@@ -345,7 +354,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
-	if (enter_json(req, &body, &d, &sb, e) < 0)
+	if (enter_json(req, "actions", &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = j ? desk_batch(&d, body, j, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -365,7 +374,7 @@ static int adapter(struct http_request *req, struct http_response *res,
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
-	if (enter_json(req, &body, &d, &sb, e) < 0)
+	if (enter_json(req, NULL, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	struct desk_tool t;

@@ -428,17 +428,25 @@ int api_files_stat(struct http_request *req, struct http_response *res, struct e
 
 /* cJSON turns "\u0000" into a string that ends early: refuse it rather
  * than act on a shorter path than the client meant. */
-int apif_json_body(const struct http_request *req, cJSON **out, struct err *e)
+int apif_json_body(const struct http_request *req, const char *const *fields, cJSON **out,
+		   struct err *e)
 {
 	if (memmem(req->body, req->body_len, "\\u0000", 6))
 		return err_set(e, ERR_INVALID, EINVAL, "path contains a NUL byte");
-	return http_json_body(req, out, e);
+	if (http_json_body(req, out, e) < 0)
+		return err_code(e);
+	if (args_only(*out, NULL, fields, e) < 0) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return err_code(e);
+	}
+	return 0;
 }
 
 int api_files_mkdir(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (apif_json_body(req, &body, e) < 0)
+	if (apif_json_body(req, (const char *const[]){"path", "parents", NULL}, &body, e) < 0)
 		return err_code(e);
 	char path[PATH_MAX];
 	int parents = 0, created = 0;
@@ -458,7 +466,7 @@ int api_files_mkdir(struct http_request *req, struct http_response *res, struct 
 int api_files_move(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (apif_json_body(req, &body, e) < 0)
+	if (apif_json_body(req, (const char *const[]){"from", "to", NULL}, &body, e) < 0)
 		return err_code(e);
 	char from[PATH_MAX], to[PATH_MAX];
 	int r = apif_body_path(body, "from", 1, from, e);

@@ -140,7 +140,9 @@ static cJSON *replace_one(const struct files_root *root, const char *path, const
 int api_files_replace(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (apif_json_body(req, &body, e) < 0)
+	if (apif_json_body(req,
+			   (const char *const[]){"paths", "pattern", "replacement", "regex", NULL},
+			   &body, e) < 0)
 		return err_code(e);
 	const char *pattern, *rep;
 	int regex = 0, n = 0;
@@ -203,7 +205,7 @@ static int body_mode(const cJSON *body, unsigned *out, struct err *e)
 int api_files_chmod(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (apif_json_body(req, &body, e) < 0)
+	if (apif_json_body(req, (const char *const[]){"path", "mode", NULL}, &body, e) < 0)
 		return err_code(e);
 	char path[PATH_MAX];
 	unsigned mode = 0;
@@ -222,7 +224,7 @@ int api_files_chmod(struct http_request *req, struct http_response *res, struct 
 int api_files_chown(struct http_request *req, struct http_response *res, struct err *e)
 {
 	cJSON *body;
-	if (apif_json_body(req, &body, e) < 0)
+	if (apif_json_body(req, (const char *const[]){"path", "uid", "gid", NULL}, &body, e) < 0)
 		return err_code(e);
 	char path[PATH_MAX];
 	int64_t uid = -1, gid = -1;

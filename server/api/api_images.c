@@ -19,28 +19,15 @@ int api_image_list(struct http_request *req, struct http_response *res, struct e
 }
 
 /* Every field of the body must be one of these. */
-static int known_fields(const cJSON *body, struct err *e)
-{
-	static const char *const known[] = {"name",  "oci_layout", "oci_archive", "ref",
-					    "build", "mirror",	   NULL};
-	const cJSON *it;
-	cJSON_ArrayForEach(it, body)
-	{
-		size_t i = 0;
-		while (known[i] && strcmp(known[i], it->string) != 0)
-			i++;
-		if (!known[i])
-			return err_set(e, ERR_INVALID, EINVAL, "unknown field '%.64s'", it->string);
-	}
-	return 0;
-}
+static const char *const image_fields[] = {"name",  "oci_layout", "oci_archive", "ref",
+					   "build", "mirror",	  NULL};
 
 static int create_image(struct api *api, const cJSON *body, struct http_response *res,
 			struct err *e)
 {
 	struct image_import im = {0};
 	const char *build = NULL, *mirror = NULL;
-	if (known_fields(body, e) < 0 ||
+	if (args_only(body, NULL, image_fields, e) < 0 ||
 	    args_string(body, "name", IMAGE_NAME_MAX, ARGS_REQUIRED, &im.name, e) < 0 ||
 	    args_string(body, "oci_layout", 4000, 0, &im.layout, e) < 0 ||
 	    args_string(body, "oci_archive", 4000, 0, &im.archive, e) < 0 ||

@@ -21,8 +21,10 @@ int api_sandbox_timeout(struct http_request *req, struct http_response *res, str
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
+	static const char *const fields[] = {"timeout_s", NULL};
 	int64_t t;
-	int r = args_int(body, "timeout_s", 0, SANDBOX_TIMEOUT_MAX, 0, ARGS_REQUIRED, &t, e);
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_int(body, "timeout_s", 0, SANDBOX_TIMEOUT_MAX, 0, ARGS_REQUIRED, &t, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
@@ -81,7 +83,9 @@ int api_checkpoint_create(struct http_request *req, struct http_response *res, s
 	const char *name;
 	cJSON *j = NULL;
 	uint64_t t0 = clock_mono_ns();
-	int r = args_string(body, "name", 64, ARGS_REQUIRED, &name, e);
+	static const char *const fields[] = {"name", NULL};
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_string(body, "name", 64, ARGS_REQUIRED, &name, e);
 	if (r == 0)
 		r = sandbox_checkpoint_create(api->sandboxes, req->captures[0], name, &j, e);
 	cJSON_Delete(body);
@@ -131,7 +135,9 @@ int api_sandbox_fork(struct http_request *req, struct http_response *res, struct
 	const char *name, *sbname;
 	struct sandbox *sb = NULL;
 	uint64_t t0 = clock_mono_ns();
-	int r = args_string(body, "checkpoint", 64, 0, &name, e);
+	static const char *const fields[] = {"checkpoint", "name", NULL};
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_string(body, "checkpoint", 64, 0, &name, e);
 	if (r == 0)
 		r = args_string(body, "name", SANDBOX_NAME_MAX, 0, &sbname, e);
 	if (r == 0)

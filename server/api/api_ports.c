@@ -220,17 +220,16 @@ int api_port_token_create(struct http_request *req, struct http_response *res, s
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
 	long long ttl = VNC_TTL_DEFAULT_S;
-	int r = 0;
+	static const char *const fields[] = {"ttl_s", NULL};
+	int r = args_only(body, NULL, fields, e);
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(body, "ttl_s");
-	if (t && (!cJSON_IsNumber(t) || t->valuedouble < 1 || t->valuedouble > VNC_TTL_MAX_S ||
-		  t->valuedouble != (double)(long long)t->valuedouble))
+	if (r == 0 && t &&
+	    (!cJSON_IsNumber(t) || t->valuedouble < 1 || t->valuedouble > VNC_TTL_MAX_S ||
+	     t->valuedouble != (double)(long long)t->valuedouble))
 		r = err_set(e, ERR_INVALID, EINVAL, "ttl_s must be an integer from 1 to %d",
 			    VNC_TTL_MAX_S);
-	else if (t)
+	else if (r == 0 && t)
 		ttl = (long long)t->valuedouble;
-	for (const cJSON *it = body->child; r == 0 && it; it = it->next)
-		if (strcmp(it->string, "ttl_s") != 0)
-			r = err_set(e, ERR_INVALID, EINVAL, "unknown field '%s'", it->string);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;

@@ -106,6 +106,8 @@ static int env_default(struct exec_args *a, const char *kv, struct err *e)
 }
 
 /* What exec and code_run share: env, cwd, stdin, timeout_s. */
+static const char *const common_fields[] = {"env", "cwd", "stdin", "timeout_s", NULL};
+
 static int parse_common(struct http_request *req, const cJSON *body, struct exec_args *a,
 			struct process_opts *o, int background, struct err *e)
 {
@@ -230,7 +232,9 @@ int api_process_exec(struct http_request *req, struct http_response *res, struct
 	struct process_opts o;
 	int background;
 	int r = 0;
-	if (parse_argv(body, a, e) < 0 || args_bool(body, "background", 0, &background, e) < 0 ||
+	static const char *const fields[] = {"argv", "command", "background", NULL};
+	if (args_only2(body, NULL, fields, common_fields, e) < 0 || parse_argv(body, a, e) < 0 ||
+	    args_bool(body, "background", 0, &background, e) < 0 ||
 	    parse_common(req, body, a, &o, background, e) < 0)
 		r = err_code(e);
 	if (r == 0)
@@ -255,7 +259,9 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 	const char *code, *ctx;
 	int lang, background;
 	int r = 0;
-	if (args_string(body, "code", CODE_MAX, ARGS_REQUIRED, &code, e) < 0 ||
+	static const char *const fields[] = {"code", "language", "context", "background", NULL};
+	if (args_only2(body, NULL, fields, common_fields, e) < 0 ||
+	    args_string(body, "code", CODE_MAX, ARGS_REQUIRED, &code, e) < 0 ||
 	    args_enum(body, "language", process_languages, 0, 0, &lang, e) < 0 ||
 	    args_string(body, "context", 64, 0, &ctx, e) < 0 ||
 	    args_bool(body, "background", 0, &background, e) < 0 ||

@@ -53,7 +53,9 @@ int api_context_create(struct http_request *req, struct http_response *res, stru
 		return err_code(e);
 	static const char *const langs[] = {"python", NULL};
 	int lang;
-	int r = args_enum(body, "language", langs, 0, 0, &lang, e);
+	static const char *const fields[] = {"language", NULL};
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_enum(body, "language", langs, 0, 0, &lang, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "common/args.h"
 #include "server/sandbox/sandbox.h"
 
 int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
@@ -69,6 +70,21 @@ static int take_warm(struct api *api, const char *tmpl, const struct sandbox_spe
 	return pool_take(api->pool, spec, sb, e);
 }
 
+/* A template's own fields in a create that names none (after the
+ * expansion, a create naming one holds none of them). */
+static const char *const template_fields[] = {"resources", "files", "startup", NULL};
+
+static int template_only(const cJSON *body, struct err *e)
+{
+	for (size_t i = 0; template_fields[i]; i++)
+		if (cJSON_GetObjectItemCaseSensitive(body, template_fields[i]))
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "field '%s' belongs to a template: give it with 'template' "
+				       "(POST /v1/templates)",
+				       template_fields[i]);
+	return 0;
+}
+
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
@@ -84,6 +100,10 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	struct sandbox_spec spec;
 	struct sandbox_template_extra extra;
 	int r = api_template_expand(api, &body, &extra, e);
+	if (r == 0)
+		r = args_only2(body, NULL, sandbox_create_fields, template_fields, e);
+	if (r == 0)
+		r = template_only(body, e);
 	if (r == 0)
 		r = sandbox_spec_parse(body, &spec, e);
 	cJSON_Delete(body);
@@ -113,8 +133,8 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	return http_reply_json(res, 201, j, e);
 }
 
-void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
-			char *buf, size_t size)
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n, char *buf,
+			size_t size)
 {
 	static const char sb[] = "/v1/sandboxes/{id}";
 	const size_t len = sizeof(sb) - 1;
@@ -218,11 +238,12 @@ int api_sandbox_network(struct http_request *req, struct http_response *res, str
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
+	static const char *const fields[] = {"network", NULL};
 	struct sandbox *sb;
-	int r = cJSON_IsObject(body)
-		    ? sandbox_set_network(api->sandboxes, req->captures[0],
-					  cJSON_GetObjectItemCaseSensitive(body, "network"), &sb, e)
-		    : err_set(e, ERR_INVALID, EINVAL, "the body must be a JSON object");
+	int r = args_only(body, NULL, fields, e);
+	if (r == 0)
+		r = sandbox_set_network(api->sandboxes, req->captures[0],
+					cJSON_GetObjectItemCaseSensitive(body, "network"), &sb, e);
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;

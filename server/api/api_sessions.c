@@ -32,7 +32,9 @@ int api_session_create(struct http_request *req, struct http_response *res, stru
 	}
 	const char *cwd = NULL;
 	int r = 0;
-	if (args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || api_parse_env(body, a, e) < 0)
+	static const char *const fields[] = {"cwd", "env", NULL};
+	if (args_only(body, NULL, fields, e) < 0 ||
+	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || api_parse_env(body, a, e) < 0)
 		r = err_code(e);
 	else if (cwd && cwd[0] != '/')
 		r = err_set(e, ERR_INVALID, EINVAL, "field 'cwd' must be an absolute path");
@@ -76,7 +78,9 @@ int api_session_exec(struct http_request *req, struct http_response *res, struct
 	const char *command;
 	double timeout_s;
 	int r = 0;
-	if (args_string(body, "command", SESSION_COMMAND_MAX, ARGS_REQUIRED, &command, e) < 0 ||
+	static const char *const fields[] = {"command", "timeout_s", NULL};
+	if (args_only(body, NULL, fields, e) < 0 ||
+	    args_string(body, "command", SESSION_COMMAND_MAX, ARGS_REQUIRED, &command, e) < 0 ||
 	    args_double(body, "timeout_s", 0.001, api->exec_timeout_max_s,
 			api->exec_timeout_default_s, 0, &timeout_s, e) < 0)
 		r = err_code(e);

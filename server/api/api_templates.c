@@ -13,7 +13,9 @@ int api_template_put(struct http_request *req, struct http_response *res, struct
 		return err_code(e);
 	const char *name;
 	cJSON *j = NULL;
-	int r = args_string(body, "name", SANDBOX_TEMPLATE_NAME_MAX + 8, ARGS_REQUIRED, &name, e);
+	static const char *const own[] = {"name", NULL};
+	int r = args_only2(body, NULL, sandbox_template_fields, own, e);
+	r = r ?: args_string(body, "name", SANDBOX_TEMPLATE_NAME_MAX + 8, ARGS_REQUIRED, &name, e);
 	if (r == 0) {
 		cJSON *tpl = cJSON_Duplicate(body, 1);
 		cJSON_DeleteItemFromObjectCaseSensitive(tpl, "name");

@@ -85,7 +85,9 @@ static int parse_create(const cJSON *body, struct exec_args *a, struct process_o
 {
 	int64_t cols, rows;
 	const char *cwd;
-	if (args_int(body, "cols", 1, TERM_SIZE_MAX, 80, 0, &cols, e) < 0 ||
+	static const char *const fields[] = {"cols", "rows", "cwd", "command", "env", NULL};
+	if (args_only(body, NULL, fields, e) < 0 ||
+	    args_int(body, "cols", 1, TERM_SIZE_MAX, 80, 0, &cols, e) < 0 ||
 	    args_int(body, "rows", 1, TERM_SIZE_MAX, 24, 0, &rows, e) < 0 ||
 	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || parse_command(body, a, e) < 0 ||
 	    api_parse_env(body, a, e) < 0 || add_term_env(a, e) < 0)
@@ -203,7 +205,9 @@ int api_terminal_token_create(struct http_request *req, struct http_response *re
 		return err_code(e);
 	int view_only;
 	int64_t ttl;
-	int r = args_bool(body, "view_only", 0, &view_only, e);
+	static const char *const fields[] = {"view_only", "ttl_s", NULL};
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_bool(body, "view_only", 0, &view_only, e);
 	if (r == 0)
 		r = args_int(body, "ttl_s", 1, VNC_TTL_MAX_S, VNC_TTL_DEFAULT_S, 0, &ttl, e);
 	cJSON_Delete(body);

@@ -51,7 +51,9 @@ int api_vnc_token_create(struct http_request *req, struct http_response *res, st
 		return err_code(e);
 	int view_only;
 	int64_t ttl;
-	int r = args_bool(body, "view_only", 1, &view_only, e);
+	static const char *const fields[] = {"view_only", "ttl_s", NULL};
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_bool(body, "view_only", 1, &view_only, e);
 	if (r == 0)
 		r = args_int(body, "ttl_s", 1, VNC_TTL_MAX_S, VNC_TTL_DEFAULT_S, 0, &ttl, e);
 	cJSON_Delete(body);

@@ -17,8 +17,10 @@ int apif_query_flag(const struct http_request *req, const char *name, int *out, 
 int apif_query_mode(const struct http_request *req, int *out, struct err *e);
 /* A JSON string field as a canonical path: 0, 1 when absent and optional. */
 int apif_body_path(const cJSON *body, const char *name, int required, char *out, struct err *e);
-/* The JSON body, refusing "\u0000" (cJSON would cut the string there). */
-int apif_json_body(const struct http_request *req, cJSON **out, struct err *e);
+/* The JSON body, refusing "\u0000" (cJSON would cut the string there)
+ * and any member not in `fields` (args_only()). */
+int apif_json_body(const struct http_request *req, const char *const *fields, cJSON **out,
+		   struct err *e);
 
 /* The request's sandbox and an fd of its "/"; with `keep`, the reference
  * is handed to the caller (sandbox_put), else dropped here. */

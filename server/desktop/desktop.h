@@ -55,6 +55,20 @@ void desk_to_agent(const struct desk *d, int32_t x, int32_t y, int32_t *ax, int3
  * results to `out`.  ERR_NOT_FOUND for an unknown action. */
 int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out, struct err *e);
 
+/* The members action `name`'s arguments may have (NULL-terminated; NULL
+ * for a name that is no action), and the check of `args` against them and
+ * `also` (the fields the request around them carries, e.g. "agent_display"
+ * or a batch item's "action"): ERR_UNKNOWN_FIELD naming the first other
+ * member, as 'WHERE.NAME' with `where` (desktop_fields.c). */
+const char *const *desk_action_fields(const char *name);
+int desk_action_check(const char *name, const cJSON *args, const char *const *also,
+		      const char *where, struct err *e);
+/* The members of a batch, its actions and its "then", all known (what
+ * desk_batch() checks before it runs any action). */
+int desk_batch_check(const cJSON *body, struct err *e);
+/* The members of screenshot options (desk_shot_parse). */
+extern const char *const desk_shot_fields[];
+
 /* Sends `seq` to the sandbox (pauses included); ERR_INVALID when its pauses
  * add up to more than DESK_MAX_WAIT_MS. */
 int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);

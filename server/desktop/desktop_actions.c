@@ -1,6 +1,7 @@
 /* The pointer, keyboard and wait actions and what they share: entering a
  * sandbox's desktop, coordinate mapping, sending paced input. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -28,6 +29,9 @@ int desk_parse_agent_display(const cJSON *obj, uint32_t *w, uint32_t *h, struct 
 		return 0;
 	if (!cJSON_IsObject(ad))
 		return err_set(e, ERR_INVALID, EINVAL, "field 'agent_display' must be an object");
+	static const char *const fields[] = {"width", "height", NULL};
+	if (args_only(ad, "agent_display", fields, e) < 0)
+		return err_code(e);
 	int64_t vw, vh;
 	if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &vw, e) < 0 ||
 	    args_int(ad, "height", 64, 8192, 0, ARGS_REQUIRED, &vh, e) < 0)
@@ -244,6 +248,11 @@ static int build_drag(struct desk *d, const cJSON *a, struct input_seq *s, struc
 			jx = cJSON_GetArrayItem(p, 0);
 			jy = cJSON_GetArrayItem(p, 1);
 		} else if (cJSON_IsObject(p)) {
+			static const char *const point[] = {"x", "y", NULL};
+			char where[32];
+			snprintf(where, sizeof(where), "path[%d]", i);
+			if (args_only(p, where, point, e) < 0)
+				return err_code(e);
 			jx = cJSON_GetObjectItemCaseSensitive(p, "x");
 			jy = cJSON_GetObjectItemCaseSensitive(p, "y");
 		} else {

@@ -290,13 +290,26 @@ static int add_image(struct desk *d, cJSON *content, const int64_t *region, stru
 	return 0;
 }
 
+/* The members of the tool's input schema (computer_20250124; `region`
+ * from computer_20251124; `key` as the reference implementation reads
+ * modifiers) and of a tool_use block around it.  Anything else is refused,
+ * naming it, as the tool_result's error: an input deskbox would partly
+ * ignore is not acted on. */
+static const char *const input_fields[] = {
+    "action",	"coordinate",	    "start_coordinate", "text",	  "key",
+    "duration", "scroll_direction", "scroll_amount",	"region", NULL};
+static const char *const block_fields[] = {"type", "id", "name", "input", "cache_control", NULL};
+/* What every desktop body may carry at its top (api_desktop.c reads it). */
+static const char *const body_fields[] = {"agent_display", NULL};
+
 int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t, struct err *e)
 {
 	memset(t, 0, sizeof(*t));
 	/* Verbatim tool input, or a whole tool_use block around it. */
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(in, "id");
 	const cJSON *inner = cJSON_GetObjectItemCaseSensitive(in, "input");
-	if (cJSON_IsObject(inner))
+	const cJSON *block = cJSON_IsObject(inner) ? in : NULL;
+	if (block)
 		in = inner;
 	cJSON_AddStringToObject(out, "type", "tool_result");
 	if (cJSON_IsString(id))
@@ -305,7 +318,10 @@ int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool
 	const char *act;
 	int shot = 1, zoom = 0, r;
 	int64_t region[4];
-	r = args_string(in, "action", 64, ARGS_REQUIRED, &act, e);
+	const char *const *top = block ? NULL : body_fields;
+	r = args_only2(block, NULL, block_fields, body_fields, e);
+	r = r ?: args_only2(in, block ? "input" : NULL, input_fields, top, e);
+	r = r ?: args_string(in, "action", 64, ARGS_REQUIRED, &act, e);
 	if (r == 0)
 		r = action(d, in, act, content, &shot, region, &zoom, e);
 	if (r == 0 && shot == 1)

@@ -1,8 +1,10 @@
 /* The actions batch: several actions in one call, then optionally a wait
  * and a screenshot, so an agent step costs one round trip. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/clock.h"
 #include "desktop.h"
 
@@ -53,8 +55,41 @@ static int batch_then(struct desk *d, const cJSON *then, cJSON *out, struct err 
 	return 0;
 }
 
+/* Every member of the batch, its actions and its "then", known, before
+ * any action runs: a typo in the last action must not leave the first
+ * ones done. */
+int desk_batch_check(const cJSON *body, struct err *e)
+{
+	static const char *const fields[] = {"actions", "then", "agent_display", NULL};
+	static const char *const item[] = {"action", NULL};
+	static const char *const then_fields[] = {"wait", "screenshot", NULL};
+	if (args_only(body, NULL, fields, e) < 0)
+		return err_code(e);
+	const cJSON *a;
+	int i = 0;
+	cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(body, "actions"))
+	{
+		const char *name =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "action"));
+		char where[32];
+		snprintf(where, sizeof(where), "actions[%d]", i++);
+		if (name && desk_action_check(name, a, item, where, e) < 0)
+			return err_code(e);
+	}
+	const cJSON *then = cJSON_GetObjectItemCaseSensitive(body, "then");
+	const cJSON *shot = cJSON_GetObjectItemCaseSensitive(then, "screenshot");
+	if (args_only(then, "then", then_fields, e) < 0 ||
+	    desk_action_check("wait", cJSON_GetObjectItemCaseSensitive(then, "wait"), NULL,
+			      "then.wait", e) < 0 ||
+	    args_only(shot, "then.screenshot", desk_shot_fields, e) < 0)
+		return err_code(e);
+	return 0;
+}
+
 int desk_batch(struct desk *d, const cJSON *body, cJSON *j, struct err *e)
 {
+	if (desk_batch_check(body, e) < 0)
+		return err_code(e);
 	long long start = clock_mono_ms();
 	cJSON *results = cJSON_AddArrayToObject(j, "results");
 	const cJSON *acts = cJSON_GetObjectItemCaseSensitive(body, "actions");

@@ -182,6 +182,61 @@ static int one_action(struct desk *d, const cJSON *in, const char *type, cJSON *
 	return err_set(e, ERR_INVALID, EINVAL, "unknown computer_call action type '%.64s'", type);
 }
 
+/* The members OpenAI documents for a computer_call item and for each
+ * action type (response_computer_tool_call.py).  Fields of the item that
+ * deskbox does not act on (id, status, pending_safety_checks) are known;
+ * anything else is refused, naming it, before any action runs: an action
+ * with a member deskbox would ignore is not done half-understood. */
+static const char *const call_fields[] = {
+    "type", "id", "call_id", "action", "actions", "status", "pending_safety_checks", NULL};
+/* What every desktop body may carry at its top (api_desktop.c reads it). */
+static const char *const body_fields[] = {"agent_display", NULL};
+static const struct {
+	const char *type;
+	const char *const fields[7];
+} action_fields[] = {
+    {"click", {"type", "button", "x", "y", "keys", NULL}},
+    {"double_click", {"type", "x", "y", "keys", NULL}},
+    {"move", {"type", "x", "y", "keys", NULL}},
+    {"drag", {"type", "path", "keys", NULL}},
+    {"scroll", {"type", "x", "y", "scroll_x", "scroll_y", "keys", NULL}},
+    {"keypress", {"type", "keys", NULL}},
+    {"type", {"type", "text", NULL}},
+    {"wait", {"type", NULL}},
+    {"screenshot", {"type", NULL}},
+};
+
+static int check_action(const cJSON *a, const char *where, const char *const *also, struct err *e)
+{
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "type"));
+	for (size_t i = 0; type && i < sizeof(action_fields) / sizeof(action_fields[0]); i++)
+		if (strcmp(type, action_fields[i].type) == 0)
+			return args_only2(a, where, action_fields[i].fields, also, e);
+	return 0; /* no type, or an unknown one: run_action names it */
+}
+
+/* `in` as a whole: the item and its action(s), or one bare action. */
+static int check_call(const cJSON *in, struct err *e)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(in, "actions");
+	const cJSON *action = cJSON_GetObjectItemCaseSensitive(in, "action");
+	if (!list && !action)
+		return check_action(in, NULL, body_fields, e);
+	if (args_only2(in, NULL, call_fields, body_fields, e) < 0 ||
+	    (cJSON_IsObject(action) && check_action(action, "action", NULL, e) < 0))
+		return err_code(e);
+	const cJSON *a, *items = cJSON_IsArray(list) ? list : NULL;
+	int i = 0;
+	cJSON_ArrayForEach(a, items)
+	{
+		char where[32];
+		snprintf(where, sizeof(where), "actions[%d]", i++);
+		if (check_action(a, where, NULL, e) < 0)
+			return err_code(e);
+	}
+	return 0;
+}
+
 /* Runs action `in`; *settle says whether the screen should settle after. */
 static int run_action(struct desk *d, const cJSON *in, int *settle, struct err *e)
 {
@@ -229,7 +284,7 @@ int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t
 {
 	memset(t, 0, sizeof(*t));
 	const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(in, "call_id");
-	if (run_call(d, in, e) < 0) {
+	if (check_call(in, e) < 0 || run_call(d, in, e) < 0) {
 		t->failed = 1;
 		snprintf(t->error, sizeof(t->error), "%s",
 			 e->msg[0] ? e->msg : "the action failed");

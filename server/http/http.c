@@ -217,6 +217,7 @@ static int status_of(enum err_kind kind)
 {
 	switch (kind) {
 	case ERR_INVALID:
+	case ERR_UNKNOWN_FIELD:
 		return 400;
 	case ERR_UNAUTHORIZED:
 		return 401;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "internal.h"
@@ -297,6 +298,27 @@ static cJSON *tools_list(const struct mcp_message *m)
 	return rpc_result(m->id, res);
 }
 
+/* A tool's arguments hold only what its inputSchema's "properties" name
+ * (each schema says "additionalProperties": false): a tool error naming
+ * the first other member, as a REST body's unknown field is a 400. */
+static int args_in_schema(const struct mcp_tool *t, const cJSON *args, struct err *e)
+{
+	cJSON *schema = cJSON_Parse(t->schema);
+	const cJSON *props = cJSON_GetObjectItemCaseSensitive(schema, "properties");
+	const cJSON *it;
+	int r = props ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	cJSON_ArrayForEach(it, args)
+	{
+		if (r == 0 && !cJSON_GetObjectItemCaseSensitive(props, it->string)) {
+			r = err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%.64s'",
+				    it->string);
+			break;
+		}
+	}
+	cJSON_Delete(schema);
+	return r;
+}
+
 static cJSON *tools_call(const struct mcp_message *m, const struct mcp_ctx *ctx)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(m->params, "name");
@@ -321,7 +343,9 @@ static cJSON *tools_call(const struct mcp_message *m, const struct mcp_ctx *ctx)
 	}
 	struct err te = ERR_INIT;
 	int r;
-	if (t->needs && ctx->unavailable)
+	if (args && args_in_schema(t, args, &te) < 0)
+		r = err_code(&te);
+	else if (t->needs && ctx->unavailable)
 		r = err_set(&te, ctx->unavailable->kind, 0, "%s", ctx->unavailable->msg);
 	else
 		r = t->run(ctx, args ? args : none, content, &te);

@@ -15,6 +15,8 @@
 #define NETWORK_MAX_SLOTS   4096
 /* <state>/network/<marker>: this state dir's deskboxd made the table. */
 #define NETWORK_MARKER "table-made"
+/* Most IPv4 networks of the uplink that are kept out of reach. */
+#define NETWORK_MAX_UPLINK_NETS 16
 
 struct nft_ctx;
 
@@ -25,6 +27,10 @@ struct network {
 	unsigned prefix;
 	unsigned n_slots;
 	char uplink[IF_NAMESIZE];
+	/* The uplink's IPv4 networks (addr, prefix), read when the table is
+	 * made (net_uplink_check). */
+	struct network_rule up_nets[NETWORK_MAX_UPLINK_NETS];
+	size_t n_up_nets;
 	char dns[NETWORK_MAX_DNS][16];
 	size_t n_dns;
 	const char *dnsmasq;
@@ -57,6 +63,12 @@ int net_link_delete(const char *name, struct err *e);
 void net_link_sweep(void);
 /* The interface of the default IPv4 route, into out. */
 int net_link_default_uplink(char *out, size_t size, struct err *e);
+
+/* ---- the uplink (network_uplink.c), n->mu held ---- */
+/* Checks that n->uplink exists, is up and holds an IPv4 address, and that
+ * the sandbox subnet is apart from its networks (ERR_UNAVAILABLE saying
+ * which), and reads those networks into n->up_nets. */
+int net_uplink_check(struct network *n, struct err *e);
 
 /* ---- nftables (network_nft.c), n->mu held ---- */
 int net_nft_run(struct network *n, const char *cmds, struct err *e);

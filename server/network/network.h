@@ -104,7 +104,10 @@ struct network_attachment;
  * link, addresses, route, filter and resolver, and writes "nameserver
  * <gateway>" into `resolv_path` in place (the file must exist: it is
  * bind-mounted into the sandbox).  Returns without waiting for the
- * resolver: network_wait_ready() does.  On failure nothing is left. */
+ * resolver: network_wait_ready() does.  The first attach checks the
+ * uplink (it exists, is up, has an IPv4 address, its networks are apart
+ * from the subnet: ERR_UNAVAILABLE saying which) and keeps its networks
+ * out of the sandboxes' reach.  On failure nothing is left. */
 int network_attach(struct network *n, pid_t pid, const struct network_policy *p,
 		   const char *resolv_path, struct network_attachment **out, struct err *e);
 /* Waits until the attachment's resolver answers (a DNS query sent right

@@ -13,13 +13,14 @@
  *           established/related.
  *   postrouting: the subnet is masqueraded on the uplink.
  * Per sandbox, sb<slot>_out first drops a source address that is not its
- * own.  internet: @private4 dropped, the rest accepted.  allow: its
- * networks (@sb<slot>_net, private ones too: they are named), its
- * address.port pairs (@sb<slot>_port), then @private4 dropped, then the
- * addresses its resolver returned for allowed names (@sb<slot>_dns,
- * filled by dnsmasq's --nftset), the rest dropped.  The private drop
- * before the DNS set means an allowed name that resolves to 10.x or
- * 169.254.169.254 still reaches nothing. */
+ * own.  internet: @private4 and @uplink4 (the uplink's own networks, its
+ * gateway and neighbours: network_uplink.c) dropped, the rest accepted.
+ * allow: its networks (@sb<slot>_net, private ones too: they are named),
+ * its address.port pairs (@sb<slot>_port), then @private4 and @uplink4
+ * dropped, then the addresses its resolver returned for allowed names
+ * (@sb<slot>_dns, filled by dnsmasq's --nftset), the rest dropped.  The
+ * private drop before the DNS set means an allowed name that resolves to
+ * 10.x or 169.254.169.254 still reaches nothing. */
 #include "internal.h"
 
 #include <arpa/inet.h>
@@ -92,12 +93,28 @@ static const char egress_hooks[] =
     "add rule inet " NETWORK_TABLE " egress_pre meta l4proto tcp iifname vmap @pre_all_map\n"
     "add rule inet " NETWORK_TABLE " egress_nat meta l4proto tcp iifname vmap @dnat_all_map\n";
 
+/* The uplink's networks as set elements, "a/p, b/q". */
+static void uplink_elements(const struct network *n, char *out, size_t size)
+{
+	size_t k = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n->n_up_nets && k < size; i++) {
+		char a[16];
+		addr_str(n->up_nets[i].addr, a, sizeof(a));
+		k += (size_t)snprintf(out + k, size - k, "%s%s/%u", i ? ", " : "", a,
+				      n->up_nets[i].prefix);
+	}
+}
+
 int net_nft_table(struct network *n, struct err *e)
 {
 	if (n->table_made)
 		return 0;
-	char subnet[32];
+	if (net_uplink_check(n, e) < 0)
+		return err_code(e);
+	char subnet[32], uplink4[NETWORK_MAX_UPLINK_NETS * 20];
 	addr_str(n->subnet, subnet, sizeof(subnet));
+	uplink_elements(n, uplink4, sizeof(uplink4));
 	_cleanup_free_ char *cmds = NULL;
 	const char *up = n->uplink;
 	if (asprintf(&cmds,
@@ -107,6 +124,8 @@ int net_nft_table(struct network *n, struct err *e)
 		     " set blocked4 { type ipv4_addr; flags interval; elements = { %s/%u, "
 		     "169.254.0.0/16, 127.0.0.0/8, 0.0.0.0/8, 224.0.0.0/3 } }\n"
 		     " set private4 { type ipv4_addr; flags interval; elements = { %s } }\n"
+		     " set uplink4 { type ipv4_addr; flags interval; auto-merge; elements = { %s } "
+		     "}\n"
 		     " map in_map { type ifname : verdict; }\n"
 		     " map fwd_map { type ifname : verdict; }\n"
 		     " chain input { type filter hook input priority -10; policy accept;\n"
@@ -126,7 +145,7 @@ int net_nft_table(struct network *n, struct err *e)
 		     "  oifname \"%s\" ip saddr %s/%u masquerade\n"
 		     " }\n"
 		     "}\n",
-		     subnet, n->prefix, private4, up, up, subnet, n->prefix) < 0)
+		     subnet, n->prefix, private4, uplink4, up, up, subnet, n->prefix) < 0)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	char marker[PATH_MAX];
 	snprintf(marker, sizeof(marker), "%s/" NETWORK_MARKER, n->state);
@@ -147,6 +166,7 @@ static void write_policy(FILE *f, const struct network_attachment *a,
 	fprintf(f, "add rule %s sb%u_out ip saddr != %s drop\n", t, s, a->addr);
 	if (p->mode == NETWORK_INTERNET) {
 		fprintf(f, "add rule %s sb%u_out ip daddr @private4 drop\n", t, s);
+		fprintf(f, "add rule %s sb%u_out ip daddr @uplink4 drop\n", t, s);
 		fprintf(f, "add rule %s sb%u_out accept\n", t, s);
 		return;
 	}
@@ -183,6 +203,7 @@ static void write_policy(FILE *f, const struct network_attachment *a,
 		"accept\n",
 		t, s, s);
 	fprintf(f, "add rule %s sb%u_out ip daddr @private4 drop\n", t, s);
+	fprintf(f, "add rule %s sb%u_out ip daddr @uplink4 drop\n", t, s);
 	fprintf(f, "add rule %s sb%u_out ip daddr @sb%u_dns accept\n", t, s, s);
 	fprintf(f, "add rule %s sb%u_out drop\n", t, s);
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/args.h"
+
 /* A DNS name: labels of [a-z0-9-] (not starting or ending with '-'), 1 to
  * 63 long, at least two of them, 253 in all; upper case is folded. */
 static int name_ok(const char *s, char *out, size_t size)
@@ -108,14 +110,10 @@ static int rule_parse(const char *s, struct network_rule *r, struct err *e)
 static int parse_allow(const cJSON *v, struct network_policy *out, struct err *e)
 {
 	const cJSON *allow = cJSON_GetObjectItemCaseSensitive(v, "allow");
+	static const char *const fields[] = {"allow", NULL};
+	if (args_only(v, "network", fields, e) < 0)
+		return err_code(e);
 	const cJSON *it;
-	cJSON_ArrayForEach(it, v)
-	{
-		if (strcmp(it->string, "allow") != 0)
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'network' has an unknown key '%.64s' (only 'allow')",
-				       it->string);
-	}
 	if (!cJSON_IsArray(allow))
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "field 'network.allow' must be an array of strings");

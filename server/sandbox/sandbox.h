@@ -180,6 +180,12 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
  * "metadata", "read_only_root" (sandbox_name.c)}); on failure nothing is
  * left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
+
+/* Every member a create request (POST /v1/sandboxes) may have, NULL-
+ * terminated: anything else is refused with ERR_UNKNOWN_FIELD before the
+ * create does anything (args_only()).  A new create field is a name added
+ * here and its parser in sandbox_spec_parse(). */
+extern const char *const sandbox_create_fields[];
 void sandbox_spec_release(struct sandbox_spec *spec);
 
 /* Creates and starts a sandbox and returns once its desktop is ready (X
@@ -374,6 +380,8 @@ int sandbox_templates_open(struct sandbox_templates **out, const char *state_dir
 			   const char *extra_dir, struct err *e);
 void sandbox_templates_free(struct sandbox_templates *t);
 int sandbox_template_name_ok(const char *name);
+/* Every member a template may have (NULL-terminated; its "name" aside). */
+extern const char *const sandbox_template_fields[];
 /* Validates `body` (unknown fields refused, naming them; a create it would
  * make must be valid) and adds or replaces template `name`, persisted. */
 int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJSON *body,

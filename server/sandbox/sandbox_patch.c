@@ -35,18 +35,10 @@ static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis"
 
 /* Fields of a create that are fixed for the sandbox's life. */
 static const char *const fixed_fields[] = {
-    "disk_mb", "display",  "agent_display", "image", "env", "network",
-    "name",    "template", "read_only_root", NULL};
+    "disk_mb", "display", "agent_display", "image",	     "env",
+    "network", "name",	  "template",	   "read_only_root", NULL};
 
 #define PATCH_FIELDS "memory_mb, pids_max, cpu_millis, metadata and secrets"
-
-static int in_list(const char *const *list, const char *name)
-{
-	for (; *list; list++)
-		if (strcmp(*list, name) == 0)
-			return 1;
-	return 0;
-}
 
 void sandbox_patch_release(struct sandbox_patch *l)
 {
@@ -62,15 +54,15 @@ int sandbox_patch_parse(const cJSON *req, struct sandbox_patch *l, struct err *e
 	const cJSON *it;
 	cJSON_ArrayForEach(it, req)
 	{
-		if (in_list(patch_fields, it->string))
+		if (args_listed(patch_fields, it->string))
 			continue;
-		if (in_list(fixed_fields, it->string))
+		if (args_listed(fixed_fields, it->string))
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "field '%s' is fixed when the sandbox is made; a PATCH "
 				       "changes " PATCH_FIELDS,
 				       it->string);
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "unknown field '%s': a PATCH changes " PATCH_FIELDS, it->string);
+		return err_set(e, ERR_UNKNOWN_FIELD, EINVAL,
+			       "unknown field '%.64s': a PATCH changes " PATCH_FIELDS, it->string);
 	}
 	int64_t v;
 	if (args_int(req, "memory_mb", 128, 1 << 20, 0, 0, &v, e) < 0)
@@ -119,9 +111,9 @@ static struct runtime_limits runtime_form(const struct sandbox_patch *l)
 static struct sandbox_patch current(const struct sandbox *sb)
 {
 	return (struct sandbox_patch){.memory_mb = sb->spec.memory_mb,
-				       .pids_max = sb->spec.pids_max,
-				       .has_cpu = 1,
-				       .cpu_millis = sb->spec.cpu_millis};
+				      .pids_max = sb->spec.pids_max,
+				      .has_cpu = 1,
+				      .cpu_millis = sb->spec.cpu_millis};
 }
 
 static void apply_to_spec(struct sandbox *sb, const struct sandbox_patch *l)
@@ -157,8 +149,8 @@ static cJSON *swap_metadata(struct sandbox *sb, cJSON *m)
 
 /* With sb->op held exclusively: the change, in the cgroup if a container
  * runs, then in the persisted spec. */
-static int update_locked(struct sandbox *sb, enum sandbox_status st,
-			 const struct sandbox_patch *l, struct err *e)
+static int update_locked(struct sandbox *sb, enum sandbox_status st, const struct sandbox_patch *l,
+			 struct err *e)
 {
 	cJSON *meta = NULL;
 	if (l->has_secrets && sandbox_secrets_change(sb, st, l->secrets, l->n_secrets, e) < 0)
@@ -191,7 +183,7 @@ static int update_locked(struct sandbox *sb, enum sandbox_status st,
 }
 
 int sandbox_patch_apply(struct sandboxes *s, const char *id, const struct sandbox_patch *l,
-			  struct sandbox **out, struct err *e)
+			struct sandbox **out, struct err *e)
 {
 	struct sandbox *sb;
 	enum sandbox_status st;

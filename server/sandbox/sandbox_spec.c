@@ -10,6 +10,15 @@
 
 #include "common/args.h"
 
+const char *const sandbox_create_fields[] = {
+    "display", "agent_display", "memory_mb",	  "pids_max",	 "cpu_millis", "disk_mb", "env",
+    "restart", "timeout_s",	"on_timeout",	  "auto_resume", "template",   "network", "image",
+    "name",    "metadata",	"read_only_root", "secrets",	 NULL,
+};
+
+/* The members of "display" and "agent_display". */
+static const char *const size_fields[] = {"width", "height", NULL};
+
 void sandbox_spec_release(struct sandbox_spec *spec)
 {
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && spec->env[i]; i++) {
@@ -133,6 +142,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 	if (display && !cJSON_IsNull(display)) {
 		if (!cJSON_IsObject(display))
 			return err_set(e, ERR_INVALID, EINVAL, "field 'display' must be an object");
+		if (args_only(display, "display", size_fields, e) < 0)
+			return err_code(e);
 		if (args_int(display, "width", 320, 4096, 1280, 0, &v, e) < 0)
 			return err_wrap(e, "display");
 		spec->width = (uint32_t)v;
@@ -158,6 +169,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 		if (!cJSON_IsObject(ad))
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "field 'agent_display' must be an object");
+		if (args_only(ad, "agent_display", size_fields, e) < 0)
+			return err_code(e);
 		if (args_int(ad, "width", 64, 8192, 0, ARGS_REQUIRED, &v, e) < 0)
 			return err_wrap(e, "agent_display");
 		spec->agent_width = (uint32_t)v;

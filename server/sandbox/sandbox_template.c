@@ -55,7 +55,7 @@ struct sandbox_templates {
 	unsigned count;
 };
 
-static const char *const template_fields[] = {
+const char *const sandbox_template_fields[] = {
     "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
     "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", "secrets",
     NULL,
@@ -67,27 +67,6 @@ int sandbox_template_name_ok(const char *name)
 	return n > 0 && n <= SANDBOX_TEMPLATE_NAME_MAX && name[0] != '.' && name[0] != '-' &&
 	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
 		   n;
-}
-
-static int known(const char *const *names, const char *k)
-{
-	for (; *names; names++)
-		if (strcmp(*names, k) == 0)
-			return 1;
-	return 0;
-}
-
-/* Refuses fields of `obj` not in `names` ("resources.x" with `where`). */
-static int only_fields(const cJSON *obj, const char *const *names, const char *where, struct err *e)
-{
-	const cJSON *it;
-	cJSON_ArrayForEach(it, obj)
-	{
-		if (!known(names, it->string))
-			return err_set(e, ERR_INVALID, EINVAL, "unknown field '%s%s%.64s'",
-				       where ? where : "", where ? "." : "", it->string);
-	}
-	return 0;
 }
 
 static int check_files(const cJSON *files, struct err *e)
@@ -102,7 +81,7 @@ static int check_files(const cJSON *files, struct err *e)
 	{
 		const char *path, *content;
 		int64_t mode;
-		if (!cJSON_IsObject(f) || only_fields(f, fields, "files[]", e) < 0 ||
+		if (!cJSON_IsObject(f) || args_only(f, "files[]", fields, e) < 0 ||
 		    args_string(f, "path", 4095, ARGS_REQUIRED, &path, e) < 0 ||
 		    args_string(f, "content", TEMPLATE_FILES_BYTES, ARGS_REQUIRED, &content, e) <
 			0 ||
@@ -158,7 +137,7 @@ static cJSON *create_form(const cJSON *t, struct err *e)
 		return NULL;
 	}
 	double cpus;
-	if (res && (only_fields(res, res_fields, "resources", e) < 0 ||
+	if (res && (args_only(res, "resources", res_fields, e) < 0 ||
 		    args_double(res, "cpus", 0.001, 256, 0, 0, &cpus, e) < 0)) {
 		cJSON_Delete(req);
 		return NULL;
@@ -179,7 +158,7 @@ static int check_template(const struct sandbox_templates *ts, const cJSON *t, st
 {
 	if (!cJSON_IsObject(t))
 		return err_set(e, ERR_INVALID, EINVAL, "a template must be an object");
-	if (only_fields(t, template_fields, NULL, e) < 0)
+	if (args_only(t, NULL, sandbox_template_fields, e) < 0)
 		return err_code(e);
 	int64_t pool;
 	if (args_int(t, "warm_pool", 0, POOL_TEMPLATE_MAX, 0, 0, &pool, e) < 0)
@@ -489,7 +468,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	cJSON_DeleteItemFromObjectCaseSensitive(over, "template");
 	resources_from_create(over);
 	cJSON *merged = NULL;
-	int r = only_fields(over, template_fields, NULL, e);
+	int r = args_only(over, NULL, sandbox_template_fields, e);
 	if (r == 0 && cJSON_GetObjectItemCaseSensitive(over, "warm_pool"))
 		r = err_set(
 		    e, ERR_INVALID, EINVAL,

@@ -133,18 +133,12 @@ static int save(struct secrets *s, struct err *e)
 /* Validates `body` into a new record (the caller's). */
 static int parse(const cJSON *body, struct secret_rec **out, struct err *e)
 {
-	static const char *const known[] = {"name", "value", "hosts", "replace_in_body"};
+	static const char *const known[] = {"name", "value", "hosts", "replace_in_body", NULL};
 	const cJSON *it;
 	if (!cJSON_IsObject(body))
 		return err_set(e, ERR_INVALID, EINVAL, "the body must be a JSON object");
-	cJSON_ArrayForEach(it, body)
-	{
-		size_t k = 0;
-		while (k < 4 && strcmp(it->string, known[k]) != 0)
-			k++;
-		if (k == 4)
-			return err_set(e, ERR_INVALID, EINVAL, "unknown field '%.64s'", it->string);
-	}
+	if (args_only(body, NULL, known, e) < 0)
+		return err_code(e);
 	const char *name, *value;
 	int in_body;
 	if (args_string(body, "name", SECRETS_NAME_MAX, ARGS_REQUIRED, &name, e) < 0 ||

@@ -178,6 +178,25 @@ def anthropic(t, d, xe):
         j, r = call(inp, "error %s" % inp["action"], is_error=True)
         text = (j.get("content") or [{}])[0].get("text", "")
         t.ok(what in text and r.header("X-Action-Error"), "the error names %r: %s" % (what, text))
+    # a member the tool's schema does not have is refused, naming it, and
+    # the action is not done (the pointer stays where it was)
+    before = d.get("cursor").json()
+    for inp, what in (({"action": "mouse_move", "coordinate": [11, 12], "colour": "red"},
+                       "unknown field 'colour'"),
+                      ({"type": "tool_use", "id": "toolu_02", "name": "computer",
+                        "input": {"action": "mouse_move", "coordinate": [11, 12], "speed": 2}},
+                       "unknown field 'input.speed'"),
+                      ({"type": "tool_use", "id": "toolu_03", "name": "computer", "tier": 1,
+                        "input": {"action": "mouse_move", "coordinate": [11, 12]}},
+                       "unknown field 'tier'")):
+        j, r = call(inp, "with an unknown member", is_error=True)
+        text = (j.get("content") or [{}])[0].get("text", "")
+        t.ok(what in text and what in (r.header("X-Action-Error") or ""),
+             "the tool_result names it: %s" % text)
+    t.eq(d.get("cursor").json(), before, "and none of those moved the pointer")
+    j, r = call({"type": "tool_use", "id": "toolu_04", "name": "computer",
+                 "cache_control": {"type": "ephemeral"}, "agent_display": None,
+                 "input": {"action": "cursor_position"}}, "with the block's documented members")
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % d.sid, b"{not json")
     t.eq(r.status, 400, "a body that is not JSON is still an HTTP 400")
 
@@ -274,6 +293,55 @@ def openai(t, d, xe):
         j, r = call(inp, "error", failed=True)
         t.ok(what in (r.header("X-Action-Error") or ""),
              "X-Action-Error names %r: %s" % (what, r.header("X-Action-Error")))
+    # the item's documented members are known (not acted on); any other, in
+    # the item or an action, is refused before any action runs
+    j, r = call({"type": "computer_call", "id": "cu_1", "call_id": "c4", "status": "completed",
+                 "pending_safety_checks": [], "action": {"type": "wait"}}, "with id, status, "
+                "pending_safety_checks")
+    before = d.get("cursor").json()
+    for inp, what in (({"type": "computer_call", "call_id": "c5", "priority": 1,
+                        "action": {"type": "move", "x": 5, "y": 6}}, "unknown field 'priority'"),
+                      ({"type": "computer_call", "call_id": "c6",
+                        "action": {"type": "move", "x": 5, "y": 6, "z": 1}},
+                       "unknown field 'action.z'"),
+                      ({"type": "computer_call", "call_id": "c7", "actions": [
+                          {"type": "move", "x": 5, "y": 6}, {"type": "type", "text": "x",
+                                                             "button": "left"}]},
+                       "unknown field 'actions[1].button'"),
+                      ({"type": "click", "x": 5, "y": 6, "double": True},
+                       "unknown field 'double'")):
+        j, r = call(inp, "with an unknown member", failed=True)
+        t.ok(what in (r.header("X-Action-Error") or ""),
+             "X-Action-Error names it: %s" % r.header("X-Action-Error"))
+    t.eq(d.get("cursor").json(), before, "and no action of those calls ran")
+
+
+def batch(t, d):
+    """A batch with an unknown member in its last action runs none of them."""
+    d.ok("move", {"x": 300, "y": 200})
+    r = d.post("actions", {"actions": [{"action": "move", "x": 40, "y": 50},
+                                       {"action": "click", "x": 41, "y": 51, "clicks": 2}]})
+    err = r.json().get("error", {}) if r.status == 400 else {}
+    t.ok(err.get("code") == "unknown_field" and
+         "unknown field 'actions[1].clicks'" in err.get("message", ""),
+         "batch: 400 unknown_field naming actions[1].clicks", r.body[:300])
+    c = d.get("cursor").json()
+    t.ok((c.get("x"), c.get("y")) == (300, 200), "and its first action did not run", c)
+    for body, what in (({"actions": [], "then": {"shot": True}}, "then.shot"),
+                       ({"actions": [], "then": {"wait": {"ms": 1, "quiet": 1}}},
+                        "then.wait.quiet"),
+                       ({"actions": [], "then": {"screenshot": {"zoom": 2}}},
+                        "then.screenshot.zoom"),
+                       ({"actions": [], "agent": 1}, "agent")):
+        r = d.post("actions", body)
+        t.ok(r.status == 400 and "unknown field '%s'" % what in r.body.decode(),
+             "batch: %s is refused" % what, r.body[:200])
+    r = d.post("click", {"x": 1, "y": 1, "buton": "right"})
+    t.ok(r.status == 400 and "unknown field 'buton'" in r.body.decode(),
+         "an action's unknown member is a 400 naming it", r.body[:200])
+    r = d.post("drag", {"path": [{"x": 1, "y": 1}, {"x": 2, "y": 2, "t": 5}]})
+    t.ok(r.status == 400 and "unknown field 'path[1].t'" in r.body.decode(),
+         "a drag point's unknown member too", r.body[:200])
 
 
 def main():
@@ -285,6 +353,7 @@ def main():
         d = Desk(srv, sid)
         warm_up(d)
         xe = Xev(d, "/tmp/xev-adapters.log")
+        batch(t, d)
         anthropic(t, d, xe)
         d.sh("pkill -x xev; true")
         xe = Xev(d, "/tmp/xev-adapters-2.log")

@@ -16,6 +16,41 @@ def error_code(r):
         return None
 
 
+def unknown_fields(t, srv):
+    """A member deskbox does not know is a 400 unknown_field naming it, not
+    a silent default; the body is checked before the target, so no sandbox
+    is needed (and none is made)."""
+    sb = "/v1/sandboxes/" + "0" * 32
+    cases = [("POST", "/v1/sandboxes", {"isolation": "vm"}, "isolation"),
+             ("POST", "/v1/sandboxes", {"display": {"width": 1280, "depth": 24}},
+              "display.depth"),
+             ("POST", "/v1/sandboxes", {"agent_display": {"width": 640, "height": 400,
+                                                          "dpi": 2}}, "agent_display.dpi"),
+             ("POST", "/v1/sandboxes", {"network": {"allow": ["a.test"], "deny": ["b.test"]}},
+              "network.deny"),
+             ("POST", "/v1/sandboxes", {"memroy_mb": 512}, "memroy_mb"),
+             ("POST", "/v1/templates", {"name": "t1", "colour": 1}, "colour"),
+             ("POST", "/v1/templates", {"name": "t1", "resources": {"gpus": 1}},
+              "resources.gpus"),
+             ("PATCH", sb, {"memory_mb": 512, "swap_mb": 1}, "swap_mb"),
+             ("POST", sb + "/checkpoints", {"name": "c1", "memory": True}, "memory"),
+             ("POST", sb + "/fork", {"checkpoint": "c1", "count": 2}, "count"),
+             ("POST", sb + "/timeout", {"timeout_s": 5, "action": "stop"}, "action"),
+             ("PUT", sb + "/network", {"network": "none", "dns": "1.1.1.1"}, "dns")]
+    for method, path, body, field in cases:
+        r = srv.request(method, path, body)
+        msg = (r.json().get("error") or {}).get("message", "") if r.status == 400 else ""
+        t.ok(r.status == 400 and error_code(r) == "unknown_field" and
+             "unknown field '%s'" % field in msg,
+             "%s %s with '%s': 400 unknown_field naming it" % (method, path[:40], field),
+             r.body[:200])
+    t.eq(srv.request("GET", "/v1/sandboxes").json(), {"sandboxes": []},
+         "and no sandbox was made by any of them")
+    r = srv.request("PATCH", sb, {"disk_mb": 1})
+    t.ok(r.status == 400 and error_code(r) == "invalid_argument",
+         "a known field PATCH cannot change stays invalid_argument", r.body[:200])
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -60,6 +95,7 @@ def main():
         t.eq(r.status, 400, "string memory_mb: 400")
         r = srv.request("POST", "/v1/sandboxes", {"env": {"1BAD": "x"}})
         t.eq(r.status, 400, "bad env name: 400")
+        unknown_fields(t, srv)
         # Refused from the Content-Length alone, before the body is read.
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
         s.sendall(("POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"

@@ -212,7 +212,7 @@ def main():
                 "create": lambda: srv.request("POST", "/v1/sandboxes", {}, timeout=10),
                 "exec": lambda: srv.request(
                     "POST", base(anchor) + "/process/exec",
-                    {"command": "echo x >> /workspace/exec.log; sleep 3", "timeout": 10},
+                    {"command": "echo x >> /workspace/exec.log; sleep 3", "timeout_s": 10},
                     timeout=10),
                 "upload": lambda: slow_upload(srv, base(anchor) +
                                               "/files/upload?path=/workspace/up.bin", 4 << 20),

@@ -126,7 +126,7 @@ def in_flight_exec(t, srv, sid):
 
     def run():
         out["r"] = srv.request("POST", base(sid) + "/process/exec",
-                               {"argv": ["sh", "-c", "echo started; sleep 60"], "timeout": 90})
+                               {"argv": ["sh", "-c", "echo started; sleep 60"], "timeout_s": 90})
     th = threading.Thread(target=run)
     th.start()
     # The sleep is running once the sandbox's cgroup holds it.

@@ -95,6 +95,16 @@ def raw_checks(t, srv, sid):
     res = r.json().get("result", {})
     t.ok(res.get("isError") is True and "x" in res["content"][0]["text"],
          "an out-of-range argument is a tool error naming the field", r.body)
+    # "count" is a REST click's, not in the click tool's inputSchema
+    for args, what in (({"x": 5, "y": 5, "count": 2}, "count"), ({"path": "/", "recurse": 1},
+                                                                   "recurse")):
+        tool = "click" if "x" in args else "list_files"
+        r = rpc(srv, path, {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                            "params": {"name": tool, "arguments": args}}, h)
+        res = r.json().get("result", {})
+        t.ok(res.get("isError") is True and
+             "unknown field '%s'" % what in res["content"][0]["text"],
+             "%s: an argument its inputSchema lacks is a tool error naming it" % tool, r.body)
 
     r = srv.request("GET", path, headers=dict(ACCEPT, **h))
     t.eq(r.status, 405, "GET is 405: no server-initiated stream")

@@ -10,7 +10,9 @@ Bounded: EXAMPLES requests per operation (DESKBOX_FUZZ_EXAMPLES, default
 drawn from safe sets for the operations that run or change things, create
 and PATCH of the limits sent only invalid bodies plus one default create
 and one valid PATCH, stop and start once each,
-the sandbox deleted last. DESKBOX_FUZZ_SEED repeats a run."""
+the sandbox deleted last. Before them: every JSON request body of the spec
+is closed, and each of its properties, sent with a member deskbox does not
+know, gets a 400 unknown_field naming that member. DESKBOX_FUZZ_SEED repeats a run."""
 
 import json
 import os
@@ -407,6 +409,80 @@ class Fuzzer:
             self.wids += [w["id"] for w in j.get("windows", [])][:5]
 
 
+# ---- closed bodies: a member the server does not know is a 400 ----
+
+UNKNOWN = "deskbox_unknown_field"
+# The JSON-RPC envelope of MCP is the protocol's, not deskbox's (its tools'
+# arguments are checked against their inputSchema, test_mcp.py).
+LENIENT = {"mcpPost"}
+# The tool-format adapters answer a refused member in their own format.
+ADAPTERS = {"anthropic": {"action": "cursor_position"}, "openai": {"type": "wait"}}
+
+
+def sample(schema):
+    """A value of the type `schema` names (its checks come after the names')."""
+    schema = flatten(schema)
+    for key in ("const", "default"):
+        if key in schema and schema[key] is not None:
+            return schema[key]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("oneOf", "anyOf", "allOf"):
+        if key in schema:
+            return sample(schema[key][0])
+    t = schema.get("type")
+    t = t[0] if isinstance(t, list) else t
+    return {"string": "x", "integer": schema.get("minimum", 1), "number": 1,
+            "boolean": False, "array": [], "object": {}}.get(t)
+
+
+def closed_bodies(t, f, ops, routes):
+    """Every JSON body of the spec is closed (additionalProperties or
+    unevaluatedProperties false), and the server agrees: each property the
+    spec names, sent with one it does not, gets 400 unknown_field naming
+    the latter (so the property itself is known), before anything runs."""
+    open_, wrong, sent = [], [], 0
+    for method, path, route, op, params in ops:
+        op_id = op.get("operationId", "")
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if not body or op_id in LENIENT or (method, common.norm(route)) not in routes:
+            continue
+        schema = body["schema"]
+        if schema.get("additionalProperties") is not False and \
+                schema.get("unevaluatedProperties") is not False:
+            open_.append("%s %s" % (method, path))
+        names = [None] + list(flatten(schema).get("properties", {}))
+        for name in names:
+            if op_id in ADAPTERS and name is not None:
+                continue
+            doc = dict(ADAPTERS.get(op_id, {}))
+            if name is not None:
+                doc[name] = sample(flatten(schema)["properties"][name])
+            doc[UNKNOWN] = 1
+            op_name = "resize" if name in ("width", "height") else "move"
+            url = re.sub(r"\{([^}]+)\}", lambda m: {
+                "id": f.sid, "port": "8000", "op": op_name}.get(m.group(1), "1"), path)
+            r = f.srv.request(method, url, doc)
+            sent += 1
+            if op_id in ADAPTERS:
+                got = (r.status, r.header("X-Action-Error") or "")
+                ok = r.status == 200 and "unknown field '%s'" % UNKNOWN in got[1]
+            else:
+                try:
+                    err = r.json()["error"]
+                except Exception:
+                    err = {}
+                got = (r.status, err.get("code"), err.get("message", "")[:160])
+                ok = r.status == 400 and err.get("code") == "unknown_field" and \
+                    "unknown field '%s'" % UNKNOWN in err.get("message", "")
+            if not ok:
+                wrong.append("%s %s with %s: %r" % (method, path, name, got))
+    t.ok(not open_, "every JSON request body of the spec is closed", ", ".join(open_))
+    t.ok(sent > 100 and not wrong, "%d bodies with a member deskbox does not know: each a 400 "
+         "unknown_field naming it, whatever known member came first" % sent,
+         "\n".join(wrong[:10]))
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -448,6 +524,7 @@ def main():
                 name, n, " ".join("%dx%d" % (c, k) for k, c in sorted(f.statuses.items()))),
                 "\n".join(problems[:6]))
 
+        closed_bodies(t, f, ops, routes)
         for o in order:
             fuzz(o)
         # Creates: invalid bodies only (a valid one would start a desktop

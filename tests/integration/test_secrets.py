@@ -271,8 +271,9 @@ def check_store(t, srv):
                        ({"name": "X", "value": "v", "hosts": ["a.test"], "valu": 1},
                         "an unknown field")):
         r = srv.request("POST", "/v1/secrets", body)
-        t.ok(r.status == 400 and r.json()["error"]["code"] == "invalid_argument",
-             "a secret with %s is refused (400)" % what, r.body[:200])
+        code = "unknown_field" if what == "an unknown field" else "invalid_argument"
+        t.ok(r.status == 400 and r.json()["error"]["code"] == code,
+             "a secret with %s is refused (400 %s)" % (what, code), r.body[:200])
     t.eq(srv.request("GET", "/v1/secrets/NOPE").status, 404, "an unknown secret is 404")
     r = srv.request("POST", "/v1/sandboxes", {"secrets": ["NOPE"]})
     t.ok(r.status == 400 and "NOPE" in r.json()["error"]["message"],

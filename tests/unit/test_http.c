@@ -61,6 +61,18 @@ int main(void)
 	int idx;
 	ok(args_enum(j, "s", choices, 0, 0, &idx, &e) < 0, "value outside the enum refused");
 	ok(strstr(e.msg, "left, right") != NULL, "enum error lists the choices");
+	static const char *const known[] = {"a", "b", "s", "t", NULL};
+	static const char *const also[] = {"zz", NULL};
+	is_int(args_only(j, NULL, known, &e), 0, "every field known");
+	ok(args_only(j, NULL, choices, &e) < 0, "a field not in the list refused");
+	is_int(e.kind, ERR_UNKNOWN_FIELD, "as unknown_field");
+	is_str(e.msg, "unknown field 'a'", "naming the field");
+	ok(args_only(j, "display", also, &e) < 0, "nested: refused");
+	is_str(e.msg, "unknown field 'display.a'", "naming where it sits");
+	cJSON_AddNumberToObject(j, "zz", 1);
+	ok(args_only(j, NULL, known, &e) < 0, "one field more is refused");
+	is_int(args_only2(j, NULL, known, also, &e), 0, "the names of two lists");
+	is_int(args_only(NULL, NULL, known, &e), 0, "no object: nothing to refuse");
 	cJSON_Delete(j);
 
 	ok(utf8_valid("h\xc3\xa9llo \xe4\xbd\xa0 \xf0\x9f\x98\x80", 15), "valid UTF-8");
