@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netfilter_ipv4.h>
 #include <poll.h>
 #include <stdio.h>
@@ -80,16 +81,36 @@ static int client_tls(struct egress_conn *c, gnutls_certificate_credentials_t *o
 	return handshake(s) < 0 ? -1 : 0;
 }
 
+/* Answers the sandbox's request with a 502 saying why.  The request is
+ * read first (its head, briefly) and the answer sent in one record: a
+ * socket closed with unread bytes resets, and the sandbox would lose the
+ * answer. */
 static void reply_bad_gateway(struct egress_conn *c, const char *why)
 {
-	char body[512], head[128];
-	int n = snprintf(body, sizeof(body), "deskbox egress: %s\n", why);
-	snprintf(head, sizeof(head),
-		 "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n"
-		 "Connection: close\r\nContent-Length: %d\r\n\r\n",
-		 n);
-	if (egress_write(&c->client, head, strlen(head)) == 0)
-		egress_write(&c->client, body, (size_t)n);
+	char in[8192];
+	size_t got = 0;
+	for (int waited = 0; waited < 2000 && got < sizeof(in) - 1;) {
+		ssize_t n = egress_read(&c->client, in + got, sizeof(in) - 1 - got);
+		if (n == 0 || n == -1)
+			break;
+		if (n > 0) {
+			got += (size_t)n;
+			in[got] = '\0';
+			if (strstr(in, "\r\n\r\n"))
+				break;
+			continue;
+		}
+		struct pollfd p = {c->client.fd, POLLIN, 0};
+		poll(&p, 1, 100);
+		waited += 100;
+	}
+	char out[1024];
+	int body = (int)strlen(why) + (int)strlen("deskbox egress: \n");
+	int n = snprintf(out, sizeof(out),
+			 "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\n"
+			 "Connection: close\r\nContent-Length: %d\r\n\r\ndeskbox egress: %s\n",
+			 body, why);
+	egress_write(&c->client, out, (size_t)n < sizeof(out) ? (size_t)n : sizeof(out) - 1);
 }
 
 /* Terminates TLS for c->host on both sides, then rewrites. */
@@ -114,6 +135,7 @@ static void serve_intercepted(struct egress_conn *c)
 				 gnutls_strerror(up));
 		}
 		log_msg(LOG_LEVEL_WARN, "egress: sandbox %s: %s", c->b->addr, why);
+		fcntl(c->client.fd, F_SETFL, fcntl(c->client.fd, F_GETFL) | O_NONBLOCK);
 		reply_bad_gateway(c, why);
 	} else {
 		struct egress_rw *rw;

@@ -98,7 +98,7 @@ static int make_ca(const char *dir, struct err *e)
 		return tls_err(e, rc, "certificate");
 	}
 	char cn[64], hex[9];
-	int r = fs_random_hex(hex, 8, e);
+	int r = fs_random_hex(hex, 4, e);
 	snprintf(cn, sizeof(cn), "deskbox egress CA %s", r == 0 ? hex : "");
 	if (r == 0)
 		r = crt_base(crt, key, cn, CA_DAYS, e);

@@ -330,7 +330,7 @@ void secrets_touch(struct secrets *s, const char *name)
 int secrets_placeholder_new(char *out, struct err *e)
 {
 	char hex[33];
-	if (fs_random_hex(hex, 32, e) < 0)
+	if (fs_random_hex(hex, 16, e) < 0)
 		return err_code(e);
 	snprintf(out, SECRETS_PLACEHOLDER_LEN + 1, "deskbox-secret-%s", hex);
 	return 0;
