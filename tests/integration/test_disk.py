@@ -136,7 +136,7 @@ def dd_limit(t, srv, sid):
 
 def log_cap(t, srv, sid):
     d = os.path.join(srv.state_dir, "sandboxes", sid)
-    r = sh(srv, sid, "head -c 50000000 /dev/zero >> /proc/1/fd/1; echo rc=$?", timeout=120)
+    r = sh(srv, sid, "head -c 50000000 /dev/zero >> /proc/1/fd/1; echo rc=$?", timeout_s=120)
     wrote = "rc=0" in r["stdout"]
     t.diag("writing 50 MB to the init's stdout as the user: %s" % r["stdout"].strip())
     logs = [os.path.join(d, "init.log"), os.path.join(d, "init.log.1")]
