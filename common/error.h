@@ -38,6 +38,7 @@ enum err_kind {
 	ERR_BAD_GATEWAY,  /* bad_gateway: a service in the sandbox did not answer */
 	ERR_PAUSED,	  /* sandbox_paused: frozen; resume it first */
 	ERR_NAME_TAKEN,	  /* name_taken: another sandbox has that name */
+	ERR_TAKEN_OVER,	  /* taken_over: a person holds the desktop; agent actions wait */
 };
 
 #define ERR_MSG_MAX 512

@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "server/api/api.h"
+#include "server/desktop/desktop.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
@@ -233,8 +234,9 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		network_close(s->net);
 		return err_code(e);
 	}
-	if (mcp_sessions_new(&s->api.mcp, e) < 0 ||
+	if (mcp_sessions_new(&s->api.mcp, e) < 0 || desk_observers_new(&s->api.observers, e) < 0 ||
 	    sandbox_templates_open(&s->api.templates, h->state, o->templates_dir, e) < 0) {
+		desk_observers_free(s->api.observers);
 		mcp_sessions_free(s->api.mcp);
 		vnc_free(s->api.vnc);
 		shares_free(s->api.shares);
@@ -336,6 +338,7 @@ static void server_stop(struct server *s, int keep)
 	vnc_free(s->api.vnc);
 	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
+	desk_observers_free(s->api.observers);
 	sandbox_templates_free(s->api.templates);
 }
 

@@ -25,6 +25,7 @@ struct api {
 	struct shares *shares;	  /* share tokens of ports (server/viewer/viewer.h) */
 	const char *ports_domain; /* --ports-domain, or NULL */
 	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
+	struct desk_observers *observers;    /* server/desktop/desktop.h: logs, takeover, events */
 };
 
 extern const struct http_route api_routes[];
@@ -122,6 +123,15 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e);
+/* api_observe.c (docs/observation.md): the action log's hook-up, takeover
+ * and the events stream. */
+struct desk;
+/* Sets `d`'s observer (the sandbox's; desk_obs_put it when done) and the
+ * route its actions are logged under. */
+void api_desk_observe(struct http_request *req, struct sandbox *sb, struct desk *d, int sensitive);
+int api_desktop_takeover(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_takeover_end(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_events(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_mcp.c (docs/mcp.md) */
 int api_mcp_post(struct http_request *req, struct http_response *res, struct err *e);

@@ -12,7 +12,7 @@
 
 /* Enters the {id} sandbox's desktop (api_enter) and sets `d` up for it; the
  * agent display comes from `body`'s "agent_display" (may be NULL) or else
- * the sandbox's.  On success the caller must api_release(*sb). */
+ * the sandbox's.  On success the caller must leave(d, *sb). */
 static int enter(struct http_request *req, const cJSON *body, struct desk *d, struct sandbox **sb,
 		 struct err *e)
 {
@@ -26,7 +26,17 @@ static int enter(struct http_request *req, const cJSON *body, struct desk *d, st
 		sandbox_agent_display(*sb, &aw, &ah);
 	struct api *api = req->app;
 	desk_init(d, cap, sandbox_procs(*sb), aw, ah, api->png_level);
+	api_desk_observe(req, *sb, d,
+			 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "sensitive")));
 	return 0;
+}
+
+/* Ends what enter() began. */
+static void leave(struct desk *d, struct sandbox *sb)
+{
+	desk_obs_put(d->obs);
+	d->obs = NULL;
+	api_release(sb);
 }
 
 /* Enters the desktop for a request with a JSON body: *body is the parsed
@@ -179,7 +189,7 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 		uint64_t frame = capture_frame(d.cap);
 		desk_shot_etag(&d, &so, frame, etag, sizeof(etag));
 		if (etag_matches(req, etag)) {
-			api_release(sb);
+			leave(&d, sb);
 			http_reply_empty(res, 304);
 			http_add_header(res, "ETag", etag, NULL);
 			add_frame_header(res, frame);
@@ -187,7 +197,7 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 		}
 		r = desk_shot_take(&d, &so, &s, e);
 	}
-	api_release(sb);
+	leave(&d, sb);
 	if (r < 0)
 		return r;
 	/* Sent from the mirror's cached image itself. */
@@ -225,7 +235,9 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 		cJSON_AddNumberToObject(ap, "x", ax);
 		cJSON_AddNumberToObject(ap, "y", ay);
 	}
-	api_release(sb);
+	if (d.obs)
+		cJSON_AddItemToObject(j, "takeover", desk_obs_takeover_json(d.obs));
+	leave(&d, sb);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -258,7 +270,7 @@ static int get_action(struct http_request *req, struct http_response *res, const
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_action(&d, name, a, j, e);
 	cJSON_Delete(a);
-	api_release(sb);
+	leave(&d, sb);
 	return reply(res, r, j, e);
 }
 
@@ -305,7 +317,7 @@ static int post_action(struct http_request *req, struct http_response *res, cons
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_action(&d, name, body, j, e);
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -335,7 +347,7 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 	char name[32];
 	snprintf(name, sizeof(name), "window_%s", req->captures[2]);
 	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -349,7 +361,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = j ? desk_batch(&d, body, j, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -370,7 +382,7 @@ static int adapter(struct http_request *req, struct http_response *res,
 	cJSON *j = cJSON_CreateObject();
 	struct desk_tool t;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	if (reply(res, r, j, e) < 0)
 		return err_code(e);

@@ -76,6 +76,11 @@ const struct http_route api_routes[] = {
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, HTTP_BACKGROUND),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
+    /* Observation (docs/observation.md). */
+    ROUTE("GET", SB "/desktop", api_desktop_info, 0),
+    ROUTE("POST", SB "/desktop/takeover", api_desktop_takeover, 0),
+    ROUTE("DELETE", SB "/desktop/takeover", api_desktop_takeover_end, 0),
+    ROUTE("GET", SB "/desktop/events", api_desktop_events, 0),
     ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
     ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),
     ROUTE("GET", SB "/desktop/clipboard", api_desktop_clipboard, 0),

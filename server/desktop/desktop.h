@@ -31,12 +31,21 @@
  * sandbox running and its mirror connected while it lasts (in deskboxd,
  * server/api/ does: between sandbox_use and sandbox_unuse); the desktop
  * code knows nothing of sandboxes or requests. */
+struct desk_obs;
+
 struct desk {
 	struct capture *cap;	     /* the screen mirror and input path */
 	struct process_table *procs; /* where deskbox-xtool runs (windows, clipboard) */
 	int png_level;		     /* zlib level for PNG screenshots */
 	uint32_t w, h;		     /* the real screen */
 	uint32_t aw, ah;	     /* the agent's coordinate space (w, h when none declared) */
+	/* Observation (desk_observe): NULL, or where the actions are logged
+	 * and a takeover is checked; the route that runs them; the request's
+	 * "sensitive" flag (typed text left out of the log). */
+	struct desk_obs *obs;
+	char route[80];
+	int sensitive;
+	int depth; /* actions in progress: only the outermost is logged */
 };
 
 /* Sets `d` up for the screen of `cap`; the agent works in aw x ah (0x0:
@@ -124,5 +133,74 @@ struct desk_tool {
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
+
+/* ---- observation (desktop_obs.c, desktop_events.c) ----
+ *
+ * Every action of an agent passes desk_action() (native routes, the batch,
+ * the tool-format adapters, MCP): with an observer set (desk_observe) each
+ * one is refused while a person has taken the desktop over (ERR_TAKEN_OVER)
+ * and otherwise logged once done: {"time" (unix ms), "route", "action",
+ * "params" (typed text "[redacted]" with "sensitive":true), "frame_before",
+ * "frame" (the mirror's frame after it), "ok", "error"?}.  The log goes to
+ * the observer's event backlog (the events stream) and to its sinks (the
+ * recordings' sidecars).  Reads (cursor, windows, clipboard, apps, waits)
+ * are neither logged nor refused. */
+
+/* The observers of every sandbox, by sandbox id.  Thread-safe. */
+struct desk_observers;
+int desk_observers_new(struct desk_observers **out, struct err *e);
+void desk_observers_free(struct desk_observers *t);
+/* The observer of sandbox `id`, made on first use (NULL: out of memory);
+ * the caller drops its reference with desk_obs_put. */
+struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id);
+void desk_obs_put(struct desk_obs *o);
+/* Forgets sandbox `id`'s observer (the sandbox is deleted); references
+ * still held keep it alive until put. */
+void desk_observers_forget(struct desk_observers *t, const char *id);
+
+/* Sets `d`'s observer (a reference the caller keeps while `d` is used),
+ * the route its actions are logged under and the "sensitive" flag. */
+void desk_observe(struct desk *d, struct desk_obs *o, const char *route, int sensitive);
+
+/* An action log sink: `fn(cls, entry)` runs under the observer's lock for
+ * every logged action (entry as above); at most DESK_OBS_SINKS at once. */
+#define DESK_OBS_SINKS 8
+typedef void (*desk_obs_sink_fn)(void *cls, const cJSON *entry);
+int desk_obs_sink_add(struct desk_obs *o, desk_obs_sink_fn fn, void *cls, struct err *e);
+void desk_obs_sink_remove(struct desk_obs *o, desk_obs_sink_fn fn, void *cls);
+
+/* Takeover: a person holds the desktop for `ttl_s` seconds (renewable by
+ * calling again); agent actions answer ERR_TAKEN_OVER until
+ * desk_obs_release or the lease ends.  Both add a "takeover" event. */
+#define DESK_TAKEOVER_MAX_S 86400
+int desk_obs_takeover(struct desk_obs *o, int64_t ttl_s, const char *by, struct err *e);
+/* 1 when a takeover was in force and is ended, 0 when there was none. */
+int desk_obs_release(struct desk_obs *o);
+/* {"active":bool,"by","since","expires_at" (unix ms),"ttl_left_ms"}; NULL
+ * on allocation failure. */
+cJSON *desk_obs_takeover_json(struct desk_obs *o);
+
+/* The event backlog.  Events have increasing ids from 1; the last
+ * DESK_OBS_BACKLOG are kept.  Types: "frame" {"frame","rects":[{x,y,w,h}]},
+ * "pointer" {"x","y"}, "action" (a log entry), "takeover" {"active",...}. */
+#define DESK_OBS_BACKLOG 1024
+struct desk_obs_event {
+	uint64_t id;
+	char type[16];
+	char *json; /* malloc'd, owned by the holder */
+};
+/* Adds an event (`j` stays the caller's). */
+void desk_obs_emit(struct desk_obs *o, const char *type, const cJSON *j);
+/* Looks at the mirror `cap` and adds "frame" and "pointer" events for
+ * what changed since the last look (by anyone). */
+void desk_obs_poll(struct desk_obs *o, struct capture *cap);
+/* Copies up to `max` events with ids after `after` into `ev` (the caller
+ * frees their json), waiting up to `timeout_ms` for one.  Returns how many,
+ * or -ERANGE when events after `after` have already left the backlog (the
+ * reader missed some).  *next_id is the id the next event will have. */
+int desk_obs_read(struct desk_obs *o, uint64_t after, struct desk_obs_event *ev, int max,
+		  int timeout_ms, uint64_t *next_id);
+/* Wakes every reader waiting in desk_obs_read. */
+void desk_obs_wake(struct desk_obs *o);
 
 #endif

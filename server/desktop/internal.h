@@ -3,6 +3,8 @@
 #ifndef DESKBOX_SERVER_DESKTOP_INTERNAL_H
 #define DESKBOX_SERVER_DESKTOP_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,5 +72,47 @@ int desk_adapter_settle(struct desk *d, struct err *e);
  * malloc'd base64, *frame its frame number. */
 int desk_adapter_shot(struct desk *d, const int64_t *region, char **b64, uint64_t *frame,
 		      struct err *e);
+
+/* ---- observation (desktop_obs.c, desktop_events.c) ---- */
+
+struct desk_obs {
+	char id[64]; /* the sandbox's */
+	atomic_int refs;
+	/* Guards everything below; cv wakes desk_obs_read. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct desk_obs_event ring[DESK_OBS_BACKLOG]; /* event id i at i % size */
+	uint64_t next_id;
+	/* The last look at the mirror (desk_obs_poll). */
+	uint64_t seen_frame;
+	int32_t seen_x, seen_y;
+	int seen_pointer;
+	/* Takeover: unix ms the lease ends, 0 when none. */
+	long long take_until_ms, take_since_ms;
+	char take_by[64];
+	struct {
+		desk_obs_sink_fn fn;
+		void *cls;
+	} sinks[DESK_OBS_SINKS];
+	struct desk_obs *next;
+};
+
+/* desk_obs_emit with mu held. */
+void desk_obs_emit_locked(struct desk_obs *o, const char *type, const cJSON *j);
+/* Ends a takeover whose lease is over (with its event). */
+void desk_obs_expire(struct desk_obs *o);
+
+/* One action between desk_obs_begin and desk_obs_end. */
+struct desk_obs_act {
+	const char *name;
+	int logged;
+	long long time_ms;
+	uint64_t frame_before;
+};
+/* Before an action: ERR_TAKEN_OVER while a person holds the desktop. */
+int desk_obs_begin(struct desk *d, const char *name, struct desk_obs_act *a, struct err *e);
+/* After it (r: its result, e its error): the log entry. */
+void desk_obs_end(struct desk *d, struct desk_obs_act *a, const cJSON *args, int r,
+		  const struct err *e);
 
 #endif
