@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive libavcodec libavformat libswscale libavutil
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -64,7 +64,7 @@ VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
 CLI := $(BUILD)/deskbox
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive)
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive libavformat libavcodec libswscale libavutil)
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)

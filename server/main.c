@@ -329,6 +329,9 @@ static void server_stop(struct server *s, int keep)
 	 * sandboxes left running. */
 	sandboxes_kill_runs(s->sbx, keep);
 	http_free(s->http);
+	/* Recordings finish their files while their sandboxes still run. */
+	desk_observers_free(s->api.observers);
+	s->api.observers = NULL;
 	pool_free(s->api.pool);
 	if (keep)
 		sandboxes_detach(s->sbx);
@@ -338,7 +341,6 @@ static void server_stop(struct server *s, int keep)
 	vnc_free(s->api.vnc);
 	shares_free(s->api.shares);
 	mcp_sessions_free(s->api.mcp);
-	desk_observers_free(s->api.observers);
 	sandbox_templates_free(s->api.templates);
 }
 

@@ -203,4 +203,53 @@ int desk_obs_read(struct desk_obs *o, uint64_t after, struct desk_obs_event *ev,
 /* Wakes every reader waiting in desk_obs_read. */
 void desk_obs_wake(struct desk_obs *o);
 
+
+/* ---- recordings (desktop_rec.c, desktop_rec_files.c) ----
+ *
+ * A recording encodes the mirror's frames (only when the screen changed)
+ * at up to `fps` into <dir>/<rid>.mp4 (H.264) or .webm (VP8), with the
+ * action log of the observer as its sidecar, and its state in
+ * <dir>/<rid>.json, so the listing outlives deskboxd (a recording cut by a
+ * restart is "interrupted", its file playable to its last fragment). */
+#define DESK_REC_ID_LEN 16 /* hex digits */
+#define DESK_REC_MAX_FPS 30
+struct desk_rec_opts {
+	int fps;  /* 1..DESK_REC_MAX_FPS */
+	int webm; /* else mp4 */
+};
+/* How a recorder reaches the mirror: use() enters the sandbox (negative
+ * once it stopped: the recording ends), unuse() leaves it; release() runs
+ * once when the recording is over (also when starting fails). */
+struct desk_rec_host {
+	int (*use)(void *cls, struct capture **cap, struct err *e);
+	void (*unuse)(void *cls);
+	void (*release)(void *cls);
+	void *cls;
+};
+int desk_rec_id_ok(const char *rid);
+/* Starts one of the w x h screen; *out is its JSON (as desk_rec_get). */
+int desk_rec_start(struct desk_obs *o, const char *dir, const struct desk_rec_opts *ro,
+		   uint32_t w, uint32_t h, const struct desk_rec_host *host, cJSON **out,
+		   struct err *e);
+/* Stops it (when running) once its file is complete; *out its JSON. */
+int desk_rec_stop(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
+		  struct err *e);
+/* {"id","format","fps","width","height","started_at","state":
+ * "recording"|"stopped"|"failed"|"interrupted","duration_ms","size",
+ * "stopped_at"?,"frames"?,"reason"?}; ERR_NOT_FOUND for an unknown rid. */
+int desk_rec_get(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
+		 struct err *e);
+/* Every recording in `dir`, oldest first (an array). */
+int desk_rec_list(struct desk_obs *o, const char *dir, cJSON **out, struct err *e);
+/* Its file, open for reading (*fd the caller's), size and media type. */
+int desk_rec_open(struct desk_obs *o, const char *dir, const char *rid, int *fd, uint64_t *size,
+		  const char **mime, struct err *e);
+/* The sidecar: {"id","started_at","actions":[entry + "offset_ms", ...]}. */
+int desk_rec_actions(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
+		     struct err *e);
+/* Stops it when running and removes its files. */
+int desk_rec_delete(struct desk_obs *o, const char *dir, const char *rid, struct err *e);
+/* Stops every recording of `o` and waits for their files. */
+void desk_obs_stop_recordings(struct desk_obs *o);
+
 #endif

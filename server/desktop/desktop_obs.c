@@ -37,6 +37,7 @@ void desk_observers_free(struct desk_observers *t)
 	while (t->list) {
 		struct desk_obs *o = t->list;
 		t->list = o->next;
+		desk_obs_stop_recordings(o);
 		desk_obs_put(o);
 	}
 	pthread_mutex_destroy(&t->mu);
@@ -99,6 +100,7 @@ void desk_observers_forget(struct desk_observers *t, const char *id)
 	}
 	pthread_mutex_unlock(&t->mu);
 	if (gone) {
+		desk_obs_stop_recordings(gone);
 		desk_obs_wake(gone);
 		desk_obs_put(gone);
 	}
