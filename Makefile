@@ -107,6 +107,7 @@ $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
+$(call obj,server/desktop/desktop_a11y.c): desktop-image/deskbox-a11y.py
 # So are the terminal page's files (xterm.js).
 $(call obj,server/viewer/viewer_term_page.c): $(wildcard server/viewer/xterm/*.js server/viewer/xterm/*.css)
 # So is the API's description.

@@ -407,3 +407,52 @@ int api_desktop_openai(struct http_request *req, struct http_response *res, stru
 {
 	return adapter(req, res, desk_openai, e);
 }
+
+/* GET …/desktop/accessibility?window=&max_depth=&max_nodes=&find=. */
+int api_desktop_accessibility(struct http_request *req, struct http_response *res, struct err *e)
+{
+	int64_t depth, nodes;
+	if (http_query_int(req, "max_depth", 0, 1000, 64, 0, &depth, e) < 0 ||
+	    http_query_int(req, "max_nodes", 1, 20000, 5000, 0, &nodes, e) < 0)
+		return err_code(e);
+	struct desk_a11y_query q = {
+	    .window = http_query(req, "window"),
+	    .find = http_query(req, "find"),
+	    .max_depth = (int)depth,
+	    .max_nodes = (int)nodes,
+	};
+	if ((q.window && strlen(q.window) > 500) || (q.find && strlen(q.find) > 500))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "queries 'window' and 'find' hold 500 bytes");
+	struct desk d;
+	struct sandbox *sb;
+	if (enter_query(req, &d, &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = NULL;
+	int r = desk_a11y_tree(&d, &q, &j, e);
+	leave(&d, sb);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/desktop/accessibility/{node}/action {"name":"click"}. */
+int api_desktop_accessibility_action(struct http_request *req, struct http_response *res,
+				     struct err *e)
+{
+	cJSON *body;
+	struct desk d;
+	struct sandbox *sb;
+	if (enter_json(req, &body, &d, &sb, e) < 0)
+		return err_code(e);
+	const char *name;
+	cJSON *j = NULL;
+	int r = args_string(body, "name", 64, 0, &name, e);
+	if (r == 0)
+		r = desk_a11y_action(&d, req->captures[1], name ? name : "click", &j, e);
+	leave(&d, sb);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
+}

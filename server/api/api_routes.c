@@ -87,6 +87,8 @@ const struct http_route api_routes[] = {
     ROUTE("DELETE", SB "/desktop/recordings/{rid}", api_recording_delete, 0),
     ROUTE("POST", SB "/desktop/recordings/{rid}/stop", api_recording_stop, 0),
     ROUTE("GET", SB "/desktop/recordings/{rid}/actions", api_recording_actions, 0),
+    ROUTE("GET", SB "/desktop/accessibility", api_desktop_accessibility, 0),
+    ROUTE("POST", SB "/desktop/accessibility/{node}/action", api_desktop_accessibility_action, 0),
     ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
     ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),
     ROUTE("GET", SB "/desktop/clipboard", api_desktop_clipboard, 0),

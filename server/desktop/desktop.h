@@ -72,9 +72,9 @@ int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);
 struct shot_opts {
 	struct capture_rect r; /* real pixels */
 	uint32_t ow, oh;       /* output size */
-	int format;   /* enum capture_format */
-	int quality;  /* JPEG and lossy WebP */
-	int lossless; /* WebP */
+	int format;	       /* enum capture_format */
+	int quality;	       /* JPEG and lossy WebP */
+	int lossless;	       /* WebP */
 	int cursor;
 };
 
@@ -203,7 +203,6 @@ int desk_obs_read(struct desk_obs *o, uint64_t after, struct desk_obs_event *ev,
 /* Wakes every reader waiting in desk_obs_read. */
 void desk_obs_wake(struct desk_obs *o);
 
-
 /* ---- recordings (desktop_rec.c, desktop_rec_files.c) ----
  *
  * A recording encodes the mirror's frames (only when the screen changed)
@@ -211,7 +210,7 @@ void desk_obs_wake(struct desk_obs *o);
  * action log of the observer as its sidecar, and its state in
  * <dir>/<rid>.json, so the listing outlives deskboxd (a recording cut by a
  * restart is "interrupted", its file playable to its last fragment). */
-#define DESK_REC_ID_LEN 16 /* hex digits */
+#define DESK_REC_ID_LEN	 16 /* hex digits */
 #define DESK_REC_MAX_FPS 30
 struct desk_rec_opts {
 	int fps;  /* 1..DESK_REC_MAX_FPS */
@@ -228,17 +227,14 @@ struct desk_rec_host {
 };
 int desk_rec_id_ok(const char *rid);
 /* Starts one of the w x h screen; *out is its JSON (as desk_rec_get). */
-int desk_rec_start(struct desk_obs *o, const char *dir, const struct desk_rec_opts *ro,
-		   uint32_t w, uint32_t h, const struct desk_rec_host *host, cJSON **out,
-		   struct err *e);
+int desk_rec_start(struct desk_obs *o, const char *dir, const struct desk_rec_opts *ro, uint32_t w,
+		   uint32_t h, const struct desk_rec_host *host, cJSON **out, struct err *e);
 /* Stops it (when running) once its file is complete; *out its JSON. */
-int desk_rec_stop(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
-		  struct err *e);
+int desk_rec_stop(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e);
 /* {"id","format","fps","width","height","started_at","state":
  * "recording"|"stopped"|"failed"|"interrupted","duration_ms","size",
  * "stopped_at"?,"frames"?,"reason"?}; ERR_NOT_FOUND for an unknown rid. */
-int desk_rec_get(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
-		 struct err *e);
+int desk_rec_get(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e);
 /* Every recording in `dir`, oldest first (an array). */
 int desk_rec_list(struct desk_obs *o, const char *dir, cJSON **out, struct err *e);
 /* Its file, open for reading (*fd the caller's), size and media type. */
@@ -251,5 +247,26 @@ int desk_rec_actions(struct desk_obs *o, const char *dir, const char *rid, cJSON
 int desk_rec_delete(struct desk_obs *o, const char *dir, const char *rid, struct err *e);
 /* Stops every recording of `o` and waits for their files. */
 void desk_obs_stop_recordings(struct desk_obs *o);
+
+/* ---- the accessibility tree (desktop_a11y.c) ----
+ *
+ * Read inside the sandbox through AT-SPI (desktop-image/deskbox-a11y.py)
+ * on the session bus its init starts with DESKBOX_A11Y=1.  Nodes:
+ * {"id" (a path of child indices, "0.2.1"), "role", "name",
+ * "description", "states", "bounds" {x,y,width,height} (screen pixels),
+ * "agent_bounds" (when an agent display is declared), "actions",
+ * "children"}. */
+struct desk_a11y_query {
+	const char *window; /* NULL or "": every application; else a title or X window id */
+	const char *find;   /* NULL or "role:button,name:OK": matches instead of a tree */
+	int max_depth;
+	int max_nodes;
+};
+/* {"nodes":[...],"count","truncated"} or, with find, {"matches":[...],...}. */
+int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out, struct err *e);
+/* Runs action `name` ("click": also press or activate) of node `node`;
+ * logged and refused during a takeover like every action. */
+int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON **out,
+		     struct err *e);
 
 #endif
