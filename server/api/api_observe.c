@@ -4,7 +4,7 @@
  * The events stream:
  *
  *   id: N                 one per backlog event (Last-Event-ID resumes)
- *   event: frame | pointer | action | takeover
+ *   event: frame | pointer | action | takeover | window
  *   data: {...}
  *
  * plus "ready" first, "reset" when a Last-Event-ID has left the backlog,
@@ -220,6 +220,9 @@ static void look(struct events_sse *s)
 	if (capture_wait_frame(cap, s->seen_frame, WAIT_MS, &e) >= 0)
 		s->seen_frame = capture_frame(cap);
 	desk_obs_poll(s->o, cap);
+	struct desk d;
+	desk_init(&d, cap, sandbox_procs(s->sb), 0, 0, 1);
+	desk_obs_windows(s->o, &d);
 	sandbox_unuse(s->sb);
 }
 

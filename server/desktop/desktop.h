@@ -194,6 +194,12 @@ void desk_obs_emit(struct desk_obs *o, const char *type, const cJSON *j);
 /* Looks at the mirror `cap` and adds "frame" and "pointer" events for
  * what changed since the last look (by anyone). */
 void desk_obs_poll(struct desk_obs *o, struct capture *cap);
+/* At most every DESK_OBS_WINDOWS_MS (whoever asks), lists the windows
+ * through `d` (deskbox-xtool) and adds "window" events {"change":
+ * "opened"|"closed"|"retitled"|"focused","window":{...},"old_title"?}
+ * for what changed since the last look. */
+#define DESK_OBS_WINDOWS_MS 1000
+void desk_obs_windows(struct desk_obs *o, struct desk *d);
 /* Copies up to `max` events with ids after `after` into `ev` (the caller
  * frees their json), waiting up to `timeout_ms` for one.  Returns how many,
  * or -ERANGE when events after `after` have already left the backlog (the

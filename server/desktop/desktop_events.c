@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "desktop.h"
 #include "internal.h"
 
@@ -137,4 +138,90 @@ int desk_obs_read(struct desk_obs *o, uint64_t after, struct desk_obs_event *ev,
 	}
 	pthread_mutex_unlock(&o->mu);
 	return n;
+}
+
+/* ---- windows ---- */
+
+static const cJSON *by_id(const cJSON *list, double id)
+{
+	const cJSON *w;
+	cJSON_ArrayForEach(w, list)
+	{
+		const cJSON *i = cJSON_GetObjectItemCaseSensitive(w, "id");
+		if (cJSON_IsNumber(i) && i->valuedouble == id)
+			return w;
+	}
+	return NULL;
+}
+
+static void window_event(struct desk_obs *o, const char *change, const cJSON *w,
+			 const char *old_title)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "change", change);
+	cJSON_AddItemToObject(j, "window", cJSON_Duplicate(w, 1));
+	if (old_title)
+		cJSON_AddStringToObject(j, "old_title", old_title);
+	desk_obs_emit_locked(o, "window", j);
+	cJSON_Delete(j);
+}
+
+static const char *str(const cJSON *w, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, name);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* The events from `old` to `now` (both lists of windows); under mu. */
+static void diff_windows(struct desk_obs *o, const cJSON *old, const cJSON *now)
+{
+	const cJSON *w;
+	cJSON_ArrayForEach(w, now)
+	{
+		double id = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(w, "id"));
+		const cJSON *was = by_id(old, id);
+		int focused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "focused"));
+		if (!was) {
+			window_event(o, "opened", w, NULL);
+		} else if (strcmp(str(w, "title"), str(was, "title")) != 0) {
+			window_event(o, "retitled", w, str(was, "title"));
+		}
+		if (focused &&
+		    (!was || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(was, "focused"))))
+			window_event(o, "focused", w, NULL);
+	}
+	cJSON_ArrayForEach(w, old)
+	{
+		double id = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(w, "id"));
+		if (!by_id(now, id))
+			window_event(o, "closed", w, NULL);
+	}
+}
+
+void desk_obs_windows(struct desk_obs *o, struct desk *d)
+{
+	long long now = clock_mono_ms();
+	pthread_mutex_lock(&o->mu);
+	int due = !o->windows_at || now - o->windows_at >= DESK_OBS_WINDOWS_MS;
+	if (due)
+		o->windows_at = now;
+	pthread_mutex_unlock(&o->mu);
+	if (!due)
+		return;
+	cJSON *none = cJSON_CreateObject(), *res = cJSON_CreateObject();
+	struct err e = ERR_INIT;
+	int r = none && res ? desk_x_action(d, "windows", NULL, none, res, &e) : -ENOMEM;
+	cJSON *list = r == 0 ? cJSON_DetachItemFromObjectCaseSensitive(res, "windows") : NULL;
+	cJSON_Delete(none);
+	cJSON_Delete(res);
+	if (!cJSON_IsArray(list)) {
+		cJSON_Delete(list);
+		return;
+	}
+	pthread_mutex_lock(&o->mu);
+	if (o->windows)
+		diff_windows(o, o->windows, list);
+	cJSON_Delete(o->windows);
+	o->windows = list;
+	pthread_mutex_unlock(&o->mu);
 }

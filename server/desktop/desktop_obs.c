@@ -83,6 +83,7 @@ void desk_obs_put(struct desk_obs *o)
 		return;
 	for (size_t i = 0; i < DESK_OBS_BACKLOG; i++)
 		free(o->ring[i].json);
+	cJSON_Delete(o->windows);
 	pthread_cond_destroy(&o->cv);
 	pthread_mutex_destroy(&o->mu);
 	free(o);

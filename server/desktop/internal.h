@@ -97,6 +97,9 @@ struct desk_obs {
 		void *cls;
 	} sinks[DESK_OBS_SINKS];
 	struct desk_rec *recs; /* recordings this deskboxd runs (desktop_rec.c) */
+	/* The windows at the last look (desk_obs_windows), and when. */
+	cJSON *windows;
+	long long windows_at;
 	struct desk_obs *next;
 };
 

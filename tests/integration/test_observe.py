@@ -130,6 +130,25 @@ def test_events(t, d, srv):
     t.ok(ok and got[-1][2]["route"] == "POST /desktop/anthropic",
          "adapter actions are logged with the adapter's route")
 
+    # Windows opening, retitled and closing.
+    w = d.ok("launch", argv=["xterm", "-T", "obs-win", "-geometry", "20x3+600+20"],
+             timeout_ms=15000)["window"]
+    got, ok = ev.until(lambda e: e[1] == "window" and e[2]["change"] == "opened" and
+                       e[2]["window"]["title"] == "obs-win", 10)
+    t.ok(ok, "the stream shows the window opening")
+    d.sh("xdotool set_window --name obs-renamed %d" % w["id"])
+    got, ok = ev.until(lambda e: e[1] == "window" and e[2]["change"] == "retitled" and
+                       e[2]["window"]["id"] == w["id"], 10)
+    now = [x["title"] for x in d.get("windows").json()["windows"] if x["id"] == w["id"]]
+    t.ok(ok and [got[-1][2]["window"]["title"]] == now and
+         got[-1][2]["old_title"] == "obs-win", "a retitle is an event with the old title",
+         [e for e in got if e[1] == "window"])
+    srv.request("POST", "/v1/sandboxes/%s/desktop/windows/%d/close" % (d.sid, w["id"]), {})
+    got, ok = ev.until(lambda e: e[1] == "window" and e[2]["change"] == "closed" and
+                       e[2]["window"]["id"] == w["id"], 10)
+    t.ok(ok, "and closing")
+    # Later actions in this test look for their own events only.
+
     # Resume after a reconnect.
     last = max(e[0] for e in got if e[0] is not None)
     ev.close()
