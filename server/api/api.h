@@ -132,6 +132,7 @@ void api_desk_observe(struct http_request *req, struct sandbox *sb, struct desk 
 int api_desktop_takeover(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_takeover_end(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_events(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_takeover(struct http_request *req, struct http_response *res, struct err *e);
 /* api_desktop.c: the accessibility tree. */
 int api_desktop_accessibility(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_accessibility_action(struct http_request *req, struct http_response *res,

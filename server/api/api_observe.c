@@ -22,6 +22,7 @@
 #include "common/args.h"
 #include "common/clock.h"
 #include "server/desktop/desktop.h"
+#include "server/viewer/viewer.h"
 #include "internal.h"
 
 #define READ_MAX       64
@@ -347,4 +348,38 @@ int api_desktop_events(struct http_request *req, struct http_response *res, stru
 			  events_release);
 	http_add_header(res, "Cache-Control", "no-cache", NULL);
 	return 0;
+}
+
+/* GET, POST and DELETE …/vnc/takeover?token=: the viewer page's takeover
+ * button.  A viewer token (or the API token) says who; only one with
+ * control may take over or give back, any may ask the state. */
+int api_vnc_takeover(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct vnc_grant g;
+	int64_t ttl;
+	if (api_viewer_authorize(req, "", &g, e) < 0 ||
+	    http_query_int(req, "ttl_s", 1, DESK_TAKEOVER_MAX_S, DEFAULT_TTL_S, 0, &ttl, e) < 0)
+		return err_code(e);
+	int get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	if (!get && g.view_only)
+		return err_set(e, ERR_FORBIDDEN, EPERM,
+			       "a view-only viewer cannot take the desktop over");
+	struct sandbox *sb;
+	struct desk_obs *o;
+	if (get_obs(req, &sb, &o, e) < 0)
+		return err_code(e);
+	int r = 0;
+	if (post && sandbox_current_status(sb) != SANDBOX_RUNNING)
+		r = err_set(e, ERR_NOT_RUNNING, EINVAL, "sandbox '%s' is not running",
+			    sandbox_id(sb));
+	else if (post)
+		r = desk_obs_takeover(o, ttl, "viewer", e);
+	else if (!get)
+		desk_obs_release(o);
+	cJSON *j = r == 0 ? desk_obs_takeover_json(o) : NULL;
+	desk_obs_put(o);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
 }

@@ -114,6 +114,10 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/vnc/tokens", api_vnc_token_create, 0),
     ROUTE("DELETE", SB "/vnc/tokens/{token}", api_vnc_token_revoke, 0),
     ROUTE("GET", SB "/vnc/", api_vnc_page, HTTP_NO_AUTH),
+    /* The page's takeover button (docs/observation.md). */
+    ROUTE("GET", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
+    ROUTE("POST", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
+    ROUTE("DELETE", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/websockify", api_vnc_websocket, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/{path*}", api_vnc_static, HTTP_NO_AUTH),
     /* Ports (docs/ports.md): share tokens first, since the proxy's

@@ -130,6 +130,29 @@ def test_events(t, d, srv):
     t.ok(ok and got[-1][2]["route"] == "POST /desktop/anthropic",
          "adapter actions are logged with the adapter's route")
 
+    # MCP tool calls pass the same place.
+    mcp = "/v1/sandboxes/%s/mcp" % d.sid
+    acc = {"Accept": "application/json, text/event-stream"}
+    r = srv.request("POST", mcp, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                             "clientInfo": {"name": "t", "version": "1"}}},
+                    headers=acc)
+    mh = dict(acc, **{"Mcp-Session-Id": r.header("Mcp-Session-Id") or ""})
+    r = srv.request("POST", mcp, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                  "params": {"name": "move", "arguments": {"x": 7, "y": 9}}},
+                    headers=mh)
+    got, ok = ev.until(is_action("move"))
+    t.ok(ok and got[-1][2]["route"] == "POST /mcp" and got[-1][2]["params"] == {"x": 7, "y": 9},
+         "an MCP tool call is logged with its route", got[-1:] if got else r.body[:200])
+    srv.request("POST", "/v1/sandboxes/%s/desktop/takeover" % d.sid, {"ttl_s": 30})
+    r = srv.request("POST", mcp, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                  "params": {"name": "move", "arguments": {"x": 8, "y": 9}}},
+                    headers=mh)
+    res = r.json().get("result", {}) if r.status == 200 else {}
+    t.ok(res.get("isError") and "taken the desktop over" in json.dumps(res),
+         "during a takeover an MCP tool call is a tool error saying so", r.body[:300])
+    srv.request("DELETE", "/v1/sandboxes/%s/desktop/takeover" % d.sid)
+
     # Windows opening, retitled and closing.
     w = d.ok("launch", argv=["xterm", "-T", "obs-win", "-geometry", "20x3+600+20"],
              timeout_ms=15000)["window"]
@@ -271,6 +294,30 @@ def test_takeover(t, d, srv):
     got, ok = ev.until(lambda e: e[1] == "takeover" and not e[2]["active"], 10)
     t.ok(ok and got[-1][2]["reason"] == "expired", "the lease's end is an event")
     t.eq(d.post("click", {"x": cx, "y": cy}).status, 200, "after the lease the agent clicks")
+    # The viewer page's button: an interactive token takes over and gives
+    # back, a view-only one only sees the state.
+    vo = srv.request("POST", "/v1/sandboxes/%s/vnc/tokens" % d.sid, {"view_only": True}).json()
+    page = srv.request("GET", "/v1/sandboxes/%s/vnc/?token=%s" % (d.sid, tok.json()["token"]),
+                       token=None).body.decode()
+    js = srv.request("GET", "/v1/sandboxes/%s/vnc/viewer.js?token=%s" % (d.sid, vo["token"]),
+                     token=None).body.decode()
+    t.ok('id="takeover"' in page and "takeoverState" in js, "the page has a takeover button")
+    vt = "/v1/sandboxes/%s/vnc/takeover?token=" % d.sid
+    r = srv.request("POST", vt + vo["token"], token=None)
+    t.eq(r.status, 403, "a view-only viewer cannot take over")
+    r = srv.request("POST", vt + tok.json()["token"], token=None)
+    t.ok(r.status == 200 and r.json()["active"] and r.json()["by"] == "viewer",
+         "a viewer with control takes over from the page", r.body[:200])
+    r = srv.request("GET", vt + vo["token"], token=None)
+    t.ok(r.status == 200 and r.json()["active"], "a view-only viewer sees it")
+    t.eq(d.post("click", {"x": cx, "y": cy}).status, 423, "agent clicks are refused")
+    r = srv.request("DELETE", vt + vo["token"], token=None)
+    t.eq(r.status, 403, "a view-only viewer cannot give back")
+    r = srv.request("DELETE", vt + tok.json()["token"], token=None)
+    t.ok(r.status == 200 and not r.json()["active"], "the viewer gives it back")
+    t.eq(srv.request("GET", vt + "ab" * 32, token=None).status, 401, "a wrong token: 401")
+    t.eq(d.post("click", {"x": cx, "y": cy}).status, 200, "agent clicks work again")
+
     r = srv.request("POST", "/v1/sandboxes/%s/desktop/takeover" % ("0" * 32), {"ttl_s": 5})
     t.eq(r.status, 404, "takeover of an unknown sandbox: 404")
     ev.close()
