@@ -209,10 +209,11 @@ int api_sandbox_delete(struct http_request *req, struct http_response *res, stru
 	char id[SANDBOX_ID_LEN + 1];
 	if (sandbox_resolve(api->sandboxes, req->captures[0], id, sizeof(id)) < 0)
 		snprintf(id, sizeof(id), "%s", req->captures[0]);
-	if (sandbox_delete(api->sandboxes, req->captures[0], e) < 0)
-		return err_code(e);
+	/* Its recordings end first: their files are on the disk that goes. */
 	if (api->observers)
 		desk_observers_forget(api->observers, id);
+	if (sandbox_delete(api->sandboxes, req->captures[0], e) < 0)
+		return err_code(e);
 	http_reply_empty(res, 204);
 	return 0;
 }
