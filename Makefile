@@ -7,7 +7,7 @@ V ?= 0
 SANITIZE ?=
 DEVELOPER ?= 1
 
-PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive gnutls
+PKGS := libmicrohttpd libcjson libvncclient libpng libjpeg libwebp zlib libseccomp x11 nettle libcurl libarchive gnutls libavcodec libavformat libswscale libavutil
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(1) 2>/dev/null)
 
@@ -64,7 +64,7 @@ VNC := $(BUILD)/deskbox-vnc
 XTOOL := $(BUILD)/deskbox-xtool
 CLI := $(BUILD)/deskbox
 
-SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive gnutls) -lhttp_parser
+SERVER_LIBS := $(call PKG_LIBS,libmicrohttpd libcjson libpng libjpeg libwebp zlib x11 nettle libnftables libmnl libarchive gnutls libavformat libavcodec libswscale libavutil) -lhttp_parser
 BRIDGE_LIBS := $(call PKG_LIBS,libvncclient libseccomp)
 INIT_LIBS := $(call PKG_LIBS,x11)
 VNC_LIBS := $(call PKG_LIBS,libvncserver x11 xext xdamage xfixes xtst)
@@ -107,6 +107,7 @@ $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
+$(call obj,server/desktop/desktop_a11y.c): desktop-image/deskbox-a11y.py
 # So are the terminal page's files (xterm.js).
 $(call obj,server/viewer/viewer_term_page.c): $(wildcard server/viewer/xterm/*.js server/viewer/xterm/*.css)
 # So is the API's description.

@@ -95,6 +95,49 @@ void capture_pointer(const struct capture *c, int32_t *x, int32_t *y)
 	*y = py < 0 ? 0 : py >= (int32_t)c->height ? (int32_t)c->height - 1 : py;
 }
 
+/* Grows [*y0, *y1) to the rows of every strip changed after `since`. */
+static void changed_strips(const struct capture *c, uint64_t since, uint32_t *y0, uint32_t *y1)
+{
+	uint32_t n = (c->height + CAPTURE_STRIP_ROWS - 1) / CAPTURE_STRIP_ROWS;
+	for (uint32_t s = 0; s < n; s++) {
+		uint32_t sf = atomic_load_explicit(&c->hdr->strip_frame[s], memory_order_relaxed);
+		if ((int32_t)(sf - (uint32_t)since) <= 0)
+			continue;
+		uint32_t a = s * CAPTURE_STRIP_ROWS, b = a + CAPTURE_STRIP_ROWS;
+		if (*y1 <= *y0)
+			*y0 = a, *y1 = b;
+		*y0 = a < *y0 ? a : *y0;
+		*y1 = b > *y1 ? b : *y1;
+	}
+}
+
+void capture_damage(const struct capture *c, uint64_t since, struct capture_rect *r)
+{
+	*r = (struct capture_rect){0};
+	uint64_t frame = capture_frame(c);
+	if (frame == since)
+		return;
+	/* Written by the bridge: clip to the display we fixed. */
+	int64_t x = atomic_load_explicit(&c->hdr->damage_x, memory_order_relaxed);
+	int64_t y = atomic_load_explicit(&c->hdr->damage_y, memory_order_relaxed);
+	int64_t w = atomic_load_explicit(&c->hdr->damage_w, memory_order_relaxed);
+	int64_t h = atomic_load_explicit(&c->hdr->damage_h, memory_order_relaxed);
+	int64_t x1 = x + w, y1 = y + h;
+	x = x < 0 ? 0 : x > c->width ? c->width : x;
+	y = y < 0 ? 0 : y > c->height ? c->height : y;
+	x1 = x1 < x ? x : x1 > c->width ? c->width : x1;
+	y1 = y1 < y ? y : y1 > c->height ? c->height : y1;
+	uint32_t sy0 = (uint32_t)y, sy1 = (uint32_t)y1;
+	if (frame - since > 1 || since == 0) {
+		changed_strips(c, since, &sy0, &sy1);
+		if (sy1 > c->height)
+			sy1 = c->height;
+		if (sy0 < (uint32_t)y || sy1 > (uint32_t)y1)
+			x = 0, x1 = c->width;
+	}
+	*r = (struct capture_rect){(uint32_t)x, sy0, (uint32_t)(x1 - x), sy1 - sy0};
+}
+
 pid_t capture_pid(const struct capture *c)
 {
 	if (c->pid < 0 || pidfd_exited(c->pidfd))

@@ -121,6 +121,11 @@ int capture_wait_frame(struct capture *c, uint64_t since, int timeout_ms, struct
 struct capture_rect {
 	uint32_t x, y, w, h;
 };
+/* What changed after frame `since`: the last change's box, widened to the
+ * full width of every strip changed since then when more than one frame
+ * passed (the bridge keeps one box, but a frame per strip).  Clipped to
+ * the display; 0x0 when nothing changed. */
+void capture_damage(const struct capture *c, uint64_t since, struct capture_rect *r);
 
 /* Copies a consistent (not torn) copy of `r` into `dst` (rows `dst_stride`
  * bytes apart, same B,G,R,X layout) and reports its frame number.  `r` must

@@ -26,6 +26,7 @@ static const char *const kind_names[] = {
     [ERR_PAUSED] = "sandbox_paused",
     [ERR_NAME_TAKEN] = "name_taken",
     [ERR_UNKNOWN_FIELD] = "unknown_field",
+    [ERR_TAKEN_OVER] = "taken_over",
 };
 
 int err_code(const struct err *e)

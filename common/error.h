@@ -39,6 +39,7 @@ enum err_kind {
 	ERR_PAUSED,	   /* sandbox_paused: frozen; resume it first */
 	ERR_NAME_TAKEN,	   /* name_taken: another sandbox has that name */
 	ERR_UNKNOWN_FIELD, /* unknown_field: a request member deskbox does not know */
+	ERR_TAKEN_OVER,	   /* taken_over: a person holds the desktop; agent actions wait */
 };
 
 #define ERR_MSG_MAX 512

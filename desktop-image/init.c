@@ -9,6 +9,7 @@
 #include <X11/Xlib.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <linux/capability.h>
@@ -41,6 +42,9 @@
 #define FB_FILE	  FB_DIR "/Xvfb_screen0"
 #define HOME_DIR  "/home/user"
 #define ROOT_HOME "/root"
+
+/* The session bus of DESKBOX_A11Y=1 (in the sandbox's own /tmp). */
+#define A11Y_BUS_ADDR "unix:path=/tmp/.deskbox-session-bus"
 
 #define DEFAULT_WIDTH  1280
 #define DEFAULT_HEIGHT 800
@@ -81,6 +85,7 @@ struct init {
 	int wm_ready, vnc_ready, ready;
 	int deskbox_vnc; /* deskbox-vnc, unless DESKBOX_VNC=x11vnc */
 	int fb_file;	 /* Xvfb's screen is in FB_FILE */
+	int a11y;	 /* DESKBOX_A11Y=1: the accessibility bus runs */
 	int stopping, exit_code;
 	long long stop_deadline, t0;
 	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
@@ -254,6 +259,44 @@ static void start_wm(struct init *in)
 	in->c[WM].pid = start(argv, -1, in->c[WM].host, "GLIBC_TUNABLES=glibc.malloc.arena_max=1");
 	if (!in->c[WM].pid)
 		schedule_restart(&in->c[WM]);
+}
+
+/* With DESKBOX_A11Y=1, a D-Bus session bus and the AT-SPI bus on it, for
+ * deskbox-a11y.py (docs/observation.md); before any application starts,
+ * since toolkits look for the accessibility bus when they start.  They run
+ * as the user the exec agent runs programs as (the bus launcher keeps its
+ * socket in its user's home, closed to others).  Not restarted: without
+ * them only the accessibility tree is missing.  The daemons fork away
+ * from the shell and are reaped here as orphans. */
+static void start_a11y(struct init *in)
+{
+	if (!in->a11y)
+		return;
+	pid_t pid = fork();
+	if (pid < 0)
+		say("cannot start the accessibility bus: %s", strerror(errno));
+	if (pid != 0)
+		return;
+	sigset_t none;
+	sigemptyset(&none);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setpgid(0, 0);
+	if (apart &&
+	    (setgroups(0, NULL) < 0 || setgid(EXEC_AGENT_GID) < 0 || setuid(EXEC_AGENT_UID) < 0)) {
+		say("cannot become the desktop's user for the accessibility bus: %s",
+		    strerror(errno));
+		_exit(126);
+	}
+	setenv("HOME", HOME_DIR, 1);
+	syscall(SYS_close_range, 3, ~0u, 0);
+	execl("/bin/sh", "sh", "-c",
+	      "dbus-daemon --session --address=" A11Y_BUS_ADDR
+	      " --fork --nopidfile --nosyslog >/dev/null &&"
+	      " exec /usr/libexec/at-spi-bus-launcher --launch-immediately",
+	      (char *)NULL);
+	_exit(127);
 }
 
 static void start_vnc(struct init *in)
@@ -435,6 +478,7 @@ static void on_displayfd(struct init *in)
 	 * then has the colour already (painted later, the first screenshot
 	 * could still show black). */
 	paint_root(in->dpy);
+	start_a11y(in);
 	start_wm(in);
 	start_vnc(in);
 	in->wm_check = XInternAtom(in->dpy, "_NET_SUPPORTING_WM_CHECK", False);
@@ -539,6 +583,10 @@ static int configure(struct init *in)
 	snprintf(in->geometry, sizeof(in->geometry), "%dx%dx24", w, h);
 	setenv("DISPLAY", DISPLAY_NAME, 1);
 	setenv("HOME", HOME_DIR, 1);
+	const char *a11y = getenv("DESKBOX_A11Y");
+	in->a11y = a11y && strcmp(a11y, "1") == 0;
+	if (in->a11y)
+		setenv("DBUS_SESSION_BUS_ADDRESS", A11Y_BUS_ADDR, 1);
 	if (chdir(HOME_DIR) < 0)
 		say("cannot enter %s: %s", HOME_DIR, strerror(errno));
 	unlink(READY_FILE);

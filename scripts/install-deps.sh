@@ -13,7 +13,9 @@ xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
 libgnutls28-dev libhttp-parser-dev libnss3-tools
 umoci skopeo debootstrap
-chromium"
+chromium
+libavcodec-dev libavformat-dev libswscale-dev ffmpeg
+dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0 zenity"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs
 # and npm are used only when no node is on the PATH already.

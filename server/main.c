@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "server/api/api.h"
+#include "server/desktop/desktop.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
@@ -265,8 +266,9 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 		stop_secrets(s);
 		return err_code(e);
 	}
-	if (mcp_sessions_new(&s->api.mcp, e) < 0 ||
+	if (mcp_sessions_new(&s->api.mcp, e) < 0 || desk_observers_new(&s->api.observers, e) < 0 ||
 	    sandbox_templates_open(&s->api.templates, h->state, o->templates_dir, e) < 0) {
+		desk_observers_free(s->api.observers);
 		mcp_sessions_free(s->api.mcp);
 		vnc_free(s->api.vnc);
 		shares_free(s->api.shares);
@@ -362,6 +364,9 @@ static void server_stop(struct server *s, int keep)
 	 * sandboxes left running. */
 	sandboxes_kill_runs(s->sbx, keep);
 	http_free(s->http);
+	/* Recordings finish their files while their sandboxes still run. */
+	desk_observers_free(s->api.observers);
+	s->api.observers = NULL;
 	pool_free(s->api.pool);
 	if (keep)
 		sandboxes_detach(s->sbx);

@@ -26,6 +26,7 @@ struct api {
 	const char *ports_domain; /* --ports-domain, or NULL */
 	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
 	struct secrets *secrets;	     /* server/secrets/secrets.h */
+	struct desk_observers *observers;    /* server/desktop/desktop.h: logs, takeover, events */
 };
 
 extern const struct http_route api_routes[];
@@ -129,6 +130,27 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 int api_desktop_actions(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e);
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e);
+/* api_observe.c (docs/observation.md): the action log's hook-up, takeover
+ * and the events stream. */
+struct desk;
+/* Sets `d`'s observer (the sandbox's; desk_obs_put it when done) and the
+ * route its actions are logged under. */
+void api_desk_observe(struct http_request *req, struct sandbox *sb, struct desk *d, int sensitive);
+int api_desktop_takeover(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_takeover_end(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_events(struct http_request *req, struct http_response *res, struct err *e);
+int api_vnc_takeover(struct http_request *req, struct http_response *res, struct err *e);
+/* api_desktop.c: the accessibility tree. */
+int api_desktop_accessibility(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_accessibility_action(struct http_request *req, struct http_response *res,
+				     struct err *e);
+/* api_recordings.c (docs/observation.md). */
+int api_recording_start(struct http_request *req, struct http_response *res, struct err *e);
+int api_recording_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_recording_get(struct http_request *req, struct http_response *res, struct err *e);
+int api_recording_stop(struct http_request *req, struct http_response *res, struct err *e);
+int api_recording_actions(struct http_request *req, struct http_response *res, struct err *e);
+int api_recording_delete(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_mcp.c (docs/mcp.md) */
 int api_mcp_post(struct http_request *req, struct http_response *res, struct err *e);

@@ -12,7 +12,7 @@
 
 /* Enters the {id} sandbox's desktop (api_enter) and sets `d` up for it; the
  * agent display comes from `body`'s "agent_display" (may be NULL) or else
- * the sandbox's.  On success the caller must api_release(*sb). */
+ * the sandbox's.  On success the caller must leave(d, *sb). */
 static int enter(struct http_request *req, const cJSON *body, struct desk *d, struct sandbox **sb,
 		 struct err *e)
 {
@@ -26,11 +26,21 @@ static int enter(struct http_request *req, const cJSON *body, struct desk *d, st
 		sandbox_agent_display(*sb, &aw, &ah);
 	struct api *api = req->app;
 	desk_init(d, cap, sandbox_procs(*sb), aw, ah, api->png_level);
+	api_desk_observe(req, *sb, d,
+			 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "sensitive")));
 	return 0;
 }
 
 /* What every desktop body may carry beside its action's arguments. */
-static const char *const body_fields[] = {"agent_display", NULL};
+static const char *const body_fields[] = {"agent_display", "sensitive", NULL};
+
+/* Ends what enter() began. */
+static void leave(struct desk *d, struct sandbox *sb)
+{
+	desk_obs_put(d->obs);
+	d->obs = NULL;
+	api_release(sb);
+}
 
 /* Enters the desktop for a request with a JSON body: *body is the parsed
  * body on success (caller frees).  With `action`, the body is that
@@ -188,7 +198,7 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 		uint64_t frame = capture_frame(d.cap);
 		desk_shot_etag(&d, &so, frame, etag, sizeof(etag));
 		if (etag_matches(req, etag)) {
-			api_release(sb);
+			leave(&d, sb);
 			http_reply_empty(res, 304);
 			http_add_header(res, "ETag", etag, NULL);
 			add_frame_header(res, frame);
@@ -196,7 +206,7 @@ int api_desktop_screenshot(struct http_request *req, struct http_response *res, 
 		}
 		r = desk_shot_take(&d, &so, &s, e);
 	}
-	api_release(sb);
+	leave(&d, sb);
 	if (r < 0)
 		return r;
 	/* Sent from the mirror's cached image itself. */
@@ -234,7 +244,9 @@ int api_desktop_info(struct http_request *req, struct http_response *res, struct
 		cJSON_AddNumberToObject(ap, "x", ax);
 		cJSON_AddNumberToObject(ap, "y", ay);
 	}
-	api_release(sb);
+	if (d.obs)
+		cJSON_AddItemToObject(j, "takeover", desk_obs_takeover_json(d.obs));
+	leave(&d, sb);
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -267,7 +279,7 @@ static int get_action(struct http_request *req, struct http_response *res, const
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_action(&d, name, a, j, e);
 	cJSON_Delete(a);
-	api_release(sb);
+	leave(&d, sb);
 	return reply(res, r, j, e);
 }
 
@@ -314,7 +326,7 @@ static int post_action(struct http_request *req, struct http_response *res, cons
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_action(&d, name, body, j, e);
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -344,7 +356,7 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = desk_x_action(&d, name, req->captures[1], body, j, e);
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -358,7 +370,7 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	int r = j ? desk_batch(&d, body, j, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	return reply(res, r, j, e);
 }
@@ -379,7 +391,7 @@ static int adapter(struct http_request *req, struct http_response *res,
 	cJSON *j = cJSON_CreateObject();
 	struct desk_tool t;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	api_release(sb);
+	leave(&d, sb);
 	cJSON_Delete(body);
 	if (reply(res, r, j, e) < 0)
 		return err_code(e);
@@ -403,4 +415,55 @@ int api_desktop_anthropic(struct http_request *req, struct http_response *res, s
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
 {
 	return adapter(req, res, desk_openai, e);
+}
+
+/* GET …/desktop/accessibility?window=&max_depth=&max_nodes=&find=. */
+int api_desktop_accessibility(struct http_request *req, struct http_response *res, struct err *e)
+{
+	int64_t depth, nodes;
+	if (http_query_int(req, "max_depth", 0, 1000, 64, 0, &depth, e) < 0 ||
+	    http_query_int(req, "max_nodes", 1, 20000, 5000, 0, &nodes, e) < 0)
+		return err_code(e);
+	struct desk_a11y_query q = {
+	    .window = http_query(req, "window"),
+	    .find = http_query(req, "find"),
+	    .max_depth = (int)depth,
+	    .max_nodes = (int)nodes,
+	};
+	if ((q.window && strlen(q.window) > 500) || (q.find && strlen(q.find) > 500))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "queries 'window' and 'find' hold 500 bytes");
+	struct desk d;
+	struct sandbox *sb;
+	if (enter_query(req, &d, &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = NULL;
+	int r = desk_a11y_tree(&d, &q, &j, e);
+	leave(&d, sb);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/desktop/accessibility/{node}/action {"name":"click"}. */
+int api_desktop_accessibility_action(struct http_request *req, struct http_response *res,
+				     struct err *e)
+{
+	cJSON *body;
+	struct desk d;
+	struct sandbox *sb;
+	if (enter_json(req, NULL, &body, &d, &sb, e) < 0)
+		return err_code(e);
+	static const char *const fields[] = {"name", "sensitive", NULL};
+	const char *name;
+	cJSON *j = NULL;
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_string(body, "name", 64, 0, &name, e);
+	if (r == 0)
+		r = desk_a11y_action(&d, req->captures[1], name ? name : "click", &j, e);
+	leave(&d, sb);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
+	return http_reply_json(res, 200, j, e);
 }

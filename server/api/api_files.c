@@ -14,6 +14,7 @@
 #include "common/cleanup.h"
 #include "common/text.h"
 #include "api.h"
+#include "internal.h"
 #include "internal_files.h"
 #include "common/args.h"
 #include "server/files/files.h"
@@ -348,19 +349,11 @@ static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *t
 	return 1;
 }
 
-int api_files_download(struct http_request *req, struct http_response *res, struct err *e)
+int api_reply_file(struct http_request *req, struct http_response *res, int fd, uint64_t size,
+		   const char *mime, struct err *e)
 {
-	char path[PATH_MAX];
-	if (apif_query_path(req, "path", NULL, path, e) < 0)
-		return err_code(e);
-	_cleanup_root_ struct files_root root = {.fd = -1};
-	if (apif_open_root(req, &root, NULL, e) < 0)
-		return err_code(e);
-	struct stat st;
-	_cleanup_fd_ int fd = -1;
-	if (files_open_read(&root, path, &fd, &st, e) < 0)
-		return err_code(e);
-	uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
+	_cleanup_fd_ int owned = fd;
+	uint64_t from = 0, to = size ? size - 1 : 0;
 	const char *rh = http_header(req, "Range");
 	int rr = parse_range(rh, size, &from, &to);
 	char cr[96];
@@ -374,7 +367,7 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 	if (http_add_header(res, "Accept-Ranges", "bytes", e) < 0)
 		return err_code(e);
 	if (size == 0) {
-		http_reply_data(res, 200, "application/octet-stream", NULL, 0);
+		http_reply_data(res, 200, mime, NULL, 0);
 		return 0;
 	}
 	if (rr > 0) {
@@ -385,12 +378,28 @@ int api_files_download(struct http_request *req, struct http_response *res, stru
 	struct download *d = malloc(sizeof(*d));
 	if (!d)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	d->fd = TAKE_FD(fd);
+	d->fd = TAKE_FD(owned);
 	d->start = from;
 	d->sent = 0;
-	http_reply_stream(res, rr > 0 ? 206 : 200, "application/octet-stream", to - from + 1,
-			  download_read, d, download_release);
+	http_reply_stream(res, rr > 0 ? 206 : 200, mime, to - from + 1, download_read, d,
+			  download_release);
 	return 0;
+}
+
+int api_files_download(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char path[PATH_MAX];
+	if (apif_query_path(req, "path", NULL, path, e) < 0)
+		return err_code(e);
+	_cleanup_root_ struct files_root root = {.fd = -1};
+	if (apif_open_root(req, &root, NULL, e) < 0)
+		return err_code(e);
+	struct stat st;
+	_cleanup_fd_ int fd = -1;
+	if (files_open_read(&root, path, &fd, &st, e) < 0)
+		return err_code(e);
+	return api_reply_file(req, res, TAKE_FD(fd), (uint64_t)st.st_size,
+			      "application/octet-stream", e);
 }
 
 /* ---- list, stat, mkdir, move, delete ---- */

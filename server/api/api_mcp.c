@@ -148,12 +148,15 @@ static int run(struct http_request *req, struct http_response *res, struct sandb
 {
 	struct api *api = req->app;
 	struct hold h = {.sb = sb};
-	struct desk d;
+	struct desk d = {0};
 	struct mcp_ctx c;
 	struct err ue = ERR_INIT;
 	prepare(api, mcp_needs(&r->msg), &h, &d, &c, &ue);
+	if (c.desk)
+		api_desk_observe(req, sb, &d, 0);
 	struct mcp_answer a;
 	int rc = mcp_handle(api->mcp, r, &c, &a, e);
+	desk_obs_put(d.obs);
 	hold_release(&h);
 	if (c.root.fd >= 0)
 		close(c.root.fd);

@@ -81,6 +81,19 @@ const struct http_route api_routes[] = {
 
     ROUTE("GET", SB "/desktop/screenshot", api_desktop_screenshot, HTTP_BACKGROUND),
     ROUTE("GET", SB "/desktop/info", api_desktop_info, 0),
+    /* Observation (docs/observation.md). */
+    ROUTE("GET", SB "/desktop", api_desktop_info, 0),
+    ROUTE("POST", SB "/desktop/takeover", api_desktop_takeover, 0),
+    ROUTE("DELETE", SB "/desktop/takeover", api_desktop_takeover_end, 0),
+    ROUTE("GET", SB "/desktop/events", api_desktop_events, 0),
+    ROUTE("POST", SB "/desktop/recordings", api_recording_start, 0),
+    ROUTE("GET", SB "/desktop/recordings", api_recording_list, 0),
+    ROUTE("GET", SB "/desktop/recordings/{rid}", api_recording_get, 0),
+    ROUTE("DELETE", SB "/desktop/recordings/{rid}", api_recording_delete, 0),
+    ROUTE("POST", SB "/desktop/recordings/{rid}/stop", api_recording_stop, 0),
+    ROUTE("GET", SB "/desktop/recordings/{rid}/actions", api_recording_actions, 0),
+    ROUTE("GET", SB "/desktop/accessibility", api_desktop_accessibility, 0),
+    ROUTE("POST", SB "/desktop/accessibility/{node}/action", api_desktop_accessibility_action, 0),
     ROUTE("GET", SB "/desktop/cursor", api_desktop_cursor, 0),
     ROUTE("GET", SB "/desktop/windows", api_desktop_windows, 0),
     ROUTE("GET", SB "/desktop/clipboard", api_desktop_clipboard, 0),
@@ -106,6 +119,10 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/vnc/tokens", api_vnc_token_create, 0),
     ROUTE("DELETE", SB "/vnc/tokens/{token}", api_vnc_token_revoke, 0),
     ROUTE("GET", SB "/vnc/", api_vnc_page, HTTP_NO_AUTH),
+    /* The page's takeover button (docs/observation.md). */
+    ROUTE("GET", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
+    ROUTE("POST", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
+    ROUTE("DELETE", SB "/vnc/takeover", api_vnc_takeover, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/websockify", api_vnc_websocket, HTTP_NO_AUTH),
     ROUTE("GET", SB "/vnc/{path*}", api_vnc_static, HTTP_NO_AUTH),
     /* Ports (docs/ports.md): share tokens first, since the proxy's

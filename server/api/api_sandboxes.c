@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/desktop/desktop.h"
 #include "api.h"
 #include "common/args.h"
 #include "server/sandbox/sandbox.h"
@@ -225,6 +226,12 @@ int api_sandbox_start(struct http_request *req, struct http_response *res, struc
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
+	char id[SANDBOX_ID_LEN + 1];
+	if (sandbox_resolve(api->sandboxes, req->captures[0], id, sizeof(id)) < 0)
+		snprintf(id, sizeof(id), "%s", req->captures[0]);
+	/* Its recordings end first: their files are on the disk that goes. */
+	if (api->observers)
+		desk_observers_forget(api->observers, id);
 	if (sandbox_delete(api->sandboxes, req->captures[0], e) < 0)
 		return err_code(e);
 	http_reply_empty(res, 204);

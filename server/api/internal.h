@@ -64,6 +64,12 @@ int api_ws_handshake(struct http_request *req, char *accept, struct err *e);
 int api_ws_accept(struct http_request *req, struct http_response *res, const char *accept,
 		  struct err *e);
 
+/* Answers the file open on `fd` (taken over, closed here) of `size`
+ * bytes as `mime`, honouring a single-range Range header (206, or 416
+ * past the end). */
+int api_reply_file(struct http_request *req, struct http_response *res, int fd, uint64_t size,
+		   const char *mime, struct err *e);
+
 /* api_sse.c: a Server-Sent Events body being produced.  Events go in with
  * api_sse_event() ("event: NAME\ndata: JSON\n\n"; `j` stays the caller's),
  * a streamed response's reader takes them out with api_sse_take() (0 when

@@ -31,12 +31,21 @@
  * sandbox running and its mirror connected while it lasts (in deskboxd,
  * server/api/ does: between sandbox_use and sandbox_unuse); the desktop
  * code knows nothing of sandboxes or requests. */
+struct desk_obs;
+
 struct desk {
 	struct capture *cap;	     /* the screen mirror and input path */
 	struct process_table *procs; /* where deskbox-xtool runs (windows, clipboard) */
 	int png_level;		     /* zlib level for PNG screenshots */
 	uint32_t w, h;		     /* the real screen */
 	uint32_t aw, ah;	     /* the agent's coordinate space (w, h when none declared) */
+	/* Observation (desk_observe): NULL, or where the actions are logged
+	 * and a takeover is checked; the route that runs them; the request's
+	 * "sensitive" flag (typed text left out of the log). */
+	struct desk_obs *obs;
+	char route[80];
+	int sensitive;
+	int depth; /* actions in progress: only the outermost is logged */
 };
 
 /* Sets `d` up for the screen of `cap`; the agent works in aw x ah (0x0:
@@ -77,9 +86,9 @@ int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);
 struct shot_opts {
 	struct capture_rect r; /* real pixels */
 	uint32_t ow, oh;       /* output size */
-	int format;   /* enum capture_format */
-	int quality;  /* JPEG and lossy WebP */
-	int lossless; /* WebP */
+	int format;	       /* enum capture_format */
+	int quality;	       /* JPEG and lossy WebP */
+	int lossless;	       /* WebP */
 	int cursor;
 };
 
@@ -138,5 +147,146 @@ struct desk_tool {
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
+
+/* ---- observation (desktop_obs.c, desktop_events.c) ----
+ *
+ * Every action of an agent passes desk_action() (native routes, the batch,
+ * the tool-format adapters, MCP): with an observer set (desk_observe) each
+ * one is refused while a person has taken the desktop over (ERR_TAKEN_OVER)
+ * and otherwise logged once done: {"time" (unix ms), "route", "action",
+ * "params" (typed text "[redacted]" with "sensitive":true), "frame_before",
+ * "frame" (the mirror's frame after it), "ok", "error"?}.  The log goes to
+ * the observer's event backlog (the events stream) and to its sinks (the
+ * recordings' sidecars).  Reads (cursor, windows, clipboard, apps, waits)
+ * are neither logged nor refused. */
+
+/* The observers of every sandbox, by sandbox id.  Thread-safe. */
+struct desk_observers;
+int desk_observers_new(struct desk_observers **out, struct err *e);
+void desk_observers_free(struct desk_observers *t);
+/* The observer of sandbox `id`, made on first use (NULL: out of memory);
+ * the caller drops its reference with desk_obs_put. */
+struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id);
+void desk_obs_put(struct desk_obs *o);
+/* Forgets sandbox `id`'s observer (the sandbox is deleted); references
+ * still held keep it alive until put. */
+void desk_observers_forget(struct desk_observers *t, const char *id);
+
+/* Sets `d`'s observer (a reference the caller keeps while `d` is used),
+ * the route its actions are logged under and the "sensitive" flag. */
+void desk_observe(struct desk *d, struct desk_obs *o, const char *route, int sensitive);
+
+/* An action log sink: `fn(cls, entry)` runs under the observer's lock for
+ * every logged action (entry as above); at most DESK_OBS_SINKS at once. */
+#define DESK_OBS_SINKS 8
+typedef void (*desk_obs_sink_fn)(void *cls, const cJSON *entry);
+int desk_obs_sink_add(struct desk_obs *o, desk_obs_sink_fn fn, void *cls, struct err *e);
+void desk_obs_sink_remove(struct desk_obs *o, desk_obs_sink_fn fn, void *cls);
+
+/* Takeover: a person holds the desktop for `ttl_s` seconds (renewable by
+ * calling again); agent actions answer ERR_TAKEN_OVER until
+ * desk_obs_release or the lease ends.  Both add a "takeover" event. */
+#define DESK_TAKEOVER_MAX_S 86400
+int desk_obs_takeover(struct desk_obs *o, int64_t ttl_s, const char *by, struct err *e);
+/* 1 when a takeover was in force and is ended, 0 when there was none. */
+int desk_obs_release(struct desk_obs *o);
+/* {"active":bool,"by","since","expires_at" (unix ms),"ttl_left_ms"}; NULL
+ * on allocation failure. */
+cJSON *desk_obs_takeover_json(struct desk_obs *o);
+
+/* The event backlog.  Events have increasing ids from 1; the last
+ * DESK_OBS_BACKLOG are kept.  Types: "frame" {"frame","rects":[{x,y,w,h}]},
+ * "pointer" {"x","y"}, "action" (a log entry), "takeover" {"active",...}. */
+#define DESK_OBS_BACKLOG 1024
+struct desk_obs_event {
+	uint64_t id;
+	char type[16];
+	char *json; /* malloc'd, owned by the holder */
+};
+/* Adds an event (`j` stays the caller's). */
+void desk_obs_emit(struct desk_obs *o, const char *type, const cJSON *j);
+/* Looks at the mirror `cap` and adds "frame" and "pointer" events for
+ * what changed since the last look (by anyone). */
+void desk_obs_poll(struct desk_obs *o, struct capture *cap);
+/* At most every DESK_OBS_WINDOWS_MS (whoever asks), lists the windows
+ * through `d` (deskbox-xtool) and adds "window" events {"change":
+ * "opened"|"closed"|"retitled"|"focused","window":{...},"old_title"?}
+ * for what changed since the last look. */
+#define DESK_OBS_WINDOWS_MS 1000
+void desk_obs_windows(struct desk_obs *o, struct desk *d);
+/* Copies up to `max` events with ids after `after` into `ev` (the caller
+ * frees their json), waiting up to `timeout_ms` for one.  Returns how many,
+ * or -ERANGE when events after `after` have already left the backlog (the
+ * reader missed some).  *next_id is the id the next event will have. */
+int desk_obs_read(struct desk_obs *o, uint64_t after, struct desk_obs_event *ev, int max,
+		  int timeout_ms, uint64_t *next_id);
+/* Wakes every reader waiting in desk_obs_read. */
+void desk_obs_wake(struct desk_obs *o);
+
+/* ---- recordings (desktop_rec.c, desktop_rec_files.c) ----
+ *
+ * A recording encodes the mirror's frames (only when the screen changed)
+ * at up to `fps` into <dir>/<rid>.mp4 (H.264) or .webm (VP8), with the
+ * action log of the observer as its sidecar, and its state in
+ * <dir>/<rid>.json, so the listing outlives deskboxd (a recording cut by a
+ * restart is "interrupted", its file playable to its last fragment). */
+#define DESK_REC_ID_LEN	 16 /* hex digits */
+#define DESK_REC_MAX_FPS 30
+struct desk_rec_opts {
+	int fps;  /* 1..DESK_REC_MAX_FPS */
+	int webm; /* else mp4 */
+};
+/* How a recorder reaches the mirror: use() enters the sandbox (negative
+ * once it stopped: the recording ends), unuse() leaves it; release() runs
+ * once when the recording is over (also when starting fails). */
+struct desk_rec_host {
+	int (*use)(void *cls, struct capture **cap, struct err *e);
+	void (*unuse)(void *cls);
+	void (*release)(void *cls);
+	void *cls;
+};
+int desk_rec_id_ok(const char *rid);
+/* Starts one of the w x h screen; *out is its JSON (as desk_rec_get). */
+int desk_rec_start(struct desk_obs *o, const char *dir, const struct desk_rec_opts *ro, uint32_t w,
+		   uint32_t h, const struct desk_rec_host *host, cJSON **out, struct err *e);
+/* Stops it (when running) once its file is complete; *out its JSON. */
+int desk_rec_stop(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e);
+/* {"id","format","fps","width","height","started_at","state":
+ * "recording"|"stopped"|"failed"|"interrupted","duration_ms","size",
+ * "stopped_at"?,"frames"?,"reason"?}; ERR_NOT_FOUND for an unknown rid. */
+int desk_rec_get(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e);
+/* Every recording in `dir`, oldest first (an array). */
+int desk_rec_list(struct desk_obs *o, const char *dir, cJSON **out, struct err *e);
+/* Its file, open for reading (*fd the caller's), size and media type. */
+int desk_rec_open(struct desk_obs *o, const char *dir, const char *rid, int *fd, uint64_t *size,
+		  const char **mime, struct err *e);
+/* The sidecar: {"id","started_at","actions":[entry + "offset_ms", ...]}. */
+int desk_rec_actions(struct desk_obs *o, const char *dir, const char *rid, cJSON **out,
+		     struct err *e);
+/* Stops it when running and removes its files. */
+int desk_rec_delete(struct desk_obs *o, const char *dir, const char *rid, struct err *e);
+/* Stops every recording of `o` and waits for their files. */
+void desk_obs_stop_recordings(struct desk_obs *o);
+
+/* ---- the accessibility tree (desktop_a11y.c) ----
+ *
+ * Read inside the sandbox through AT-SPI (desktop-image/deskbox-a11y.py)
+ * on the session bus its init starts with DESKBOX_A11Y=1.  Nodes:
+ * {"id" (a path of child indices, "0.2.1"), "role", "name",
+ * "description", "states", "bounds" {x,y,width,height} (screen pixels),
+ * "agent_bounds" (when an agent display is declared), "actions",
+ * "children"}. */
+struct desk_a11y_query {
+	const char *window; /* NULL or "": every application; else a title or X window id */
+	const char *find;   /* NULL or "role:button,name:OK": matches instead of a tree */
+	int max_depth;
+	int max_nodes;
+};
+/* {"nodes":[...],"count","truncated"} or, with find, {"matches":[...],...}. */
+int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out, struct err *e);
+/* Runs action `name` ("click": also press or activate) of node `node`;
+ * logged and refused during a takeover like every action. */
+int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON **out,
+		     struct err *e);
 
 #endif

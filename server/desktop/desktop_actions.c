@@ -421,7 +421,8 @@ static int is_forward(const cJSON *a)
 	return cJSON_IsString(b) && strcasecmp(b->valuestring, "forward") == 0;
 }
 
-int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out, struct err *e)
+static int run_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
+		      struct err *e)
 {
 	if (strcmp(name, "click") == 0 && is_forward(args))
 		return click_forward(d, args, out, e);
@@ -447,6 +448,17 @@ int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out,
 	if (strcmp(name, "cursor") == 0)
 		return add_pointer(d, out, e);
 	return desk_x_action(d, name, NULL, args, out, e);
+}
+
+/* The one place every action passes (desktop.h: observation). */
+int desk_action(struct desk *d, const char *name, const cJSON *args, cJSON *out, struct err *e)
+{
+	struct desk_obs_act a;
+	if (desk_obs_begin(d, name, &a, e) < 0)
+		return err_code(e);
+	int r = run_action(d, name, args, out, e);
+	desk_obs_end(d, &a, args, r, e);
+	return r;
 }
 
 /* ---- waiting on the screen ---- */

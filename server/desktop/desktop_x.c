@@ -291,8 +291,8 @@ static int set_clipboard(struct desk *d, const cJSON *a, cJSON *out, struct err 
 	return 0;
 }
 
-int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
-		  struct err *e)
+static int x_action(struct desk *d, const char *name, const char *wid, const cJSON *args,
+		    cJSON *out, struct err *e)
 {
 	if (strcmp(name, "windows") == 0)
 		return windows(d, args, out, e);
@@ -305,4 +305,17 @@ int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON
 	if (strcmp(name, "set_clipboard") == 0)
 		return set_clipboard(d, args, out, e);
 	return desk_apps_action(d, name, args, out, e);
+}
+
+/* Logged like desk_action (only when outermost: desk_action's own
+ * fallback to here is not logged twice). */
+int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON *args, cJSON *out,
+		  struct err *e)
+{
+	struct desk_obs_act a;
+	if (desk_obs_begin(d, name, &a, e) < 0)
+		return err_code(e);
+	int r = x_action(d, name, wid, args, out, e);
+	desk_obs_end(d, &a, args, r, e);
+	return r;
 }

@@ -3,6 +3,10 @@
 #ifndef DESKBOX_SERVER_DESKTOP_INTERNAL_H
 #define DESKBOX_SERVER_DESKTOP_INTERNAL_H
 
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,5 +74,93 @@ int desk_adapter_settle(struct desk *d, struct err *e);
  * malloc'd base64, *frame its frame number. */
 int desk_adapter_shot(struct desk *d, const int64_t *region, char **b64, uint64_t *frame,
 		      struct err *e);
+
+/* ---- observation (desktop_obs.c, desktop_events.c) ---- */
+
+struct desk_obs {
+	char id[64]; /* the sandbox's */
+	atomic_int refs;
+	/* Guards everything below; cv wakes desk_obs_read. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct desk_obs_event ring[DESK_OBS_BACKLOG]; /* event id i at i % size */
+	uint64_t next_id;
+	/* The last look at the mirror (desk_obs_poll). */
+	uint64_t seen_frame;
+	int32_t seen_x, seen_y;
+	int seen_pointer;
+	/* Takeover: unix ms the lease ends, 0 when none. */
+	long long take_until_ms, take_since_ms;
+	char take_by[64];
+	struct {
+		desk_obs_sink_fn fn;
+		void *cls;
+	} sinks[DESK_OBS_SINKS];
+	struct desk_rec *recs; /* recordings this deskboxd runs (desktop_rec.c) */
+	/* The windows at the last look (desk_obs_windows), and when. */
+	cJSON *windows;
+	long long windows_at;
+	struct desk_obs *next;
+};
+
+/* desk_obs_emit with mu held. */
+void desk_obs_emit_locked(struct desk_obs *o, const char *type, const cJSON *j);
+/* Ends a takeover whose lease is over (with its event). */
+void desk_obs_expire(struct desk_obs *o);
+
+/* One action between desk_obs_begin and desk_obs_end. */
+struct desk_obs_act {
+	const char *name;
+	int logged;
+	long long time_ms;
+	uint64_t frame_before;
+};
+/* Before an action: ERR_TAKEN_OVER while a person holds the desktop. */
+int desk_obs_begin(struct desk *d, const char *name, struct desk_obs_act *a, struct err *e);
+/* After it (r: its result, e its error): the log entry. */
+void desk_obs_end(struct desk *d, struct desk_obs_act *a, const cJSON *args, int r,
+		  const struct err *e);
+
+/* ---- recordings (desktop_rec.c, desktop_rec_files.c) ---- */
+
+struct desk_rec {
+	char id[DESK_REC_ID_LEN + 1];
+	char dir[PATH_MAX];
+	int webm, fps;
+	uint32_t w, h;
+	long long started_ms; /* unix ms */
+	struct desk_obs *obs;
+	struct desk_rec_host host;
+	struct rec_enc *enc;
+	FILE *sidecar;
+	pthread_t thread;
+	/* Guards stop and done. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop, done;
+	/* Written by the thread only. */
+	uint64_t frames;
+	char reason[256];
+	struct desk_rec *next; /* in obs->recs, under obs->mu */
+};
+
+/* 1 once r's thread has finished its files. */
+int desk_rec_done(struct desk_rec *r);
+
+/* The encoder (desktop_rec_enc.c): frames of a w x h B,G,R,X screen into
+ * `path` (fragmented MP4 with H.264, or WebM with VP8), each stamped with
+ * its time in ms from the start (a frame not later than the previous one
+ * is dropped).  close flushes and writes the trailer, free without it
+ * (the file stays cut, and decodes). */
+struct rec_enc;
+int rec_enc_open(struct rec_enc **out, const char *path, int webm, uint32_t w, uint32_t h, int fps,
+		 struct err *e);
+int rec_enc_frame(struct rec_enc *x, const uint8_t *bgrx, size_t stride, int64_t pts_ms,
+		  struct err *e);
+/* Ends the fragment (cluster) in progress: it is complete on disk. */
+int rec_enc_flush(struct rec_enc *x, struct err *e);
+int64_t rec_enc_last_pts(const struct rec_enc *x);
+int rec_enc_close(struct rec_enc *x, struct err *e);
+void rec_enc_free(struct rec_enc *x);
 
 #endif

@@ -232,6 +232,8 @@ static int status_of(enum err_kind kind)
 	case ERR_PAUSED:
 	case ERR_NAME_TAKEN:
 		return 409;
+	case ERR_TAKEN_OVER:
+		return 423; /* Locked (RFC 4918): someone else holds it */
 	case ERR_TOO_LARGE:
 		return 413;
 	case ERR_UNSUPPORTED:

@@ -335,6 +335,11 @@ const char image_chromium_flags[] =
     "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --user-data-dir=${HOME:-/home/user}/.config/chromium\"\n"
     "CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --remote-debugging-port=9222"
     " --remote-debugging-address=127.0.0.1\"\n"
+    "# The accessibility tree (docs/observation.md) with DESKBOX_A11Y=1.\n"
+    "if [ \"${DESKBOX_A11Y:-}\" = 1 ]; then\n"
+    "  CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --force-renderer-accessibility\"\n"
+    "  export ACCESSIBILITY_ENABLED=1\n"
+    "fi\n"
     "export CHROMIUM_FLAGS\n";
 
 /* The flags above, and x-www-browser (which xdg-open falls back to) leading

@@ -276,6 +276,10 @@ int sandbox_disk_reserve(struct sandbox *sb, uint64_t bytes, struct err *e);
 void sandbox_disk_release(struct sandbox *sb, uint64_t bytes);
 /* The size of the sandbox's disk in bytes; 0 when it has no limit. */
 uint64_t sandbox_disk_bytes(struct sandbox *sb);
+/* Where deskboxd keeps the sandbox's desktop recordings: on its own disk
+ * (so they count against disk_mb) beside the overlay's layers, out of the
+ * sandbox's reach; in its directory when it has no disk. */
+void sandbox_recordings_dir(struct sandbox *sb, char *buf, size_t size);
 /* The status now (it may change as soon as this returns). */
 enum sandbox_status sandbox_current_status(struct sandbox *sb);
 

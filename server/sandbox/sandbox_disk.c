@@ -47,6 +47,14 @@ void sandbox_disk_loaded(struct sandbox *sb)
 		sb->spec.disk_mb = 0;
 }
 
+void sandbox_recordings_dir(struct sandbox *sb, char *buf, size_t size)
+{
+	pthread_mutex_lock(&sb->mu);
+	int disk = sb->spec.disk_mb != 0;
+	pthread_mutex_unlock(&sb->mu);
+	sandbox_path(sb, buf, size, disk ? "disk/recordings" : "recordings");
+}
+
 int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size, struct err *e)
 {
 	if (!sb->spec.disk_mb) {

@@ -291,7 +291,7 @@ class Fuzzer:
             q[name] = v
         if op_id in ("exec", "codeRun") and "stream" in q:
             q["stream"] = rnd.choice(["1", "0", "true", "x"])
-        if op_id == "watchFiles":
+        if op_id in ("watchFiles", "desktopEvents"):
             q["timeout_s"] = "1"  # a watch streams until then
         return q
 

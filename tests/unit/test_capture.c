@@ -179,6 +179,32 @@ int main(int argc, char **argv)
 	ok(px[0] == 0 && px[1] == 0 && px[2] == 0xff, "region snapshot is B,G,R,X red");
 	is_int(capture_wait_frame(c, capture_frame(c), 50, &e), 0, "quiet screen times out");
 
+	/* What changed since a frame: a painted box is inside the damage. */
+	struct capture_rect dmg;
+	capture_damage(c, capture_frame(c), &dmg);
+	ok(dmg.w == 0 && dmg.h == 0, "no damage since the current frame");
+	before = capture_frame(c);
+	GC gc = XCreateGC(dpy, DefaultRootWindow(dpy), 0, NULL);
+	XSetForeground(dpy, gc, 0x00ff00);
+	XFillRectangle(dpy, DefaultRootWindow(dpy), gc, 20, 30, 40, 10);
+	XFlush(dpy);
+	end = xlive_now_ms() + 5000;
+	int inside = 0;
+	while (!inside && xlive_now_ms() < end) {
+		capture_wait_frame(c, capture_frame(c), 200, &e);
+		capture_snapshot(c, (struct capture_rect){0, 0, W, H}, img, W * 4, &frame, &e);
+		if (pixel(img, 59, 39) != 0x00ff00)
+			continue;
+		capture_damage(c, before, &dmg);
+		inside = dmg.x <= 20 && dmg.y <= 30 && dmg.x + dmg.w >= 60 && dmg.y + dmg.h >= 40 &&
+			 dmg.x + dmg.w <= W && dmg.y + dmg.h <= H;
+	}
+	char dwhy[96];
+	snprintf(dwhy, sizeof(dwhy), "damage %u,%u %ux%u", dmg.x, dmg.y, dmg.w, dmg.h);
+	diag(dwhy);
+	ok(inside, "the damage since a frame holds a box painted after it");
+	XFreeGC(dpy, gc);
+
 	/* Typing into xterm: the exact bytes must arrive. */
 	char out[PATH_MAX];
 	snprintf(out, sizeof(out), "%s/typed", xl.tmpdir);

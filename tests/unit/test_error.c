@@ -19,5 +19,6 @@ int main(void)
 	is_int(err_set(&e, ERR_INVALID, 0, "bad"), -EIO, "no errno gives -EIO");
 	is_str(err_kind_name(ERR_NO_SPACE), "insufficient_storage", "quota's code name");
 	is_str(err_kind_name(ERR_NONE), "internal", "no kind is internal");
+	is_str(err_kind_name(ERR_TAKEN_OVER), "taken_over", "takeover's code name");
 	return done();
 }

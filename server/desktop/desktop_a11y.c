@@ -1,0 +1,184 @@
+/* The accessibility tree (desktop.h): desktop-image/deskbox-a11y.py,
+ * embedded here, runs inside the sandbox with the image's python3 and
+ * pyatspi and reads AT-SPI on the session bus the sandbox's init starts;
+ * deskboxd only reads its JSON.  Bounds come in screen pixels and, when
+ * the agent declared its own display, in that space too. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "desktop.h"
+#include "internal.h"
+
+__asm__(".section .rodata\n"
+	".global deskbox_a11y_src\n"
+	"deskbox_a11y_src:\n"
+	".incbin \"desktop-image/deskbox-a11y.py\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char deskbox_a11y_src[];
+
+#define A11Y_TIMEOUT_MS	 15000
+#define A11Y_MAX_OUTPUT	 (16u << 20)
+#define A11Y_NODES_LIMIT 20000
+
+static enum err_kind kind_of(const char *msg, size_t *skip)
+{
+	static const struct {
+		const char *prefix;
+		enum err_kind kind;
+	} kinds[] = {{"not_found: ", ERR_NOT_FOUND},
+		     {"invalid: ", ERR_INVALID},
+		     {"unavailable: ", ERR_UNAVAILABLE}};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		size_t n = strlen(kinds[i].prefix);
+		if (strncmp(msg, kinds[i].prefix, n) == 0) {
+			*skip = n;
+			return kinds[i].kind;
+		}
+	}
+	*skip = 0;
+	return ERR_INTERNAL;
+}
+
+/* Runs the tool with `args` (at most 5, NULL-terminated). */
+static int a11y_run(struct desk *d, const char *const *args, cJSON **out, struct err *e)
+{
+	const char *argv[9] = {"/usr/bin/python3", "-c", deskbox_a11y_src};
+	size_t n = 3;
+	for (size_t i = 0; args[i] && n < 8; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	const char *env[] = {"PYTHONDONTWRITEBYTECODE=1", NULL};
+	struct process_opts o = {
+	    .argv = argv,
+	    .env = env,
+	    .timeout_ms = A11Y_TIMEOUT_MS,
+	    .max_output = A11Y_MAX_OUTPUT,
+	};
+	struct process_result pr;
+	if (process_run(d->procs, &o, &pr, e) < 0)
+		return err_wrap(e, "reading the accessibility tree");
+	cJSON *j = pr.out_truncated ? NULL : cJSON_ParseWithLength(pr.out, pr.out_len);
+	const cJSON *msg = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
+	int r = 0;
+	size_t skip = 0;
+	if (pr.timed_out)
+		r = err_set(e, ERR_TIMEOUT, ETIMEDOUT, "the accessibility tree took over %d ms",
+			    A11Y_TIMEOUT_MS);
+	else if (cJSON_IsString(msg))
+		r = err_set(e, kind_of(msg->valuestring, &skip), EIO, "%.400s",
+			    msg->valuestring + skip);
+	else if (!cJSON_IsObject(j))
+		/* libatspi aborts when the accessibility bus does not answer. */
+		r = err_set(e, ERR_UNAVAILABLE, EPROTO,
+			    "the accessibility bus did not answer (exit %d): %.200s", pr.exit_code,
+			    pr.err);
+	process_result_release(&pr);
+	if (r < 0) {
+		cJSON_Delete(j);
+		return r;
+	}
+	*out = j;
+	return 0;
+}
+
+/* Adds "agent_bounds" to every node of `list` (and below). */
+static void add_agent_bounds(const struct desk *d, cJSON *list)
+{
+	cJSON *n;
+	cJSON_ArrayForEach(n, list)
+	{
+		const cJSON *b = cJSON_GetObjectItemCaseSensitive(n, "bounds");
+		if (cJSON_IsObject(b)) {
+			int32_t x = (int32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(b, "x"));
+			int32_t y = (int32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(b, "y"));
+			int32_t w = (int32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(b, "width"));
+			int32_t h = (int32_t)cJSON_GetNumberValue(cJSON_GetObjectItem(b, "height"));
+			int32_t ax, ay, ax1, ay1;
+			desk_to_agent(d, x, y, &ax, &ay);
+			desk_to_agent(d, x + w, y + h, &ax1, &ay1);
+			cJSON *ab = cJSON_AddObjectToObject(n, "agent_bounds");
+			cJSON_AddNumberToObject(ab, "x", ax);
+			cJSON_AddNumberToObject(ab, "y", ay);
+			cJSON_AddNumberToObject(ab, "width", ax1 - ax);
+			cJSON_AddNumberToObject(ab, "height", ay1 - ay);
+		}
+		add_agent_bounds(d, cJSON_GetObjectItemCaseSensitive(n, "children"));
+	}
+}
+
+/* A window given by its id: its title, which AT-SPI knows it by. */
+static int window_title(struct desk *d, const char *window, char *title, size_t size, struct err *e)
+{
+	snprintf(title, size, "%s", window);
+	if (!*window || strspn(window, "0123456789") != strlen(window))
+		return 0;
+	cJSON *none = cJSON_CreateObject(), *res = cJSON_CreateObject();
+	int r = none && res ? desk_x_action(d, "windows", NULL, none, res, e)
+			    : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	const cJSON *w;
+	int found = 0;
+	const cJSON *list = r == 0 ? cJSON_GetObjectItemCaseSensitive(res, "windows") : NULL;
+	cJSON_ArrayForEach(w, list)
+	{
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(w, "id");
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(w, "title");
+		if (cJSON_IsNumber(id) && cJSON_IsString(t) &&
+		    (unsigned long long)id->valuedouble == strtoull(window, NULL, 10)) {
+			snprintf(title, size, "%s", t->valuestring);
+			found = 1;
+		}
+	}
+	cJSON_Delete(none);
+	cJSON_Delete(res);
+	if (r == 0 && !found)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no window %s", window);
+	return r;
+}
+
+int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out, struct err *e)
+{
+	if (q->max_depth < 0 || q->max_depth > 1000 || q->max_nodes < 1 ||
+	    q->max_nodes > A11Y_NODES_LIMIT)
+		return err_set(e, ERR_INVALID, EINVAL, "max_depth 0-1000, max_nodes 1-%d",
+			       A11Y_NODES_LIMIT);
+	char title[512], depth[16], nodes[16];
+	if (window_title(d, q->window ? q->window : "", title, sizeof(title), e) < 0)
+		return err_code(e);
+	snprintf(depth, sizeof(depth), "%d", q->max_depth);
+	snprintf(nodes, sizeof(nodes), "%d", q->max_nodes);
+	const char *args[] = {"tree", title, depth, q->find ? q->find : "", nodes, NULL};
+	cJSON *j;
+	if (a11y_run(d, args, &j, e) < 0)
+		return err_code(e);
+	if (d->aw != d->w || d->ah != d->h) {
+		add_agent_bounds(d, cJSON_GetObjectItemCaseSensitive(j, "nodes"));
+		add_agent_bounds(d, cJSON_GetObjectItemCaseSensitive(j, "matches"));
+	}
+	*out = j;
+	return 0;
+}
+
+int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON **out, struct err *e)
+{
+	if (strlen(node) > 256 || strspn(node, "0123456789.") != strlen(node) || !*node)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no accessible node '%.64s'", node);
+	if (!*name || strlen(name) > 64)
+		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be an action's name");
+	/* An action like any other: logged, refused during a takeover. */
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "node", node);
+	cJSON_AddStringToObject(args, "name", name);
+	struct desk_obs_act a;
+	if (desk_obs_begin(d, "accessibility_action", &a, e) < 0) {
+		cJSON_Delete(args);
+		return err_code(e);
+	}
+	const char *argv[] = {"action", node, name, NULL};
+	int r = a11y_run(d, argv, out, e);
+	desk_obs_end(d, &a, args, r, e);
+	cJSON_Delete(args);
+	return r;
+}
