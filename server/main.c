@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "server/api/api.h"
+#include "server/compat/compat.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
@@ -99,6 +100,9 @@ struct server {
 	struct sandboxes *sbx;
 	struct api api; /* the HTTP handlers' context: its address is kept */
 	struct http *http;
+	/* api_routes and the compatibility front-ends' (server/compat/). */
+	struct http_route *routes;
+	size_t n_routes;
 };
 
 /* Checks that deskboxd runs as root, finds its helper binaries and creates
@@ -248,11 +252,14 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 /* The HTTP server on --listen, serving the API routes. */
 static int start_http(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
+	s->routes = compat_routes_join(api_routes, api_n_routes, &s->n_routes);
+	if (!s->routes)
+		err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	struct http_opts ho = {
 	    .listen = o->listen,
 	    .token = h->token,
-	    .routes = api_routes,
-	    .n_routes = api_n_routes,
+	    .routes = s->routes,
+	    .n_routes = s->n_routes,
 	    .app = &s->api,
 	    .max_body = 2u << 20,
 	    .max_connections = o->max_connections,
@@ -264,8 +271,10 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .tls_key_file = o->tls_key,
 	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
 	    .canon = api_canon_captures,
+	    .error_body = compat_error_body,
 	};
-	if (http_new(&s->http, &ho, e) < 0) {
+	if (!s->routes || http_new(&s->http, &ho, e) < 0) {
+		free(s->routes);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
 		vnc_free(s->api.vnc);
@@ -301,6 +310,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		fprintf(stderr, "deskboxd: %s\n", e.msg);
 		vnc_stop_all(s->api.vnc);
 		http_free(s->http);
+		free(s->routes);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
 		vnc_free(s->api.vnc);
@@ -327,6 +337,7 @@ static void server_stop(struct server *s, int keep)
 	 * sandboxes left running. */
 	sandboxes_kill_runs(s->sbx, keep);
 	http_free(s->http);
+	free(s->routes);
 	pool_free(s->api.pool);
 	if (keep)
 		sandboxes_detach(s->sbx);
