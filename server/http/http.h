@@ -244,10 +244,13 @@ const char *http_raw_query(const struct http_request *req);
  * ERR_UNAUTHORIZED saying what is wrong: for HTTP_NO_AUTH routes that
  * accept other credentials too. */
 int http_check_token(const struct http_request *req, struct err *e);
+/* The server a request came to: valid until http_free(), which waits for
+ * the upgraded sessions that may hold it. */
+const struct http *http_of(const struct http_request *req);
 /* 0 when `presented` is the API token (compared in constant time), else
  * ERR_UNAUTHORIZED: for credentials that arrive some other way (another
  * header, a message on a WebSocket). */
-int http_check_secret(const struct http_request *req, const char *presented, struct err *e);
+int http_check_secret(const struct http *h, const char *presented, struct err *e);
 /* The status deskbox answers an error of `kind` with (400, 404, ...). */
 int http_error_status(enum err_kind kind);
 /* The client's IP address as text ("" when unknown). */

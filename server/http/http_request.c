@@ -119,9 +119,13 @@ int http_check_token(const struct http_request *req, struct err *e)
 	return http_auth_conn(req->layer, req->conn, e);
 }
 
-int http_check_secret(const struct http_request *req, const char *presented, struct err *e)
+const struct http *http_of(const struct http_request *req)
 {
-	const struct http *h = req->layer;
+	return req->layer;
+}
+
+int http_check_secret(const struct http *h, const char *presented, struct err *e)
+{
 	if (!presented || !presented[0])
 		return err_set(e, ERR_UNAUTHORIZED, 0, "missing API key");
 	if (!text_equal_secret(presented, h->token))
