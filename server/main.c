@@ -270,7 +270,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
 	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
-	    .canon = api_canon_captures,
+	    .canon = compat_canon_captures,
 	    .error_body = compat_error_body,
 	};
 	if (!s->routes || http_new(&s->http, &ho, e) < 0) {

@@ -3,6 +3,8 @@
  * deskboxd's own port:
  *
  *   /zeroboot/v1/...          Zeroboot's REST (zeroboot/)
+ *   /daytona/api/...          Daytona's control plane (daytona/)
+ *   /daytona/toolbox/{id}/... and its toolbox (the sandboxes' toolboxProxyUrl)
  *
  * Each is a translator at the edge, a sibling of server/api/: it parses the
  * engine's requests and calls the subsystems (sandbox, process, files,
@@ -19,6 +21,11 @@
 /* http_opts.error_body: an error under one front-end's prefix in that
  * engine's shape. */
 int compat_error_body(void *app, const char *path, const struct err *e, struct http_response *res);
+
+/* http_opts.canon: names in the front-ends' sandbox ids become ids, and
+ * api_canon_captures() for deskbox's own routes. */
+void compat_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
+			   char *buf, size_t size);
 
 /* `base` followed by every front-end's routes, in one malloc'd table (*n
  * entries, the caller frees); NULL when out of memory. */

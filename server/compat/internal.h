@@ -27,6 +27,8 @@ struct compat_run {
 	const char *const *env; /* "K=V", NULL-terminated, may be NULL */
 	const char *cwd;
 	int timeout_ms;
+	int merge_stderr;	 /* stderr into stdout, in the order written */
+	const char *const *args; /* code: its arguments (at most 16), may be NULL */
 };
 int compat_run(struct api *api, const char *id, const struct compat_run *run,
 	       struct process_result *res, struct err *e);
@@ -52,5 +54,9 @@ void compat_iso_time(long long ms, char *buf, size_t size);
 extern const struct http_route zeroboot_routes[];
 extern const size_t zeroboot_n_routes;
 void zeroboot_error(struct http_response *res, int status, const char *message);
+
+extern const struct http_route daytona_routes[];
+extern const size_t daytona_n_routes;
+void daytona_error(struct http_response *res, int status, const struct err *e);
 
 #endif

@@ -48,30 +48,53 @@ int compat_language(const char *name)
 	return -1;
 }
 
+#define RUN_MAX_ARGS 16
+#define RUN_ARGV     (RUN_MAX_ARGS + 8)
+
 /* The run's argv: sh -c, or the language's interpreter looked up in the
- * sandbox's own tree. */
-static int run_argv(struct sandbox *sb, const struct compat_run *run, const char *argv[4],
+ * sandbox's own tree; with merge_stderr behind a shell that sends stderr
+ * to stdout first. */
+static int run_argv(struct sandbox *sb, const struct compat_run *run, const char *argv[RUN_ARGV],
 		    struct err *e)
 {
+	const char *inner[4];
 	if (run->language < 0) {
-		argv[0] = "/bin/sh";
-		argv[1] = "-c";
-		argv[2] = run->command;
-		argv[3] = NULL;
-		return 0;
+		inner[0] = "/bin/sh";
+		inner[1] = "-c";
+		inner[2] = run->command;
+		inner[3] = NULL;
+	} else {
+		struct files_root root;
+		if (sandbox_open_root(sb, &root, e) < 0)
+			return err_code(e);
+		int r = process_code_argv(run->language, run->code, root.fd, inner, e);
+		close(root.fd);
+		if (r < 0)
+			return r;
 	}
-	struct files_root root;
-	if (sandbox_open_root(sb, &root, e) < 0)
-		return err_code(e);
-	int r = process_code_argv(run->language, run->code, root.fd, argv, e);
-	close(root.fd);
-	return r;
+	size_t n = 0;
+	if (run->merge_stderr) {
+		argv[n++] = "/bin/sh";
+		argv[n++] = "-c";
+		argv[n++] = "exec 2>&1; exec \"$@\"";
+		argv[n++] = "sh";
+	}
+	for (size_t i = 0; inner[i]; i++)
+		argv[n++] = inner[i];
+	for (size_t i = 0; run->language >= 0 && run->args && run->args[i]; i++) {
+		if (i >= RUN_MAX_ARGS)
+			return err_set(e, ERR_INVALID, E2BIG, "more than %d arguments",
+				       RUN_MAX_ARGS);
+		argv[n++] = run->args[i];
+	}
+	argv[n] = NULL;
+	return 0;
 }
 
 int compat_run(struct api *api, const char *id, const struct compat_run *run,
 	       struct process_result *res, struct err *e)
 {
-	const char *argv[4];
+	const char *argv[RUN_ARGV];
 	struct process_opts o = {
 	    .argv = argv,
 	    .env = run->env,

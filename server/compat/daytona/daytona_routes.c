@@ -1,0 +1,47 @@
+/* Daytona's routes: the control plane under /daytona/api, the toolbox
+ * under /daytona/toolbox/{id} (docs/compat-daytona.md).  Credentials are
+ * deskbox's API token as Daytona's API key (Authorization: Bearer), checked
+ * by the http layer; the socket.io channel checks the key it carries. */
+#include "internal.h"
+
+#define API "/daytona/api"
+#define SBX API "/sandbox/{id}"
+#define TB  "/daytona/toolbox/{id}"
+
+const struct http_route daytona_routes[] = {
+    {"POST", API "/sandbox", dt_sandbox_create, 0, NULL},
+    {"GET", API "/sandbox", dt_sandbox_list, 0, NULL},
+    {"GET", API "/sandbox/paginated", dt_sandbox_list, 0, NULL},
+    {"GET", SBX, dt_sandbox_get, 0, NULL},
+    {"DELETE", SBX, dt_sandbox_delete, 0, NULL},
+    {"POST", SBX "/start", dt_sandbox_start, 0, NULL},
+    {"POST", SBX "/stop", dt_sandbox_stop, 0, NULL},
+    {"PUT", SBX "/labels", dt_sandbox_labels, 0, NULL},
+    {"POST", SBX "/autostop/{n}", dt_sandbox_autostop, 0, NULL},
+    {"GET", SBX "/toolbox-proxy-url", dt_sandbox_proxy_url, 0, NULL},
+    /* Cloud features deskbox has no counterpart for. */
+    {"POST", SBX "/archive", dt_unsupported, 0, NULL},
+    {"POST", SBX "/autoarchive/{n}", dt_unsupported, 0, NULL},
+    {"POST", SBX "/autodelete/{n}", dt_unsupported, 0, NULL},
+    {"POST", SBX "/autopause/{n}", dt_unsupported, 0, NULL},
+    {"POST", SBX "/resize", dt_unsupported, 0, NULL},
+    {"POST", SBX "/public/{v}", dt_unsupported, 0, NULL},
+    {"GET", SBX "/ports/{port}/preview-url", dt_unsupported, 0, NULL},
+    {"GET", SBX "/signing-key", dt_unsupported, 0, NULL},
+    {"*", API "/snapshots", dt_unsupported, 0, NULL},
+    {"*", API "/volumes", dt_unsupported, 0, NULL},
+    {"GET", API "/socket.io/", dt_socketio, HTTP_NO_AUTH, NULL},
+
+    {"POST", TB "/process/execute", dt_execute, 0, NULL},
+    {"POST", TB "/process/code-run", dt_code_run, 0, NULL},
+    {"POST", TB "/files/bulk-upload", dt_upload, HTTP_STREAM_BODY, dt_upload_begin},
+    {"POST", TB "/files/bulk-download", dt_download, 0, NULL},
+    {"GET", TB "/files", dt_files_list, 0, NULL},
+    {"DELETE", TB "/files", dt_files_delete, 0, NULL},
+    {"GET", TB "/files/info", dt_files_info, 0, NULL},
+    {"POST", TB "/files/folder", dt_files_folder, 0, NULL},
+    {"POST", TB "/files/move", dt_files_move, 0, NULL},
+    {"GET", TB "/user-home-dir", dt_home_dir, 0, NULL},
+    {"GET", TB "/work-dir", dt_home_dir, 0, NULL},
+};
+const size_t daytona_n_routes = sizeof(daytona_routes) / sizeof(daytona_routes[0]);
