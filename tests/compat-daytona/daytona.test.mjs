@@ -98,6 +98,59 @@ nat = await native('GET', `/v1/sandboxes/${sb.id}/files/stat?path=/workspace/dir
 ok(nat.status === 404, 'deleteFile recursive: deskbox no longer finds it', nat.status);
 ok(await sb.getUserHomeDir() === '/home/user' && await sb.getWorkDir() === '/workspace', 'home and work dirs');
 
+// computer use, checked through deskbox's desktop API and the X server
+const cu = sb.computerUse;
+const dinfo = (await native('GET', `/v1/sandboxes/${sb.id}/desktop/info`)).json;
+let shot = await cu.screenshot.takeFullScreen();
+let png = Buffer.from(shot.screenshot || '', 'base64');
+ok(png.subarray(1, 4).toString() === 'PNG' && png.readUInt32BE(16) === dinfo.width && png.readUInt32BE(20) === dinfo.height,
+  'screenshot: a base64 PNG of the whole screen', [shot.sizeBytes, dinfo.width, dinfo.height]);
+shot = await cu.screenshot.takeCompressedRegion({ x: 10, y: 20, width: 300, height: 200 }, { format: 'jpeg', quality: 60 });
+png = Buffer.from(shot.screenshot || '', 'base64');
+ok(png[0] === 0xff && png[1] === 0xd8 && shot.width === 300 && shot.height === 200, 'takeCompressedRegion: a 300x200 JPEG', [shot.width, shot.height]);
+const disp = await cu.display.getInfo();
+ok(disp.displays?.[0]?.width === dinfo.width && disp.displays[0].height === dinfo.height, 'display.getInfo', disp);
+let pos = await cu.mouse.move(123, 234);
+nat = await native('GET', `/v1/sandboxes/${sb.id}/desktop/cursor`);
+ok(pos.x === 123 && nat.json.x === 123 && nat.json.y === 234, 'mouse.move: the X server\'s pointer is there', nat.json);
+pos = await cu.mouse.getPosition();
+ok(pos.x === 123 && pos.y === 234, 'mouse.getPosition', pos);
+const xt = await native('POST', `/v1/sandboxes/${sb.id}/desktop/launch`,
+  { argv: ['xterm', '-geometry', '80x20+50+50', '-T', 'dtterm'], timeout_ms: 15000 });
+const win = xt.json?.window;
+ok(win && win.title === 'dtterm', 'an xterm launched through deskbox', xt.json);
+if (win) {
+  const wins = await cu.display.getWindows();
+  ok(wins.windows.some((w) => w.title === 'dtterm' && w.width === win.width), 'display.getWindows lists it', wins);
+  pos = await cu.mouse.click(win.x + 40, win.y + 40);
+  ok(pos.x === win.x + 40, 'mouse.click into it', pos);
+  await cu.keyboard.type('echo héllo ');
+  await cu.keyboard.press('a', ['shift']);
+  await cu.keyboard.hotkey('shift+b');
+  await cu.keyboard.type(' > /tmp/typed.txt');
+  await cu.keyboard.press('Return');
+  let typed = null;
+  for (let i = 0; i < 50 && typed === null; i++) {
+    const f = await native('GET', `/v1/sandboxes/${sb.id}/files/download?path=/tmp/typed.txt`);
+    if (f.status === 200 && f.buf.length) typed = f.buf.toString();
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  ok(typed === 'héllo AB\n', 'keyboard type, press with a modifier and hotkey reach the X server exactly', typed);
+  ok(await cu.mouse.scroll(win.x + 40, win.y + 40, 'down', 2) === true, 'mouse.scroll');
+  pos = await cu.mouse.drag(win.x + 10, win.y + 10, win.x + 60, win.y + 30);
+  // The X server takes the last motion events a moment after they are sent.
+  for (let i = 0; i < 40; i++) {
+    nat = await native('GET', `/v1/sandboxes/${sb.id}/desktop/cursor`);
+    if (nat.json.x === win.x + 60 && nat.json.y === win.y + 30) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  ok(pos.x === win.x + 60 && nat.json.x === win.x + 60 && nat.json.y === win.y + 30, 'mouse.drag ends where asked', nat.json);
+}
+const st = await cu.getStatus();
+ok(st.status === 'active', 'computerUse.getStatus', st);
+const started = await cu.start();
+ok(started.status?.xvfb?.running === true, 'computerUse.start: the desktop runs', started);
+
 // control plane
 const got = await daytona.get(sb.id);
 ok(got.id === sb.id && got.state === 'started' && got.labels.team === 'qa', 'get', got.state);

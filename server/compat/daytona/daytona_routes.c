@@ -42,6 +42,23 @@ const struct http_route daytona_routes[] = {
     {"POST", TB "/files/folder", dt_files_folder, 0, NULL},
     {"POST", TB "/files/move", dt_files_move, 0, NULL},
     {"GET", TB "/user-home-dir", dt_home_dir, 0, NULL},
+    {"GET", TB "/computeruse/screenshot", dt_screenshot, HTTP_BACKGROUND, NULL},
+    {"GET", TB "/computeruse/screenshot/region", dt_screenshot, HTTP_BACKGROUND, NULL},
+    {"GET", TB "/computeruse/screenshot/compressed", dt_screenshot, HTTP_BACKGROUND, NULL},
+    {"GET", TB "/computeruse/screenshot/region/compressed", dt_screenshot, HTTP_BACKGROUND, NULL},
+    {"GET", TB "/computeruse/mouse/position", dt_mouse_position, 0, NULL},
+    {"POST", TB "/computeruse/mouse/{op}", dt_mouse, 0, NULL},
+    {"POST", TB "/computeruse/keyboard/{op}", dt_keyboard, 0, NULL},
+    {"GET", TB "/computeruse/display/info", dt_display_info, 0, NULL},
+    {"GET", TB "/computeruse/display/windows", dt_windows, 0, NULL},
+    {"POST", TB "/computeruse/start", dt_computer_status, 0, NULL},
+    {"GET", TB "/computeruse/status", dt_computer_status, 0, NULL},
+    {"GET", TB "/computeruse/process-status", dt_computer_status, 0, NULL},
+    /* The desktop is the sandbox's own: it ends with the sandbox. */
+    {"POST", TB "/computeruse/stop", dt_unsupported, 0, NULL},
+    {"*", TB "/computeruse/recordings", dt_unsupported, 0, NULL},
+    {"*", TB "/computeruse/recordings/{path*}", dt_unsupported, 0, NULL},
+    {"*", TB "/computeruse/a11y/{path*}", dt_unsupported, 0, NULL},
     {"GET", TB "/work-dir", dt_home_dir, 0, NULL},
 };
 const size_t daytona_n_routes = sizeof(daytona_routes) / sizeof(daytona_routes[0]);

@@ -50,6 +50,15 @@ int dt_upload_begin(struct http_request *req, struct http_body_sink *sink, struc
 int dt_upload(struct http_request *req, struct http_response *res, struct err *e);
 int dt_download(struct http_request *req, struct http_response *res, struct err *e);
 
+/* daytona_computer.c */
+int dt_screenshot(struct http_request *req, struct http_response *res, struct err *e);
+int dt_mouse(struct http_request *req, struct http_response *res, struct err *e);
+int dt_mouse_position(struct http_request *req, struct http_response *res, struct err *e);
+int dt_keyboard(struct http_request *req, struct http_response *res, struct err *e);
+int dt_display_info(struct http_request *req, struct http_response *res, struct err *e);
+int dt_windows(struct http_request *req, struct http_response *res, struct err *e);
+int dt_computer_status(struct http_request *req, struct http_response *res, struct err *e);
+
 /* daytona_socketio.c */
 int dt_socketio(struct http_request *req, struct http_response *res, struct err *e);
 
