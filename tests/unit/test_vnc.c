@@ -90,7 +90,7 @@ static size_t client_frame(unsigned char *out, int fin, int op, const void *payl
 static int parse_bytewise(struct ws_parser *ps, unsigned char *buf, size_t n, struct sink *s,
 			  int *code)
 {
-	struct ws_handler h = {on_data, on_control, s, NULL};
+	struct ws_handler h = {on_data, on_control, s, NULL, NULL};
 	for (size_t i = 0; i < n; i++) {
 		int r = ws_parse(ps, buf + i, 1, &h, code);
 		if (r < 0)
@@ -166,7 +166,7 @@ int main(void)
 		/* With a text handler: a fragmented text message with a binary
 		 * message after it, byte by byte. */
 		struct text_sink ts = {0};
-		struct ws_handler th = {on_data, on_control, &s, on_text};
+		struct ws_handler th = {on_data, on_control, &s, on_text, NULL};
 		memset(&s, 0, sizeof(s));
 		ts.s = &s;
 		th.cls = &ts;
