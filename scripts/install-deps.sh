@@ -56,3 +56,4 @@ npm_ci mcp @modelcontextprotocol/sdk
 npm_ci openapi @apidevtools/swagger-parser
 # The compatibility front-ends' official clients (docs/compat-*.md).
 npm_ci compat-daytona @daytonaio/sdk
+npm_ci compat-sprites @fly/sprites

@@ -5,6 +5,7 @@
  *   /zeroboot/v1/...          Zeroboot's REST (zeroboot/)
  *   /daytona/api/...          Daytona's control plane (daytona/)
  *   /daytona/toolbox/{id}/... and its toolbox (the sandboxes' toolboxProxyUrl)
+ *   /sprites/v1/...           Sprites' REST and exec WebSocket (sprites/)
  *
  * Each is a translator at the edge, a sibling of server/api/: it parses the
  * engine's requests and calls the subsystems (sandbox, process, files,

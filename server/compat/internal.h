@@ -59,4 +59,8 @@ extern const struct http_route daytona_routes[];
 extern const size_t daytona_n_routes;
 void daytona_error(struct http_response *res, int status, const struct err *e);
 
+extern const struct http_route sprites_routes[];
+extern const size_t sprites_n_routes;
+void sprites_error(struct http_response *res, int status, const struct err *e);
+
 #endif

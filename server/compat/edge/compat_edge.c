@@ -14,6 +14,7 @@ struct engine {
 static const struct engine engines[] = {
     {"/zeroboot", zeroboot_routes, &zeroboot_n_routes},
     {"/daytona", daytona_routes, &daytona_n_routes},
+    {"/sprites", sprites_routes, &sprites_n_routes},
 };
 #define N_ENGINES (sizeof(engines) / sizeof(engines[0]))
 
@@ -44,8 +45,8 @@ static int under(const char *path, const char *prefix)
 void compat_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
 			   char *buf, size_t size)
 {
-	static const char *const sandbox_routes[] = {"/daytona/api/sandbox/{id}",
-						     "/daytona/toolbox/{id}"};
+	static const char *const sandbox_routes[] = {
+	    "/daytona/api/sandbox/{id}", "/daytona/toolbox/{id}", "/sprites/v1/sprites/{name}"};
 	struct api *api = app;
 	for (size_t i = 0; i < sizeof(sandbox_routes) / sizeof(sandbox_routes[0]); i++) {
 		size_t len = strlen(sandbox_routes[i]);
@@ -69,6 +70,10 @@ int compat_error_body(void *app, const char *path, const struct err *e, struct h
 	}
 	if (under(path, "/daytona")) {
 		daytona_error(res, status, e);
+		return 1;
+	}
+	if (under(path, "/sprites")) {
+		sprites_error(res, status, e);
 		return 1;
 	}
 	return 0;
