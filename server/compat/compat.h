@@ -6,6 +6,8 @@
  *   /daytona/api/...          Daytona's control plane (daytona/)
  *   /daytona/toolbox/{id}/... and its toolbox (the sandboxes' toolboxProxyUrl)
  *   /sprites/v1/...           Sprites' REST and exec WebSocket (sprites/)
+ *   /opensandbox/v1/...       OpenSandbox's lifecycle API (opensandbox/)
+ *   /opensandbox/execd/{id}/  and the execd each of its sandboxes has
  *
  * Each is a translator at the edge, a sibling of server/api/: it parses the
  * engine's requests and calls the subsystems (sandbox, process, files,

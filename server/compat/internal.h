@@ -63,4 +63,8 @@ extern const struct http_route sprites_routes[];
 extern const size_t sprites_n_routes;
 void sprites_error(struct http_response *res, int status, const struct err *e);
 
+extern const struct http_route opensandbox_routes[];
+extern const size_t opensandbox_n_routes;
+void opensandbox_error(struct http_response *res, int status, const struct err *e);
+
 #endif

@@ -15,6 +15,7 @@ static const struct engine engines[] = {
     {"/zeroboot", zeroboot_routes, &zeroboot_n_routes},
     {"/daytona", daytona_routes, &daytona_n_routes},
     {"/sprites", sprites_routes, &sprites_n_routes},
+    {"/opensandbox", opensandbox_routes, &opensandbox_n_routes},
 };
 #define N_ENGINES (sizeof(engines) / sizeof(engines[0]))
 
@@ -74,6 +75,10 @@ int compat_error_body(void *app, const char *path, const struct err *e, struct h
 	}
 	if (under(path, "/sprites")) {
 		sprites_error(res, status, e);
+		return 1;
+	}
+	if (under(path, "/opensandbox")) {
+		opensandbox_error(res, status, e);
 		return 1;
 	}
 	return 0;
