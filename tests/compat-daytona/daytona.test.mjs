@@ -85,9 +85,9 @@ await sb.fs.createFolder('/workspace/dir/sub', '750');
 nat = await native('GET', `/v1/sandboxes/${sb.id}/files/stat?path=/workspace/dir/sub`);
 ok(nat.status === 200 && nat.json.type === 'dir' && nat.json.mode === 0o750, 'createFolder with its mode', nat.json);
 const list = await sb.fs.listFiles('/workspace');
-const names = list.map((f) => f.name).sort();
-ok(names.includes('app') && names.includes('bin.dat') && list.find((f) => f.name === 'app').isDir === true
-  && list.find((f) => f.name === 'bin.dat').size === 300000, 'listFiles', names);
+const fnames = list.map((f) => f.name).sort();
+ok(fnames.includes('app') && fnames.includes('bin.dat') && list.find((f) => f.name === 'app').isDir === true
+  && list.find((f) => f.name === 'bin.dat').size === 300000, 'listFiles', fnames);
 const info = await sb.fs.getFileDetails('/workspace/bin.dat');
 ok(info.size === 300000 && info.isDir === false && info.name === 'bin.dat', 'getFileDetails', info);
 await sb.fs.moveFiles('/workspace/rel.txt', '/workspace/dir/moved.txt');
@@ -97,6 +97,19 @@ await sb.fs.deleteFile('/workspace/dir', true);
 nat = await native('GET', `/v1/sandboxes/${sb.id}/files/stat?path=/workspace/dir`);
 ok(nat.status === 404, 'deleteFile recursive: deskbox no longer finds it', nat.status);
 ok(await sb.getUserHomeDir() === '/home/user' && await sb.getWorkDir() === '/workspace', 'home and work dirs');
+
+// find, search, replace
+await sb.fs.uploadFiles([{ source: Buffer.from('alpha\nneedle one\nbeta\n'), destination: '/workspace/src/a.txt' },
+  { source: Buffer.from('needle two\n'), destination: '/workspace/src/sub/b.md' }]);
+const hits = await sb.fs.findFiles('/workspace/src', 'needle');
+ok(hits.length === 2 && hits.some((h) => h.file === '/workspace/src/a.txt' && h.line === 2 && h.content === 'needle one'),
+  'findFiles: the lines holding the text', hits);
+const names = await sb.fs.searchFiles('/workspace/src', '*.md');
+ok(names.files?.length === 1 && names.files[0] === '/workspace/src/sub/b.md', 'searchFiles: names by glob', names);
+const rep = await sb.fs.replaceInFiles(['/workspace/src/a.txt', '/workspace/src/none.txt'], 'needle', 'pin');
+nat = await native('GET', `/v1/sandboxes/${sb.id}/files/download?path=/workspace/src/a.txt`);
+ok(rep.length === 2 && rep[0].success === true && rep[1].success === false && nat.buf.toString() === 'alpha\npin one\nbeta\n',
+  'replaceInFiles: replaced in the file (deskbox reads it), a missing one reported', [rep, nat.buf.toString()]);
 
 // computer use, checked through deskbox's desktop API and the X server
 const cu = sb.computerUse;

@@ -306,3 +306,126 @@ int dt_home_dir(struct http_request *req, struct http_response *res, struct err 
 	cJSON_AddStringToObject(j, "dir", work ? "/workspace" : "/home/user");
 	return http_reply_json(res, 200, j, e);
 }
+
+/* GET files/find?path=&pattern=: lines holding `pattern` (literal text, as
+ * grep -F) in the files under path: [{"file","line","content"}]. */
+int dt_files_find(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char canon[PATH_MAX];
+	struct files_root root = {.fd = -1};
+	const char *pattern = http_query(req, "pattern");
+	if (!pattern || !pattern[0])
+		return err_set(e, ERR_INVALID, EINVAL, "query parameter 'pattern' is required");
+	if (open_path(req, "path", &root, canon, e) < 0)
+		return err_code(e);
+	struct files_search_opts o = {.pattern = pattern,
+				      .max_matches = 10000,
+				      .max_file_size = 64u << 20,
+				      .max_depth = 64,
+				      .timeout_ms = 30000};
+	cJSON *found;
+	int truncated;
+	unsigned scanned;
+	int r = files_search(&root, canon, &o, &found, &truncated, &scanned, e);
+	close(root.fd);
+	if (r < 0)
+		return r;
+	cJSON *j = cJSON_CreateArray();
+	const cJSON *it;
+	cJSON_ArrayForEach(it, found)
+	{
+		cJSON *m = cJSON_CreateObject();
+		const cJSON *line = cJSON_GetObjectItemCaseSensitive(it, "line");
+		const char *path =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "path"));
+		const char *text =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "text"));
+		cJSON_AddStringToObject(m, "file", path ? path : "");
+		cJSON_AddNumberToObject(m, "line", cJSON_IsNumber(line) ? line->valuedouble : 0);
+		cJSON_AddStringToObject(m, "content", text ? text : "");
+		cJSON_AddItemToArray(j, m);
+	}
+	cJSON_Delete(found);
+	return http_reply_json(res, 200, j, e);
+}
+
+/* GET files/search?path=&pattern=: names matching the glob: {"files"}. */
+int dt_files_search(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char canon[PATH_MAX];
+	struct files_root root = {.fd = -1};
+	const char *pattern = http_query(req, "pattern");
+	if (!pattern || !pattern[0])
+		return err_set(e, ERR_INVALID, EINVAL, "query parameter 'pattern' is required");
+	if (open_path(req, "path", &root, canon, e) < 0)
+		return err_code(e);
+	cJSON *found;
+	int truncated;
+	int r = files_find(&root, canon, pattern, 64, 10000, &found, &truncated, e);
+	close(root.fd);
+	if (r < 0)
+		return r;
+	cJSON *j = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(j, "files");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, found)
+	{
+		const char *path =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "path"));
+		cJSON_AddItemToArray(files, cJSON_CreateString(path ? path : ""));
+	}
+	cJSON_Delete(found);
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST files/replace {"files":[...],"pattern","newValue"}: literal text
+ * replaced in each file: [{"file","success","error"?}]. */
+int dt_files_replace(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(body, "files"), *it;
+	const char *pattern, *value;
+	struct sandbox *sb = NULL;
+	struct files_root root = {.fd = -1};
+	int r = 0;
+	if (args_string(body, "pattern", 4096, ARGS_REQUIRED, &pattern, e) < 0 ||
+	    args_string(body, "newValue", 1u << 20, ARGS_REQUIRED, &value, e) < 0)
+		r = err_code(e);
+	if (r == 0 && (!cJSON_IsArray(files) || cJSON_GetArraySize(files) > 1000))
+		r = err_set(e, ERR_INVALID, EINVAL,
+			    "'files' must be an array of at most 1000 paths");
+	if (r == 0 && !pattern[0])
+		r = err_set(e, ERR_INVALID, EINVAL, "'pattern' must not be empty");
+	if (r == 0 && (r = sandbox_get(api->sandboxes, req->captures[0], &sb, e)) == 0) {
+		r = sandbox_open_root(sb, &root, e);
+		sandbox_put(sb);
+	}
+	if (r < 0) {
+		cJSON_Delete(body);
+		return r;
+	}
+	cJSON *j = cJSON_CreateArray();
+	cJSON_ArrayForEach(it, files)
+	{
+		struct err fe = ERR_INIT;
+		char canon[PATH_MAX];
+		unsigned count;
+		const char *p = cJSON_GetStringValue(it);
+		int fr = p && p[0] == '/'
+			     ? files_path_normalize(p, strlen(p), canon, sizeof(canon), &fe)
+			     : err_set(&fe, ERR_INVALID, EINVAL, "not an absolute path");
+		if (fr == 0)
+			fr = files_replace(&root, canon, pattern, value, 0, &count, &fe);
+		cJSON *one = cJSON_CreateObject();
+		cJSON_AddStringToObject(one, "file", p ? p : "");
+		cJSON_AddBoolToObject(one, "success", fr == 0);
+		if (fr < 0)
+			cJSON_AddStringToObject(one, "error", fe.msg);
+		cJSON_AddItemToArray(j, one);
+	}
+	close(root.fd);
+	cJSON_Delete(body);
+	return http_reply_json(res, 200, j, e);
+}
