@@ -88,6 +88,18 @@ ok(r.stdout === 'before\nf.txt\nstate.txt\n', 'restore of "deps-installed" bring
 nat = await native('GET', '/v1/sandboxes/sp-one/files/download?path=/workspace/state.txt');
 ok(nat.buf.toString() === 'before\n', 'deskbox reads the restored file', nat.buf.toString());
 
+await sprite.updateNetworkPolicy({ rules: [{ domain: 'pypi.org', action: 'allow' }, { domain: '*.example.com', action: 'allow' }] });
+nat = await native('GET', '/v1/sandboxes/sp-one');
+ok(JSON.stringify(nat.json.network) === JSON.stringify({ allow: ['pypi.org', '*.example.com'] }),
+  'updateNetworkPolicy: the domains are deskbox\'s network allow list', nat.json.network);
+const pol = await sprite.getNetworkPolicy();
+ok(pol.rules?.length === 2 && pol.rules[1].domain === '*.example.com' && pol.rules[1].action === 'allow', 'getNetworkPolicy', pol);
+r = await sprite.updateNetworkPolicy({ rules: [{ domain: 'evil.com', action: 'deny' }] }).catch((e) => e);
+ok(r instanceof Error && /Invalid policy/.test(r.message), 'a deny rule is refused as invalid', String(r));
+await sprite.updateNetworkPolicy({ rules: [] });
+nat = await native('GET', '/v1/sandboxes/sp-one');
+ok(nat.json.network === 'none', 'no rules: no network', nat.json.network);
+
 const list = await client.listSprites();
 ok(list.sprites.some((s) => s.name === 'sp-one'), 'listSprites', list.sprites.map((s) => s.name));
 r = await client.getSprite('no-such').catch((e) => e);

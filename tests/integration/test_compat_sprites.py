@@ -44,8 +44,10 @@ def raw_checks(t, srv):
     sp_error(t, srv.request("GET", sp + "/raw-sprite/checkpoints/v7"), 404, "an unknown checkpoint")
     sp_error(t, srv.request("POST", sp + "/raw-sprite/checkpoints/v7/restore"), 404,
              "restoring an unknown checkpoint")
-    sp_error(t, srv.request("GET", sp + "/raw-sprite/policy/network"), 501, "network policy: not supported",
+    sp_error(t, srv.request("GET", sp + "/raw-sprite/policy/privileges"), 501, "privileges policy: not supported",
              "not supported")
+    sp_error(t, srv.request("POST", sp + "/raw-sprite/policy/network", {"rules": "x"}), 400,
+             "network rules that are not a list", "rules")
     srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
 
 

@@ -345,6 +345,82 @@ static int sp_restore(struct http_request *req, struct http_response *res, struc
 	return reply_ndjson(res, "complete", msg, e);
 }
 
+/* ---- network policy ---- */
+
+/* GET …/policy/network: deskbox's network as rules by domain. */
+static int sp_policy_get(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct sandbox *sb;
+	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
+		return err_code(e);
+	cJSON *s = sandbox_json(sb);
+	sandbox_put(sb);
+	const cJSON *net = cJSON_GetObjectItemCaseSensitive(s, "network"), *it;
+	cJSON *j = cJSON_CreateObject(), *rules = cJSON_AddArrayToObject(j, "rules");
+	if (cJSON_IsString(net) && strcmp(net->valuestring, "internet") == 0) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "domain", "*");
+		cJSON_AddStringToObject(r, "action", "allow");
+		cJSON_AddItemToArray(rules, r);
+	}
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(net, "allow"))
+	{
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "domain", cJSON_IsString(it) ? it->valuestring : "");
+		cJSON_AddStringToObject(r, "action", "allow");
+		cJSON_AddItemToArray(rules, r);
+	}
+	cJSON_Delete(s);
+	return http_reply_json(res, 200, j, e);
+}
+
+/* POST …/policy/network {"rules":[{"domain","action":"allow"}...]}: the
+ * allowed domains become deskbox's allow list (no rules: no network; "*":
+ * the internet); deskbox has no deny rules.  Answers exactly 204. */
+static int sp_policy_set(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	const cJSON *rules = cJSON_GetObjectItemCaseSensitive(body, "rules"), *it;
+	cJSON *v = cJSON_CreateObject(), *allow = cJSON_AddArrayToObject(v, "allow");
+	int r =
+	    cJSON_IsArray(rules) ? 0 : err_set(e, ERR_INVALID, EINVAL, "'rules' must be an array");
+	int internet = 0;
+	if (r < 0)
+		rules = NULL;
+	cJSON_ArrayForEach(it, rules)
+	{
+		const char *domain = str(it, "domain"), *action = str(it, "action");
+		if (!domain || !action || strcmp(action, "allow") != 0) {
+			r = err_set(e, ERR_INVALID, ENOTSUP,
+				    "only {\"domain\",\"action\":\"allow\"} rules are supported by "
+				    "deskbox (no deny rules, no includes)");
+			break;
+		}
+		if (strcmp(domain, "*") == 0)
+			internet = 1;
+		else
+			cJSON_AddItemToArray(allow, cJSON_CreateString(domain));
+	}
+	cJSON_Delete(body);
+	cJSON *net = internet			 ? cJSON_CreateString("internet")
+		     : cJSON_GetArraySize(allow) ? cJSON_Duplicate(v, 1)
+						 : cJSON_CreateString("none");
+	cJSON_Delete(v);
+	struct sandbox *sb;
+	if (r == 0 && sandbox_set_network(api->sandboxes, req->captures[0], net, &sb, e) < 0)
+		r = err_code(e);
+	cJSON_Delete(net);
+	if (r < 0)
+		return r;
+	sandbox_put(sb);
+	http_reply_empty(res, 204);
+	return 0;
+}
+
 /* What deskbox has no counterpart for. */
 static int sp_unsupported(struct http_request *req, struct http_response *res, struct err *e)
 {
@@ -370,6 +446,8 @@ const struct http_route sprites_routes[] = {
     {"*", SP "/{name}/proxy", sp_unsupported, 0, NULL},
     {"*", SP "/{name}/control", sp_unsupported, 0, NULL},
     {"*", SP "/{name}/fs/{path*}", sp_unsupported, 0, NULL},
+    {"GET", SP "/{name}/policy/network", sp_policy_get, 0, NULL},
+    {"POST", SP "/{name}/policy/network", sp_policy_set, 0, NULL},
     {"*", SP "/{name}/policy/{path*}", sp_unsupported, 0, NULL},
     {"*", SP "/{name}/services", sp_unsupported, 0, NULL},
     {"*", SP "/{name}/services/{path*}", sp_unsupported, 0, NULL},
