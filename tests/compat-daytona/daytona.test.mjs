@@ -164,6 +164,21 @@ ok(st.status === 'active', 'computerUse.getStatus', st);
 const started = await cu.start();
 ok(started.status?.xvfb?.running === true, 'computerUse.start: the desktop runs', started);
 
+// sessions: deskbox's persistent shells
+await sb.process.createSession('s-1');
+let sr = await sb.process.executeSessionCommand('s-1', { command: 'cd /tmp && export Z=zed' });
+ok(sr.exitCode === 0 && typeof sr.cmdId === 'string', 'executeSessionCommand', sr);
+sr = await sb.process.executeSessionCommand('s-1', { command: 'pwd; echo $Z; echo e >&2' });
+ok(sr.exitCode === 0 && sr.stdout === '/tmp\nzed\n' && sr.stderr === 'e\n', 'a session keeps cwd and exports between commands', sr);
+ok((await sb.process.getSession('s-1')).sessionId === 's-1', 'getSession');
+const sessions = await sb.process.listSessions();
+ok(sessions.length === 1 && sessions[0].sessionId === 's-1', 'listSessions', sessions);
+ok(!Object.keys((await daytona.get(sb.id)).labels).some((k) => k.startsWith('daytona/')), 'session bookkeeping stays out of the labels');
+await rejects(sb.process.createSession('s-1'), Error, 'a second session of the same name is refused');
+await rejects(sb.process.executeSessionCommand('s-1', { command: 'sleep 1', runAsync: true }), DaytonaValidationError, 'runAsync: refused as not supported');
+await sb.process.deleteSession('s-1');
+await rejects(sb.process.executeSessionCommand('s-1', { command: 'true' }), DaytonaNotFoundError, 'a deleted session is not found');
+
 // control plane
 const got = await daytona.get(sb.id);
 ok(got.id === sb.id && got.state === 'started' && got.labels.team === 'qa', 'get', got.state);

@@ -34,6 +34,12 @@ const struct http_route daytona_routes[] = {
 
     {"POST", TB "/process/execute", dt_execute, 0, NULL},
     {"POST", TB "/process/code-run", dt_code_run, 0, NULL},
+    {"POST", TB "/process/session", dt_session_create, 0, NULL},
+    {"GET", TB "/process/session", dt_session_get, 0, NULL},
+    {"GET", TB "/process/session/{name}", dt_session_get, 0, NULL},
+    {"DELETE", TB "/process/session/{name}", dt_session_delete, 0, NULL},
+    {"POST", TB "/process/session/{name}/exec", dt_session_exec, 0, NULL},
+    {"*", TB "/process/session/{name}/command/{path*}", dt_unsupported, 0, NULL},
     {"POST", TB "/files/bulk-upload", dt_upload, HTTP_STREAM_BODY, dt_upload_begin},
     {"POST", TB "/files/bulk-download", dt_download, 0, NULL},
     {"GET", TB "/files", dt_files_list, 0, NULL},

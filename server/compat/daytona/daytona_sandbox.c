@@ -118,6 +118,19 @@ static void add_dup(cJSON *to, const char *name, const cJSON *from)
 	cJSON_AddItemToObject(to, name, c ? c : cJSON_CreateObject());
 }
 
+/* The sandbox's metadata but the keys deskbox keeps for itself. */
+static cJSON *labels_of(const cJSON *s)
+{
+	cJSON *l = cJSON_CreateObject();
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(s, "metadata"))
+	{
+		if (strncmp(it->string, DT_SESSION_KEY, strlen(DT_SESSION_KEY)) != 0)
+			cJSON_AddItemToObject(l, it->string, cJSON_Duplicate(it, 1));
+	}
+	return l;
+}
+
 /* A Daytona Sandbox DTO for deskbox's view `s` of a sandbox. */
 static cJSON *dto(struct http_request *req, const cJSON *s)
 {
@@ -128,7 +141,7 @@ static cJSON *dto(struct http_request *req, const cJSON *s)
 	cJSON_AddStringToObject(j, "organizationId", "deskbox");
 	cJSON_AddStringToObject(j, "user", "user");
 	add_dup(j, "env", cJSON_GetObjectItemCaseSensitive(s, "env"));
-	add_dup(j, "labels", cJSON_GetObjectItemCaseSensitive(s, "metadata"));
+	cJSON_AddItemToObject(j, "labels", labels_of(s));
 	cJSON_AddBoolToObject(j, "public", 0);
 	cJSON_AddStringToObject(j, "target", "local");
 	double cpu = num(s, "cpu_millis") / 1000.0;
@@ -445,7 +458,8 @@ int dt_sandbox_labels(struct http_request *req, struct http_response *res, struc
 	{
 		if (cJSON_GetObjectItemCaseSensitive(labels, it->string))
 			continue;
-		if (strcmp(it->string, DAYTONA_LANGUAGE_LABEL) == 0)
+		if (strcmp(it->string, DAYTONA_LANGUAGE_LABEL) == 0 ||
+		    strncmp(it->string, DT_SESSION_KEY, strlen(DT_SESSION_KEY)) == 0)
 			continue;
 		cJSON_AddNullToObject(p.metadata, it->string);
 	}
@@ -458,7 +472,7 @@ int dt_sandbox_labels(struct http_request *req, struct http_response *res, struc
 	s = sandbox_json(sb);
 	sandbox_put(sb);
 	cJSON *j = cJSON_CreateObject();
-	add_dup(j, "labels", cJSON_GetObjectItemCaseSensitive(s, "metadata"));
+	cJSON_AddItemToObject(j, "labels", labels_of(s));
 	cJSON_Delete(s);
 	return http_reply_json(res, 200, j, e);
 }

@@ -62,6 +62,14 @@ int dt_display_info(struct http_request *req, struct http_response *res, struct 
 int dt_windows(struct http_request *req, struct http_response *res, struct err *e);
 int dt_computer_status(struct http_request *req, struct http_response *res, struct err *e);
 
+/* daytona_sessions.c; sessions' names are kept in metadata under this
+ * key (hidden from the labels). */
+#define DT_SESSION_KEY "daytona/session/"
+int dt_session_create(struct http_request *req, struct http_response *res, struct err *e);
+int dt_session_exec(struct http_request *req, struct http_response *res, struct err *e);
+int dt_session_get(struct http_request *req, struct http_response *res, struct err *e);
+int dt_session_delete(struct http_request *req, struct http_response *res, struct err *e);
+
 /* daytona_socketio.c */
 int dt_socketio(struct http_request *req, struct http_response *res, struct err *e);
 
