@@ -32,6 +32,51 @@ def dt_error(t, r, status, name, word=None):
     t.ok(ok, "%s: %d in Daytona's shape" % (name, status), (r.status, r.body[:300]))
 
 
+def ws_frames(sock, want):
+    """Reads server frames until `want` have come: [(opcode, payload)]."""
+    buf, out = b"", []
+    while len(out) < want:
+        while True:
+            if len(buf) >= 2:
+                n = buf[1] & 0x7f
+                hl = 2 + (2 if n == 126 else 8 if n == 127 else 0)
+                if len(buf) >= hl:
+                    if n >= 126:
+                        n = int.from_bytes(buf[2:hl], "big")
+                    if len(buf) >= hl + n:
+                        out.append((buf[0] & 0x0f, buf[hl:hl + n]))
+                        buf = buf[hl + n:]
+                        break
+            chunk = sock.recv(4096)
+            if not chunk:
+                return out
+            buf += chunk
+    return out
+
+
+def ws_text(sock, text):
+    data = text.encode()
+    mask = os.urandom(4)
+    sock.sendall(bytes([0x81, 0x80 | len(data)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+
+def socketio(t, srv, key):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(("GET /daytona/api/socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: x\r\n"
+               "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    t.ok(head.startswith(b"HTTP/1.1 101") and b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head,
+         "socket.io: the WebSocket upgrade needs no Authorization", head[:200])
+    opened = ws_frames(s, 1)
+    t.ok(opened and opened[0][1].startswith(b'0{"sid":') and b'"pingInterval":25000' in opened[0][1],
+         "socket.io: the Engine.IO open packet", opened)
+    ws_text(s, '40{"token":"%s"}' % key)
+    return s
+
+
 def raw_checks(t, srv):
     api = "/daytona/api"
     dt_error(t, srv.request("GET", api + "/sandbox/nothing"), 404, "an unknown sandbox")
@@ -80,6 +125,18 @@ def raw_checks(t, srv):
     srv.request("DELETE", "/v1/sandboxes/" + sb["id"])
 
     # The event channel: Engine.IO open packet, CONNECT with the key.
+    s = socketio(t, srv, srv.token)
+    got = ws_frames(s, 1)
+    t.ok(got and got[0][0] == 1 and got[0][1].startswith(b'40{"sid":'), "socket.io: CONNECT with the key is answered", got)
+    ws_text(s, "2")
+    got = ws_frames(s, 1)
+    t.ok(got and got[0][1] == b"3", "socket.io: a ping of the client's is answered", got)
+    s.close()
+    s = socketio(t, srv, "wrong")
+    got = ws_frames(s, 2)
+    t.ok(len(got) == 2 and got[0][1].startswith(b"44") and got[1][0] == 8,
+         "socket.io: CONNECT with a wrong key is refused (44) and the socket closed", got)
+    s.close()
     r = srv.request("GET", api + "/socket.io/?EIO=3&transport=polling", token=None)
     dt_error(t, r, 400, "socket.io over long-polling is refused")
 

@@ -17,7 +17,10 @@
 #include "internal.h"
 
 #define SIO_PING_MS 25000
-#define SIO_MSG_MAX 4096
+/* A client that has not given the key in a CONNECT this long after the
+ * upgrade is dropped (the upgrade itself needs no credential). */
+#define SIO_CONNECT_MS 10000
+#define SIO_MSG_MAX    4096
 
 struct sio {
 	const struct http *http; /* checks the key in CONNECT */
@@ -27,7 +30,8 @@ struct sio {
 	char msg[SIO_MSG_MAX + 1];
 	size_t msg_len;
 	int too_long;
-	int closing; /* a close was sent: the session ends */
+	int closing;   /* a close was sent: the session ends */
+	int connected; /* a CONNECT with the key was answered */
 };
 
 static int send_frame(struct sio *s, int opcode, const char *data, size_t len)
@@ -70,8 +74,12 @@ static int on_connect(struct sio *s, const char *payload)
 	struct err e = ERR_INIT;
 	int ok = http_check_secret(s->http, token, &e) == 0;
 	cJSON_Delete(auth);
-	if (!ok)
-		return send_text(s, "44{\"message\":\"invalid API key\"}");
+	if (!ok) {
+		int r = send_text(s, "44{\"message\":\"invalid API key\"}");
+		send_close(s, WS_CLOSE_POLICY);
+		return r;
+	}
+	s->connected = 1;
 	char reply[64];
 	snprintf(reply, sizeof(reply), "40{\"sid\":\"%08lx%08lx\"}", random(), random());
 	return send_text(s, reply);
@@ -162,9 +170,14 @@ static void sio_run(void *cls, int fd, const char *extra, size_t extra_len)
 			return;
 	}
 	long long next_ping = clock_mono_ms() + SIO_PING_MS;
+	long long connect_by = clock_mono_ms() + SIO_CONNECT_MS;
 	while (!s->closing) {
+		if (!s->connected && clock_mono_ms() >= connect_by) {
+			send_close(s, WS_CLOSE_POLICY);
+			return;
+		}
 		struct pollfd p[2] = {{fd, POLLIN, 0}, {s->stop_fd, POLLIN, 0}};
-		long long wait = next_ping - clock_mono_ms();
+		long long wait = (s->connected ? next_ping : connect_by) - clock_mono_ms();
 		int r = poll(p, s->stop_fd >= 0 ? 2 : 1, wait > 0 ? (int)wait : 0);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -172,6 +185,8 @@ static void sio_run(void *cls, int fd, const char *extra, size_t extra_len)
 			send_close(s, WS_CLOSE_GOING_AWAY);
 			return;
 		}
+		if (r == 0 && !s->connected)
+			continue;
 		if (r == 0) {
 			if (send_text(s, "2") < 0)
 				return;
