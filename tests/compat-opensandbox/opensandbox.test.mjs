@@ -75,6 +75,19 @@ ok(Buffer.compare(Buffer.from(bytes), Buffer.from(bin)) === 0, 'readBytes: binar
 const fi = await sbx.files.getFileInfo(['/workspace/bin.dat', '/workspace/osb']);
 ok(fi['/workspace/bin.dat']?.size === 200000 && fi['/workspace/bin.dat'].type === 'file' && fi['/workspace/osb']?.type === 'directory',
   'getFileInfo', fi);
+await sbx.files.createDirectories([{ path: '/workspace/d1/d2', mode: 750 }]);
+nat = await native('GET', `/v1/sandboxes/${sbx.id}/files/stat?path=/workspace/d1/d2`);
+ok(nat.json?.type === 'dir' && nat.json.mode === 0o750, 'createDirectories with parents and mode 750', nat.json);
+await sbx.files.writeFiles([{ path: '/workspace/b.txt', data: 'bee' }]);
+await sbx.files.moveFiles([{ src: '/workspace/b.txt', dest: '/workspace/d1/b.txt' }]);
+nat = await native('GET', `/v1/sandboxes/${sbx.id}/files/download?path=/workspace/d1/b.txt`);
+ok(nat.status === 200 && nat.buf.toString() === 'bee', 'moveFiles', nat.status);
+await sbx.files.deleteFiles(['/workspace/d1/b.txt']);
+nat = await native('GET', `/v1/sandboxes/${sbx.id}/files/stat?path=/workspace/d1/b.txt`);
+ok(nat.status === 404, 'deleteFiles', nat.status);
+await sbx.files.deleteDirectories(['/workspace/d1']);
+nat = await native('GET', `/v1/sandboxes/${sbx.id}/files/stat?path=/workspace/d1`);
+ok(nat.status === 404, 'deleteDirectories (recursive)', nat.status);
 let err = await sbx.files.readFile('/workspace/none').catch((e) => e);
 ok(err instanceof Error && err.statusCode === 404, 'readFile of a missing file: 404', String(err));
 

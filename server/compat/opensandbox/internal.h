@@ -20,6 +20,10 @@ int osb_upload_begin(struct http_request *req, struct http_body_sink *sink, stru
 int osb_upload(struct http_request *req, struct http_response *res, struct err *e);
 int osb_download(struct http_request *req, struct http_response *res, struct err *e);
 int osb_file_info(struct http_request *req, struct http_response *res, struct err *e);
+/* osb_files.c */
+int osb_remove(struct http_request *req, struct http_response *res, struct err *e);
+int osb_mkdirs(struct http_request *req, struct http_response *res, struct err *e);
+int osb_move(struct http_request *req, struct http_response *res, struct err *e);
 int osb_unsupported(struct http_request *req, struct http_response *res, struct err *e);
 
 #endif

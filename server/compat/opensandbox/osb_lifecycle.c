@@ -490,6 +490,10 @@ const struct http_route opensandbox_routes[] = {
     {"POST", OSB_EXECD "/files/upload", osb_upload, NA | HTTP_STREAM_BODY, osb_upload_begin},
     {"GET", OSB_EXECD "/files/download", osb_download, NA, NULL},
     {"GET", OSB_EXECD "/files/info", osb_file_info, NA, NULL},
+    {"DELETE", OSB_EXECD "/files", osb_remove, NA, NULL},
+    {"DELETE", OSB_EXECD "/directories", osb_remove, NA, NULL},
+    {"POST", OSB_EXECD "/directories", osb_mkdirs, NA, NULL},
+    {"POST", OSB_EXECD "/files/mv", osb_move, NA, NULL},
     {"*", OSB_EXECD "/{path*}", osb_unsupported, NA, NULL},
     {"*", OSB "/egress/{id}/{path*}", osb_unsupported, NA, NULL},
 };
