@@ -111,6 +111,12 @@ nat = await native('GET', `/v1/sandboxes/${sb.id}/files/download?path=/workspace
 ok(rep.length === 2 && rep[0].success === true && rep[1].success === false && nat.buf.toString() === 'alpha\npin one\nbeta\n',
   'replaceInFiles: replaced in the file (deskbox reads it), a missing one reported', [rep, nat.buf.toString()]);
 
+await sb.fs.setFilePermissions('/workspace/src/a.txt', { mode: '640' });
+nat = await native('GET', `/v1/sandboxes/${sb.id}/files/stat?path=/workspace/src/a.txt`);
+ok(nat.json?.mode === 0o640, 'setFilePermissions: the mode', nat.json);
+await rejects(sb.fs.setFilePermissions('/workspace/src/a.txt', { owner: 'root' }), DaytonaValidationError,
+  'setFilePermissions with an owner by name: refused as not supported');
+
 // computer use, checked through deskbox's desktop API and the X server
 const cu = sb.computerUse;
 const dinfo = (await native('GET', `/v1/sandboxes/${sb.id}/desktop/info`)).json;

@@ -50,6 +50,7 @@ const struct http_route daytona_routes[] = {
     {"GET", TB "/files/find", dt_files_find, 0, NULL},
     {"GET", TB "/files/search", dt_files_search, 0, NULL},
     {"POST", TB "/files/replace", dt_files_replace, 0, NULL},
+    {"POST", TB "/files/permissions", dt_files_permissions, 0, NULL},
     {"GET", TB "/user-home-dir", dt_home_dir, 0, NULL},
     {"GET", TB "/computeruse/screenshot", dt_screenshot, HTTP_BACKGROUND, NULL},
     {"GET", TB "/computeruse/screenshot/region", dt_screenshot, HTTP_BACKGROUND, NULL},

@@ -429,3 +429,35 @@ int dt_files_replace(struct http_request *req, struct http_response *res, struct
 	cJSON_Delete(body);
 	return http_reply_json(res, 200, j, e);
 }
+
+/* POST files/permissions?path=&mode=&owner=&group=: the mode (octal); an
+ * owner or group only as numeric ids of the sandbox. */
+int dt_files_permissions(struct http_request *req, struct http_response *res, struct err *e)
+{
+	char canon[PATH_MAX];
+	struct files_root root = {.fd = -1};
+	const char *mode = http_query(req, "mode"), *owner = http_query(req, "owner");
+	const char *group = http_query(req, "group");
+	char *end = NULL;
+	unsigned long m = mode && mode[0] ? strtoul(mode, &end, 8) : 0;
+	if (mode && mode[0] && (*end || m > 07777))
+		return err_set(e, ERR_INVALID, EINVAL, "'mode' must be octal permission bits");
+	long long uid = -1, gid = -1;
+	if ((owner && owner[0] && (uid = strtoll(owner, &end, 10), *end || uid < 0)) ||
+	    (group && group[0] && (gid = strtoll(group, &end, 10), *end || gid < 0)))
+		return err_set(e, ERR_INVALID, ENOTSUP,
+			       "owner and group by name are not supported by deskbox: give "
+			       "numeric ids");
+	if (open_path(req, "path", &root, canon, e) < 0)
+		return err_code(e);
+	int r = 0;
+	if (mode && mode[0])
+		r = files_chmod(&root, canon, (unsigned)m, e);
+	if (r == 0 && (uid >= 0 || gid >= 0))
+		r = files_chown(&root, canon, uid, gid, e);
+	close(root.fd);
+	if (r < 0)
+		return r;
+	http_reply_empty(res, 200);
+	return 0;
+}

@@ -46,6 +46,7 @@ int dt_files_move(struct http_request *req, struct http_response *res, struct er
 int dt_files_find(struct http_request *req, struct http_response *res, struct err *e);
 int dt_files_search(struct http_request *req, struct http_response *res, struct err *e);
 int dt_files_replace(struct http_request *req, struct http_response *res, struct err *e);
+int dt_files_permissions(struct http_request *req, struct http_response *res, struct err *e);
 int dt_home_dir(struct http_request *req, struct http_response *res, struct err *e);
 
 /* daytona_files.c */
