@@ -42,7 +42,7 @@ CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # server/ is one archive per subsystem folder, listed so that each comes
 # before what it uses: a static link then fails on an arrow pointing up.
-SERVER_MODULES := options api mcp desktop viewer sandbox secrets network process files runtime http
+SERVER_MODULES := options compat api mcp desktop viewer sandbox secrets network process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
@@ -105,6 +105,8 @@ $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 $(LIBINPUT): $(call obj,$(INPUT_SRC))
 $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
+# The compatibility front-ends: one sub-folder per engine.
+$(BUILD)/libserver-compat.a: $(call obj,$(wildcard server/compat/*/*.c))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
 $(call obj,server/desktop/desktop_a11y.c): desktop-image/deskbox-a11y.py

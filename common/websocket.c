@@ -146,6 +146,8 @@ static int end_frame(struct ws_parser *ps, const struct ws_handler *h)
 		return h->control(h->cls, ps->opcode, ps->ctl, ps->ctl_len);
 	if (ps->msg_text && ps->fin)
 		return h->text(h->cls, NULL, 0, 1);
+	if (ps->fin && h->data_end)
+		return h->data_end(h->cls);
 	return 0;
 }
 

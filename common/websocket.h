@@ -54,6 +54,9 @@ struct ws_handler {
 	 * `end` set once it is complete.  NULL: text messages are refused
 	 * (close code 1003). */
 	int (*text)(void *cls, const unsigned char *p, size_t n, int end);
+	/* A binary message is complete (its last frame's payload was passed to
+	 * data()): for protocols that frame by message.  NULL: not told. */
+	int (*data_end)(void *cls);
 };
 
 struct ws_parser {

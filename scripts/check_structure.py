@@ -42,7 +42,8 @@ LOWER_MODULES = {
 
 # Files that may include server/http/http.h: those that speak HTTP.
 HTTP_HEADER = "server/http/http.h"
-HTTP_HEADER_USERS = ("server/http/", "server/api/", "server/main.c")
+# The compatibility front-ends (server/compat/) speak other engines' HTTP.
+HTTP_HEADER_USERS = ("server/http/", "server/api/", "server/compat/", "server/main.c")
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 

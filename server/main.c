@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "server/api/api.h"
 #include "server/desktop/desktop.h"
+#include "server/compat/compat.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
@@ -103,6 +104,9 @@ struct server {
 	struct sandboxes *sbx;
 	struct api api; /* the HTTP handlers' context: its address is kept */
 	struct http *http;
+	/* api_routes and the compatibility front-ends' (server/compat/). */
+	struct http_route *routes;
+	size_t n_routes;
 };
 
 /* Checks that deskboxd runs as root, finds its helper binaries and creates
@@ -283,11 +287,14 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 /* The HTTP server on --listen, serving the API routes. */
 static int start_http(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
+	s->routes = compat_routes_join(api_routes, api_n_routes, &s->n_routes);
+	if (!s->routes)
+		err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	struct http_opts ho = {
 	    .listen = o->listen,
 	    .token = h->token,
-	    .routes = api_routes,
-	    .n_routes = api_n_routes,
+	    .routes = s->routes,
+	    .n_routes = s->n_routes,
 	    .app = &s->api,
 	    .max_body = 2u << 20,
 	    .max_connections = o->max_connections,
@@ -298,9 +305,11 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
 	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
-	    .canon = api_canon_captures,
+	    .canon = compat_canon_captures,
+	    .error_body = compat_error_body,
 	};
-	if (http_new(&s->http, &ho, e) < 0) {
+	if (!s->routes || http_new(&s->http, &ho, e) < 0) {
+		free(s->routes);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
 		stop_secrets(s);
@@ -337,6 +346,7 @@ static int server_start(const struct options *o, struct host *h, struct server *
 		fprintf(stderr, "deskboxd: %s\n", e.msg);
 		vnc_stop_all(s->api.vnc);
 		http_free(s->http);
+		free(s->routes);
 		sandboxes_close(s->sbx);
 		network_close(s->net);
 		stop_secrets(s);
@@ -367,6 +377,7 @@ static void server_stop(struct server *s, int keep)
 	/* Recordings finish their files while their sandboxes still run. */
 	desk_observers_free(s->api.observers);
 	s->api.observers = NULL;
+	free(s->routes);
 	pool_free(s->api.pool);
 	if (keep)
 		sandboxes_detach(s->sbx);

@@ -213,7 +213,7 @@ int http_reply_json(struct http_response *res, int status, cJSON *json, struct e
 
 /* The one place an error kind becomes an HTTP status (error.h).  ERR_NONE
  * is 500: a failure without a recorded error is a bug. */
-static int status_of(enum err_kind kind)
+int http_error_status(enum err_kind kind)
 {
 	switch (kind) {
 	case ERR_INVALID:
@@ -258,8 +258,10 @@ static int status_of(enum err_kind kind)
 }
 
 /* Turns `res` into the error answer for `e`: the body and status are
- * replaced, headers the handler added stay (416's Content-Range). */
-static void reply_error(struct http_response *res, const struct err *e)
+ * replaced, headers the handler added stay (416's Content-Range).  Under
+ * a path that opts.error_body claims, the body is that one's. */
+static void reply_error(const struct http *h, const char *path, struct http_response *res,
+			const struct err *e)
 {
 	if (res->reader && res->release)
 		res->release(res->reader_cls);
@@ -271,11 +273,13 @@ static void reply_error(struct http_response *res, const struct err *e)
 	res->upgrade = NULL;
 	res->upgrade_release = NULL;
 	res->upgrade_cls = NULL;
+	if (h->o.error_body && path && h->o.error_body(h->o.app, path, e, res) == 1)
+		return;
 	cJSON *root = cJSON_CreateObject();
 	cJSON *er = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
 	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
-	if (http_reply_json(res, status_of(e->kind), root, NULL) < 0) {
+	if (http_reply_json(res, http_error_status(e->kind), root, NULL) < 0) {
 		static const char fallback[] =
 		    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
 		char *copy = strdup(fallback);
@@ -482,7 +486,7 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct request_c
 	struct http_response none = {0};
 	if (!res)
 		res = &none;
-	reply_error(res, e);
+	reply_error(c->h, c->path, res, e);
 	if (e->kind == ERR_UNAUTHORIZED)
 		http_add_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
 	return queue_owned(conn, c, res);
@@ -712,7 +716,7 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	if (hr < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
-		if (status_of(e.kind) >= 500)
+		if (http_error_status(e.kind) >= 500)
 			log_msg(LOG_LEVEL_ERROR, "%s %s: %s", method, url, e.msg);
 		return queue_error(conn, c, &res, &e);
 	}

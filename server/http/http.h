@@ -170,6 +170,13 @@ struct http_opts {
 	 * every store keyed by a capture, sees one form.  NULL: none. */
 	void (*canon)(void *app, const char *pattern, const char **captures, size_t n, char *buf,
 		      size_t size);
+	/* Error bodies in another API's shape (the compatibility front-ends):
+	 * given the routed path of a request that failed (no route, no
+	 * credential, a body too large, a handler's error), returns 1 with
+	 * the answer in `res` (status, body; http_error_status() gives the
+	 * status deskbox would use), or 0 for deskbox's own body.  NULL: none. */
+	int (*error_body)(void *app, const char *path, const struct err *e,
+			  struct http_response *res);
 };
 
 struct http;
@@ -237,6 +244,15 @@ const char *http_raw_query(const struct http_request *req);
  * ERR_UNAUTHORIZED saying what is wrong: for HTTP_NO_AUTH routes that
  * accept other credentials too. */
 int http_check_token(const struct http_request *req, struct err *e);
+/* The server a request came to: valid until http_free(), which waits for
+ * the upgraded sessions that may hold it. */
+const struct http *http_of(const struct http_request *req);
+/* 0 when `presented` is the API token (compared in constant time), else
+ * ERR_UNAUTHORIZED: for credentials that arrive some other way (another
+ * header, a message on a WebSocket). */
+int http_check_secret(const struct http *h, const char *presented, struct err *e);
+/* The status deskbox answers an error of `kind` with (400, 404, ...). */
+int http_error_status(enum err_kind kind);
 /* The client's IP address as text ("" when unknown). */
 void http_client_addr(const struct http_request *req, char *buf, size_t size);
 /* Whether the connection is HTTPS. */

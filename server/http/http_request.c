@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "common/args.h"
+#include "common/text.h"
 
 const char *http_query(const struct http_request *req, const char *name)
 {
@@ -118,6 +119,20 @@ int http_check_token(const struct http_request *req, struct err *e)
 	return http_auth_conn(req->layer, req->conn, e);
 }
 
+const struct http *http_of(const struct http_request *req)
+{
+	return req->layer;
+}
+
+int http_check_secret(const struct http *h, const char *presented, struct err *e)
+{
+	if (!presented || !presented[0])
+		return err_set(e, ERR_UNAUTHORIZED, 0, "missing API key");
+	if (!text_equal_secret(presented, h->token))
+		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid API key");
+	return 0;
+}
+
 void http_client_addr(const struct http_request *req, char *buf, size_t size)
 {
 	buf[0] = '\0';
@@ -127,7 +142,8 @@ void http_client_addr(const struct http_request *req, char *buf, size_t size)
 		return;
 	const struct sockaddr *sa = ci->client_addr;
 	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)size);
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+			  (socklen_t)size);
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
 			  (socklen_t)size);

@@ -650,6 +650,11 @@ int process_write(struct process_run *r, const void *buf, size_t len, long long 
 	return 0;
 }
 
+void process_close_stdin(struct process_run *r)
+{
+	close_fd(&r->in_fd);
+}
+
 int process_read_exact(struct process_run *r, void *buf, size_t len, long long deadline_ms)
 {
 	char *p = buf;

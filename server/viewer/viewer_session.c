@@ -211,7 +211,7 @@ static void set_nonblock(int fd)
 /* Feeds client bytes through the WebSocket parser; -1 ends the session. */
 static int client_bytes(struct session *s, unsigned char *buf, size_t n)
 {
-	struct ws_handler h = {on_data, on_control, s, NULL};
+	struct ws_handler h = {on_data, on_control, s, NULL, NULL};
 	int code = 0;
 	int r = ws_parse(&s->ws, buf, n, &h, &code);
 	if (r == WS_ERR_PROTOCOL) {

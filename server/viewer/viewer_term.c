@@ -163,7 +163,7 @@ static int on_control(void *cls, int opcode, const unsigned char *p, size_t n)
 
 static int client_bytes(struct tsession *s, unsigned char *buf, size_t n)
 {
-	struct ws_handler h = {on_data, on_control, s, on_text};
+	struct ws_handler h = {on_data, on_control, s, on_text, NULL};
 	int code = 0;
 	int r = ws_parse(&s->ws, buf, n, &h, &code);
 	if (r == WS_ERR_PROTOCOL) {

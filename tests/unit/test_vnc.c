@@ -14,7 +14,14 @@ struct sink {
 	int controls, last_op;
 	unsigned char ctl[128];
 	size_t ctl_len;
+	int data_ends; /* binary messages complete (ws_handler.data_end) */
 };
+
+static int on_data_end(void *cls)
+{
+	((struct sink *)cls)->data_ends++;
+	return 0;
+}
 
 static int on_data(void *cls, const unsigned char *p, size_t n)
 {
@@ -90,7 +97,7 @@ static size_t client_frame(unsigned char *out, int fin, int op, const void *payl
 static int parse_bytewise(struct ws_parser *ps, unsigned char *buf, size_t n, struct sink *s,
 			  int *code)
 {
-	struct ws_handler h = {on_data, on_control, s, NULL};
+	struct ws_handler h = {on_data, on_control, s, NULL, NULL};
 	for (size_t i = 0; i < n; i++) {
 		int r = ws_parse(ps, buf + i, 1, &h, code);
 		if (r < 0)
@@ -136,6 +143,19 @@ int main(void)
 	ok(s.len == 12 && memcmp(s.data, "RFB 003.008\n", 12) == 0, "payload reassembled");
 	ok(s.controls == 1 && s.last_op == WS_OP_PING && s.ctl_len == 2, "ping delivered whole");
 
+	/* data_end: once per binary message, after its last fragment. */
+	n = client_frame(buf, 0, WS_OP_BINARY, "ab", 2);
+	n += client_frame(buf + n, 1, WS_OP_CONT, "c", 1);
+	n += client_frame(buf + n, 1, WS_OP_BINARY, "d", 1);
+	memset(&s, 0, sizeof(s));
+	ws_parser_init(&ps);
+	struct ws_handler hend = {on_data, on_control, &s, NULL, on_data_end};
+	is_int(ws_parse(&ps, buf, 4, &hend, &code), 0, "a message's first bytes");
+	is_int(s.data_ends, 0, "no data_end inside a message");
+	is_int(ws_parse(&ps, buf + 4, n - 4, &hend, &code), 0, "the rest");
+	ok(s.data_ends == 2 && s.len == 4 && memcmp(s.data, "abcd", 4) == 0,
+	   "data_end after a fragmented message and after a whole one");
+
 	unsigned char big[300];
 	memset(big, 'x', sizeof(big));
 	n = client_frame(buf, 1, WS_OP_BINARY, big, sizeof(big));
@@ -166,7 +186,7 @@ int main(void)
 		/* With a text handler: a fragmented text message with a binary
 		 * message after it, byte by byte. */
 		struct text_sink ts = {0};
-		struct ws_handler th = {on_data, on_control, &s, on_text};
+		struct ws_handler th = {on_data, on_control, &s, on_text, NULL};
 		memset(&s, 0, sizeof(s));
 		ts.s = &s;
 		th.cls = &ts;
@@ -180,9 +200,11 @@ int main(void)
 		for (size_t i = 0; i < n && r == 0; i++)
 			r = ws_parse(&ps, buf + i, 1, &th, &code);
 		is_int(r, 0, "text message with a handler parses");
-		ok(ts.len == 18 && memcmp(ts.text, "{\"type\":\"resize\"}", 18) == 0 && ts.ends == 1,
+		ok(ts.len == 18 && memcmp(ts.text, "{\"type\":\"resize\"}", 18) == 0 &&
+		       ts.ends == 1,
 		   "text payload reassembled, its end reported once");
-		ok(s.len == 2 && memcmp(s.data, "ab", 2) == 0, "the binary message after it is data");
+		ok(s.len == 2 && memcmp(s.data, "ab", 2) == 0,
+		   "the binary message after it is data");
 		n = client_frame(buf, 0, WS_OP_TEXT, "a", 1);
 		n += client_frame(buf + n, 1, WS_OP_BINARY, "b", 1);
 		ws_parser_init(&ps);

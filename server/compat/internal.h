@@ -1,0 +1,70 @@
+/* What the front-ends share (edge/compat_util.c); not used outside
+ * server/compat/. */
+#ifndef DESKBOX_SERVER_COMPAT_INTERNAL_H
+#define DESKBOX_SERVER_COMPAT_INTERNAL_H
+
+#include <stddef.h>
+
+#include "compat.h"
+#include "server/api/api.h"
+#include "server/process/process.h"
+
+struct files_root;
+
+/* Looks sandbox `id` up and enters an operation on it (sandbox_use): on
+ * success the caller must compat_release(). */
+int compat_enter(struct api *api, const char *id, struct sandbox **sb, struct err *e);
+void compat_release(struct sandbox *sb);
+
+/* A command line (`sh -c`) or a piece of code run to its end in sandbox
+ * `id`, which is "in use" only while the run starts (a delete kills the
+ * run rather than waiting for it).  `env` may be NULL, `cwd` NULL for
+ * /workspace, `timeout_ms` 0 for the server's default. */
+struct compat_run {
+	const char *command; /* sh -c COMMAND; or: */
+	int language;	     /* >= 0: code in process_languages[language] */
+	const char *code;
+	const char *const *env; /* "K=V", NULL-terminated, may be NULL */
+	const char *cwd;
+	int timeout_ms;
+	int merge_stderr;	 /* stderr into stdout, in the order written */
+	const char *const *args; /* code: its arguments (at most 16), may be NULL */
+};
+int compat_run(struct api *api, const char *id, const struct compat_run *run,
+	       struct process_result *res, struct err *e);
+
+/* The index in process_languages of `name` ("python", "javascript" and
+ * "typescript" and "node" are node, "bash"/"sh"), or -1. */
+int compat_language(const char *name);
+
+/* Opens the files root of `sb` (entered) and normalizes `path` (relative
+ * ones are under `base`, NULL: /workspace) into `canon` (PATH_MAX). */
+int compat_path(struct sandbox *sb, const char *path, const char *base, struct files_root *root,
+		char *canon, struct err *e);
+
+/* "K=V" strings for a JSON object of strings (at most `max`; owned by the
+ * caller, freed with compat_env_free). */
+int compat_env(const cJSON *obj, char ***out, size_t max, struct err *e);
+void compat_env_free(char **env);
+
+/* A milliseconds timestamp as RFC 3339 UTC with milliseconds. */
+void compat_iso_time(long long ms, char *buf, size_t size);
+
+/* Per front-end: its routes and its error shape. */
+extern const struct http_route zeroboot_routes[];
+extern const size_t zeroboot_n_routes;
+void zeroboot_error(struct http_response *res, int status, const char *message);
+
+extern const struct http_route daytona_routes[];
+extern const size_t daytona_n_routes;
+void daytona_error(struct http_response *res, int status, const struct err *e);
+
+extern const struct http_route sprites_routes[];
+extern const size_t sprites_n_routes;
+void sprites_error(struct http_response *res, int status, const struct err *e);
+
+extern const struct http_route opensandbox_routes[];
+extern const size_t opensandbox_n_routes;
+void opensandbox_error(struct http_response *res, int status, const struct err *e);
+
+#endif
