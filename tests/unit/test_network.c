@@ -63,7 +63,7 @@ int main(void)
 	refused("7", "field 'network'");
 	refused("{\"allow\":[]}", "1 to 64");
 	refused("{\"allow\":\"x.test\"}", "array");
-	refused("{\"deny\":[\"x.test\"]}", "'deny'");
+	refused("{\"deny\":[\"x.test\"]}", "'network.deny'");
 	refused("{\"allow\":[\"x.test\", 5]}", "strings");
 	refused("{\"allow\":[\"bad_name.test\"]}", "'bad_name.test'");
 	refused("{\"allow\":[\"localhost\"]}", "'localhost'");
@@ -77,7 +77,7 @@ int main(void)
 	refused("{\"allow\":[\"1.2.3.4:65536\"]}", "'1.2.3.4:65536'");
 	refused("{\"allow\":[\"1.2.3.4:\"]}", "'1.2.3.4:'");
 	refused("{\"allow\":[\"1.2.3.4/+8\"]}", "'1.2.3.4/+8'");
-	refused("{\"allow\":[\"a.test\"],\"x\":1}", "'x'");
+	refused("{\"allow\":[\"a.test\"],\"x\":1}", "'network.x'");
 	char big[2048] = "{\"allow\":[";
 	for (int i = 0; i < 65; i++)
 		snprintf(big + strlen(big), sizeof(big) - strlen(big), "%s\"a%d.test\"",
