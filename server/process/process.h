@@ -176,9 +176,10 @@ int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_
 
 #define PROCESS_CTX_ID_LEN 16
 
+struct process_ctx_info;
 /* Starts a persistent Python interpreter in the table's sandbox (the caller
- * is inside an operation on it); `id` receives its id. */
-int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1], struct err *e);
+ * is inside an operation on it); `out` receives its id and creation time. */
+int process_ctx_create(struct process_table *t, struct process_ctx_info *out, struct err *e);
 
 /* Runs `code` in context `id` (o: cwd, env, timeout_ms, max_output).  A
  * context whose run times out, or whose interpreter dies, is restarted
@@ -214,9 +215,9 @@ size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, s
  * many); the program never waits for a client.  An ended terminal stays
  * listed (with its exit code and last output) until deleted. */
 
-#define PROCESS_TERM_ID_LEN 16
-#define PROCESS_TERM_MAX    16 /* per sandbox, ended ones included */
-#define PROCESS_TERM_REPLAY (64u << 10)
+#define PROCESS_TERM_ID_LEN  16
+#define PROCESS_TERM_MAX     16 /* per sandbox, ended ones included */
+#define PROCESS_TERM_REPLAY  (64u << 10)
 #define PROCESS_TERM_CMD_MAX 256
 
 struct process_term_info {
@@ -246,8 +247,8 @@ int process_term_delete(struct process_table *t, const char *id, struct process_
 
 struct process_term_client;
 /* Attaches a client; it reads from the oldest byte the ring holds. */
-int process_term_attach(struct process_table *t, const char *id,
-			struct process_term_client **out, struct err *e);
+int process_term_attach(struct process_table *t, const char *id, struct process_term_client **out,
+			struct err *e);
 /* Readable (an eventfd) when there is output to read or the terminal
  * ended; process_term_read() clears it. */
 int process_term_client_fd(const struct process_term_client *c);
@@ -257,11 +258,10 @@ int process_term_client_fd(const struct process_term_client *c);
 long process_term_read(struct process_term_client *c, char *buf, size_t max, uint64_t *lost,
 		       int *exit_code);
 /* Input bytes for the program (waits at most `timeout_ms` for room). */
-int process_term_write(struct process_term_client *c, const void *data, size_t len,
-		       int timeout_ms, struct err *e);
+int process_term_write(struct process_term_client *c, const void *data, size_t len, int timeout_ms,
+		       struct err *e);
 /* A new window size (the program gets SIGWINCH). */
-int process_term_resize(struct process_term_client *c, unsigned cols, unsigned rows,
-			struct err *e);
+int process_term_resize(struct process_term_client *c, unsigned cols, unsigned rows, struct err *e);
 void process_term_detach(struct process_term_client *c);
 
 /* Ends every terminal of the table (sandbox teardown). */
@@ -301,8 +301,7 @@ int process_session_exec(struct process_table *t, const char *id, const char *co
 			 const struct process_opts *o, struct process_result *res, int *restarted,
 			 struct err *e);
 int process_session_delete(struct process_table *t, const char *id, struct err *e);
-size_t process_session_list(struct process_table *t, struct process_session_info *out,
-			    size_t max);
+size_t process_session_list(struct process_table *t, struct process_session_info *out, size_t max);
 void process_session_drop_all(struct process_table *t);
 
 /* ---- code_run's languages (process_code.c) ---- */
