@@ -1,8 +1,9 @@
 """The default image's desktop shows every script: fontconfig inside a
 sandbox finds a font for CJK, Hangul, Arabic, Hebrew, Devanagari, Thai,
 Greek, Cyrillic and emoji, and Chromium in the sandbox draws each sample as
-glyphs, not as the box it draws for a character no font has (U+1F10D), and
-the emoji in colour."""
+glyphs, not as the boxes it draws for characters no font has (U+1F10D; two
+such characters draw the same boxes, the control), and the emoji in
+colour.  One page, one Chromium run: each sample and its boxes on rows."""
 
 import os
 import struct
@@ -26,6 +27,8 @@ SAMPLES = [
 ]
 # Assigned (Unicode 13), in no font here: Chromium's box for a missing glyph.
 NO_GLYPH = "\U0001F10D"
+# Another character no font has: drawn as the same boxes (the control).
+NO_GLYPH_TOO = "\u2FF0"
 CHROMIUM = "/usr/lib/chromium/chromium"
 
 
@@ -64,29 +67,37 @@ def rgb_rows(data):
     return rows
 
 
-def render(srv, sid, name, text):
-    """Chromium (headless, in the sandbox, as its user) draws `text`;
-    returns the PNG's pixel rows."""
-    html = ("<html><head><meta charset='utf-8'></head><body style='margin:0;background:#fff'><p style='font-size:40px;"
-            "margin:0'>%s</p></body></html>" % text)
-    r = srv.request("PUT", "/v1/sandboxes/%s/files/upload?path=/tmp/%s.html" % (sid, name),
+ROW_PX = 60
+
+
+def render(srv, sid, lines):
+    """Chromium (headless, in the sandbox, as its user) draws `lines`, one
+    per ROW_PX-high row; returns each row's pixels."""
+    rows = "".join("<div style='height:%dpx;overflow:hidden;white-space:nowrap'>%s</div>" %
+                   (ROW_PX, text) for text in lines)
+    html = ("<html><head><meta charset='utf-8'></head><body style='margin:0;background:#fff;"
+            "font-size:40px;line-height:%dpx'>%s</body></html>" % (ROW_PX, rows))
+    r = srv.request("PUT", "/v1/sandboxes/%s/files/upload?path=/tmp/fonts.html" % sid,
                     html.encode())
     if r.status != 201:
         raise RuntimeError("upload: %d %s" % (r.status, r.body[:200]))
-    png = "/tmp/%s.png" % name
+    png = "/tmp/fonts.png"
     # --screenshot writes the file and then the browser lingers: the file
     # is waited for, then the browser ended.
-    script = ("%s --headless=new --no-sandbox --hide-scrollbars --disable-gpu --user-data-dir=/tmp/chromium-%s "
-              "--window-size=500,300 --virtual-time-budget=3000 --screenshot=%s file:///tmp/%s.html >/tmp/%s.log 2>&1 & "
+    script = ("%s --headless=new --no-sandbox --hide-scrollbars --disable-gpu "
+              "--user-data-dir=/tmp/chromium-fonts --window-size=600,%d "
+              "--virtual-time-budget=3000 --screenshot=%s file:///tmp/fonts.html "
+              ">/tmp/fonts.log 2>&1 & "
               "p=$!; n=0; while ! [ -s %s ] && kill -0 $p 2>/dev/null && [ $n -lt 600 ]; do "
               "sleep 0.1; n=$((n+1)); done; sleep 0.3; kill -9 $p 2>/dev/null; wait; test -s %s" %
-              (CHROMIUM, name, png, name, name, png, png))
+              (CHROMIUM, ROW_PX * len(lines) + 100, png, png, png))
     res = srv.exec(sid, ["sh", "-c", script], timeout_s=90)
     if res["exit_code"] != 0:
         raise RuntimeError("chromium drew nothing: " +
-                           srv.exec(sid, ["cat", "/tmp/%s.log" % name])["stdout"][-500:])
-    return rgb_rows(srv.request("GET", "/v1/sandboxes/%s/files/download?path=%s" %
-                                (sid, png)).body)
+                           srv.exec(sid, ["cat", "/tmp/fonts.log"])["stdout"][-500:])
+    pixels = rgb_rows(srv.request("GET", "/v1/sandboxes/%s/files/download?path=%s" %
+                                  (sid, png)).body)
+    return [pixels[i * ROW_PX:(i + 1) * ROW_PX] for i in range(len(lines))]
 
 
 def ink(rows):
@@ -110,16 +121,20 @@ def main():
             out = srv.exec(sid, ["fc-list", ":charset=%x" % cp, "family"])["stdout"].strip()
             t.ok(out != "", "fontconfig in the sandbox has a font for %s (U+%04X)" % (name, cp),
                  out.splitlines()[:2])
-        box_of = {}  # length: the same number of missing-glyph boxes
-        for name, text, _ in SAMPLES:
-            drawn = render(srv, sid, name.lower(), text)
-            if len(text) not in box_of:
-                box_of[len(text)] = render(srv, sid, "boxes%d" % len(text),
-                                           NO_GLYPH * len(text))
-                t.diag("%d missing-glyph boxes: %d pixels of ink" %
-                       (len(text), ink(box_of[len(text)])))
-            boxes = box_of[len(text)]
-            t.ok(ink(drawn) > 50 and drawn != boxes,
+        # Each sample, then as many missing-glyph boxes, on rows of one page.
+        lines = []
+        for _, text, _ in SAMPLES:
+            lines += [text, NO_GLYPH * len(text)]
+        lines.append(NO_GLYPH_TOO * 4)
+        rows = render(srv, sid, lines)
+        t.ok(ink(rows[-1]) > 50 and rows[-1] == rows[1],
+             "control: two characters no font has draw as the same boxes",
+             (ink(rows[-1]), ink(rows[1])))
+        t.diag("missing-glyph boxes: %s pixels of ink" %
+               [ink(rows[2 * i + 1]) for i in range(len(SAMPLES))])
+        for i, (name, _, _) in enumerate(SAMPLES):
+            drawn, boxes = rows[2 * i], rows[2 * i + 1]
+            t.ok(ink(drawn) > 50 and ink(boxes) > 50 and drawn != boxes,
                  "Chromium draws %s as glyphs, not as missing-glyph boxes" % name,
                  (ink(drawn), ink(boxes)))
             if name == "emoji":
