@@ -87,9 +87,15 @@ IMAGE_LDFLAGS := -Wl,--dynamic-linker=/.deskbox/lib/$(notdir $(HOST_INTERP)) \
 IMAGE_BINS := $(IMAGE_DIR)/deskbox-init $(IMAGE_DIR)/deskbox-vnc $(IMAGE_DIR)/deskbox-xtool
 BINARIES += $(IMAGE_BINS) $(IMAGE_DIR)/lib/.done
 
-.PHONY: all image run test check check-structure check-headers format clean install-deps unit integration bench \
-	compile_commands.json
+.PHONY: all bin image run test check check-structure check-headers format clean install-deps \
+	install-run-deps unit integration bench compile_commands.json
 all: $(BINARIES) $(UNIT_BIN)
+# What `make run` needs: the programs and the image parts, no tests.
+bin: $(BINARIES)
+
+# run, test, check, bench and image build with one job per core.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+SUBMAKE = $(MAKE) --no-print-directory -j$(NPROC)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -240,22 +246,34 @@ $(BUILD)/check-headers/%.ok: %.h
 	$(Q)printf '#include "%s"\n' $< | $(CC) $(DBX_CFLAGS) $(CFLAGS) -fsyntax-only \
 		-MMD -MP -MF $(@:.ok=.d) -MT $@ -x c - && touch $@
 
+# Everything: what runs, and what only the tests and the bench use.
 install-deps:
+	@sh scripts/install-deps.sh --test
+install-run-deps:
 	@sh scripts/install-deps.sh
 
-# Starts deskboxd on 127.0.0.1:8080 (override with LISTEN=, STATE=).
+# Starts deskboxd on 127.0.0.1:8080.  LISTEN=, STATE= and USERNS_BASE= pick
+# --listen, --state-dir and --userns-base; ARGS= adds any other deskboxd
+# options (`make run ARGS="--warm-pool 2 --log-level debug"`).
 LISTEN ?= 127.0.0.1:8080
 STATE ?= /var/lib/deskbox
-run: install-deps
-	@$(MAKE) --no-print-directory all
-	$(BUILD)/deskboxd --listen $(LISTEN) --state-dir $(STATE)
+USERNS_BASE ?=
+ARGS ?=
+RUN_ARGS := --listen $(LISTEN) --state-dir $(STATE)
+ifneq ($(USERNS_BASE),)
+RUN_ARGS += --userns-base $(USERNS_BASE)
+endif
+run: install-run-deps
+	@echo "run: building deskboxd and the image parts ($(NPROC) jobs)"
+	@$(SUBMAKE) bin
+	$(BUILD)/deskboxd $(RUN_ARGS) $(ARGS)
 
 # The Debian 12 desktop image (docs/images.md): debootstrap from the host's
 # apt mirror through POST /v1/images, minutes; then a sandbox from it is
 # checked (python3, chromium, typing into xterm).  Not part of `make test`.
 IMAGE_NAME ?= debian12
-image: install-deps
-	@$(MAKE) --no-print-directory all
+image: install-run-deps
+	@$(SUBMAKE) bin
 	python3 scripts/build_image.py --build $(BUILD) --state-dir $(STATE) --name $(IMAGE_NAME)
 
 # File and function sizes, and which folder may include which
@@ -264,20 +282,21 @@ check-structure:
 	@python3 scripts/check_structure.py
 
 test: install-deps check-structure
-	@$(MAKE) --no-print-directory all check-headers
+	@echo "test: building everything, the tests and fuzz replayers too ($(NPROC) jobs)"
+	@$(SUBMAKE) all check-headers
 	@BUILD=$(BUILD) sh tests/run.sh
 
 # The tests again under AddressSanitizer and UndefinedBehaviorSanitizer;
 # `all` builds the fuzz targets as corpus replayers, so tests/run.sh replays
 # every corpus under the sanitizers (a replayer not built fails the run).
 check: install-deps check-structure
-	@$(MAKE) --no-print-directory BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
+	@$(SUBMAKE) BUILD=build-san SANITIZE=address,undefined OPT="-O1 -g" all
 	@BUILD=build-san ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
 # Speed figures against the naive tools, measured in the same run.
 bench: install-deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) bin
 	@DESKBOX_BUILD=$(abspath $(BUILD)) python3 scripts/bench.py
 
 format:

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/clock.h"
 
 extern char **environ;
 
@@ -211,9 +212,10 @@ static void print_sandbox_row(const cJSON *s)
 	char w[16], h[16], mem[16], when[32] = "-", disp[40];
 	snprintf(disp, sizeof(disp), "%sx%s", num_str(d, "width", w, sizeof(w)),
 		 num_str(d, "height", h, sizeof(h)));
-	const cJSON *at = cJSON_GetObjectItemCaseSensitive(s, "created_at");
-	if (cJSON_IsNumber(at)) {
-		time_t t = (time_t)at->valuedouble;
+	const char *at = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "created_at"));
+	long long ms = at ? clock_parse_rfc3339(at) : 0;
+	if (ms > 0) {
+		time_t t = (time_t)(ms / 1000);
 		struct tm tm;
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&t, &tm));
 	}

@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 /* clock_gettime() on these two clocks cannot fail on Linux (the vDSO
  * answers it), so there is no error to report. */
@@ -63,4 +66,36 @@ void clock_sleep_ms(long long ms)
 void clock_sleep_us(long long us)
 {
 	sleep_ns(us > LLONG_MAX / 1000 ? LLONG_MAX : us * 1000LL);
+}
+
+void clock_rfc3339(long long unix_ms, char *out, size_t size)
+{
+	time_t secs = (time_t)(unix_ms / 1000);
+	struct tm tm;
+	char buf[24];
+	gmtime_r(&secs, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, size, "%s.%03dZ", buf, (int)(unix_ms % 1000));
+}
+
+long long clock_parse_rfc3339(const char *s)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return 0;
+	long long ms = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			if (digits < 3)
+				ms = ms * 10 + (*p - '0');
+		for (; digits < 3; digits++)
+			ms *= 10;
+	}
+	if (strcmp(p, "Z") != 0)
+		return 0;
+	time_t secs = timegm(&tm);
+	return secs > 0 ? (long long)secs * 1000 + ms : 0;
 }

@@ -7,6 +7,7 @@
 #ifndef DESKBOX_COMMON_CLOCK_H
 #define DESKBOX_COMMON_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -17,6 +18,13 @@ uint64_t clock_mono_ns(void);
 
 /* CLOCK_REALTIME in milliseconds since the Unix epoch. */
 long long clock_wall_ms(void);
+
+/* Timestamps in answers: unix milliseconds as RFC 3339 UTC,
+ * "2026-12-02T13:42:11.000Z" (CLOCK_RFC3339_MAX bytes with the NUL), and
+ * back (0 when `s` is not that form, the fraction optional). */
+#define CLOCK_RFC3339_MAX 32
+void clock_rfc3339(long long unix_ms, char *out, size_t size);
+long long clock_parse_rfc3339(const char *s);
 
 /* The CLOCK_REALTIME instant `ms` milliseconds from now, as the absolute
  * deadline pthread_cond_timedwait() takes. */

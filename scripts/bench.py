@@ -63,6 +63,19 @@ def report(name, values, unit="ms", naive=None, naive_name=None, higher_is_bette
     RESULTS.append(entry)
 
 
+STAGES = [0]
+N_STAGES = 12
+T0 = time.time()
+
+
+def stage(name):
+    """Says which part of the bench runs now, with the elapsed time: the
+    bench takes minutes and would otherwise sit silent between figures."""
+    STAGES[0] += 1
+    print("# [bench %d/%d, %.0f s] %s" % (STAGES[0], N_STAGES, time.time() - T0, name),
+          flush=True)
+
+
 def timed(fn, n):
     out = []
     for _ in range(n):
@@ -437,7 +450,7 @@ def main():
             checkpoints_reflink(n)
             return 0
 
-        # ---- create / delete ----
+        stage("create / delete")
         cold, dels = [], []
         # The warm pool fills first, so its starts do not compete with the
         # cold ones measured next.
@@ -505,7 +518,7 @@ def main():
         if ONLY == "pool":  # just create, delete and the claim
             return 0
 
-        # ---- pause / resume (docs/lifecycle.md) ----
+        stage("pause / resume (docs/lifecycle.md)")
         lifecycle(srv, n)
         checkpoints(srv, 5, " [store]", checkpoints_direct(5), "direct")
         checkpoints_reflink(5)
@@ -513,14 +526,14 @@ def main():
         sid = srv.create({})["id"]
         time.sleep(0.5)
 
-        # ---- screenshots ----
+        stage("screenshots")
         region = timed(lambda: srv.screenshot(sid, "?x=0&y=0&w=400&h=300"), n)
         report("screenshot region 400x300", region)
         bench_shots.run(srv, report, QUICK)
         if ONLY == "shots":
             raise OnlyShots()
 
-        # ---- input to frame ----
+        stage("input to frame")
         srv.exec(sid, ["xterm", "-geometry", "80x24+0+0"], background=True)
         time.sleep(1.5)
         srv.post(sid, "click", {"x": 200, "y": 150})
@@ -541,7 +554,7 @@ def main():
         report("input to frame (REST key -> mirror frame)", lat, naive=naive_lat,
                naive_name="xdotool/exec", target="<= 10 ms")
 
-        # ---- type_text throughput ----
+        stage("type_text throughput")
         text = ("The quick brown fox jumps over 13 lazy dogs; héllo wörld ÄÖÜß € ✓ 你好 "
                 "日本語テキスト ") * 40
         text = text[:2000]
@@ -583,7 +596,7 @@ def main():
                target=">= 300 ch/s exact")
         srv.exec(sid, ["sh", "-c", "pkill xterm; true"])
 
-        # ---- exec overhead ----
+        stage("exec overhead")
         host = []
         for _ in range(n):
             t0 = time.perf_counter()
@@ -610,15 +623,15 @@ def main():
         terminal_echo(srv, sid, 50 if QUICK else 200)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
 
-        # ---- the port proxy ----
+        stage("the port proxy")
         bench_ports(srv, report, QUICK)
-        # ---- archives ----
+        stage("archives")
         bench_archive(srv, 1 if QUICK else 2)
 
-        # ---- idle cost, 1 and 20 sandboxes (scripts/bench_memory.py) ----
+        stage("idle cost, 1 and 20 sandboxes (scripts/bench_memory.py)")
         many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
 
-        # ---- HTTP throughput ----
+        stage("HTTP throughput")
         four = many[:4]
         per_client = 10 if QUICK else 25
 
@@ -639,10 +652,10 @@ def main():
         pass
     finally:
         srv.cleanup()
-    # ---- networks, in namespaces of their own (scripts/bench_network.py) ----
+    stage("networks, in namespaces of their own (scripts/bench_network.py)")
     import bench_network
     bench_network.run(report, QUICK)
-    # ---- 100 desktops at once (scripts/bench_density.py) ----
+    stage("100 desktops at once (scripts/bench_density.py)")
     import bench_density
     bench_density.run(report, pct, idle_cost, QUICK)
     return write_results()

@@ -1,26 +1,49 @@
 #!/bin/sh
-# Installs every Debian package deskbox needs to build, run and test.
+# Installs the Debian packages deskbox needs to build and run it; with
+# --test also those only its tests and bench use (the Python test modules,
+# ImageMagick, npm and the node projects under tests/).  `make run` runs it
+# without --test, `make test`, `make check` and `make bench` with it.
 # Idempotent: does nothing (and needs no network) when all are present.
 set -eu
+
+TEST=0
+for a in "$@"; do
+	case "$a" in
+	--test) TEST=1 ;;
+	*)
+		echo "usage: $0 [--test]" >&2
+		exit 2
+		;;
+	esac
+done
 
 PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libarchive-dev libarchive-tools libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei fonts-noto-core fonts-noto-color-emoji python3 python3-venv procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
 libgnutls28-dev libhttp-parser-dev libnss3-tools
 umoci skopeo debootstrap
 chromium
-libavcodec-dev libavformat-dev libswscale-dev ffmpeg
-dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0 zenity"
-
-# The browser tests' driver (tests/browser) runs on node; Debian's nodejs
-# and npm are used only when no node is on the PATH already.
+libavcodec-dev libavformat-dev libswscale-dev
+dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0"
+# Fonts: the default image uses the host's, so its desktop shows every
+# script (Noto: Arabic, Devanagari, Thai, Hebrew, ...; WenQuanYi: CJK) and
+# colour emoji.
+# code_run's "node" runs the host's node: Debian's when none is on the PATH.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
-command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+
+# Only the tests and the bench: test_openapi*.py (yaml, jsonschema,
+# hypothesis), the bench's naive tools (ImageMagick's import and convert),
+# ffprobe for the recordings' tests, zenity for the accessibility test's
+# dialog, and npm for the node projects below.
+if [ "$TEST" = 1 ]; then
+	PKGS="$PKGS python3-yaml python3-jsonschema python3-hypothesis imagemagick ffmpeg zenity"
+	command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+fi
 
 missing=""
 for p in $PKGS; do
@@ -34,12 +57,17 @@ if [ -n "$missing" ]; then
 		echo "install-deps: missing packages:$missing (run as root to install)" >&2
 		exit 1
 	fi
-	echo "install-deps: installing$missing"
+	n=$(echo $missing | wc -w)
+	echo "install-deps: installing $n Debian packages (apt-get, about a minute on a fresh machine):$missing"
 	export DEBIAN_FRONTEND=noninteractive
+	echo "install-deps: apt-get update"
 	apt-get update -qq
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing
+	echo "install-deps: Debian packages installed"
 fi
+
+[ "$TEST" = 1 ] || exit 0
 
 # The node tests' packages, exactly as each package-lock.json pins them:
 # playwright-core for tests/browser, the MCP SDK client for tests/mcp,
@@ -50,7 +78,7 @@ npm_ci() {
 	dir="$(dirname "$0")/../tests/$1"
 	if [ ! -d "$dir/node_modules/$2" ] ||
 		[ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-		echo "install-deps: npm ci in tests/$1"
+		echo "install-deps: npm ci in tests/$1 (test-only node packages, can take minutes)"
 		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 	fi
 }

@@ -94,6 +94,7 @@ struct host {
 	uint32_t userns_base; /* 0: no user namespaces */
 	char token[256];
 	int print_token;
+	char token_hint[PATH_MAX + 64]; /* where the token is, for 401s */
 };
 
 /* The running server's parts; server_stop() stops them. */
@@ -181,6 +182,13 @@ static int setup_host(const struct options *o, struct host *h)
 		fprintf(stderr, "deskboxd: chmod '%s': %s\n", h->state, strerror(errno));
 		return -1;
 	}
+	if (o->token)
+		snprintf(h->token_hint, sizeof(h->token_hint),
+			 "the one deskboxd was given (--token)");
+	else if (getenv("DESKBOX_TOKEN") && *getenv("DESKBOX_TOKEN"))
+		snprintf(h->token_hint, sizeof(h->token_hint), "deskboxd's own DESKBOX_TOKEN");
+	else
+		snprintf(h->token_hint, sizeof(h->token_hint), "in %s/token", o->state_dir);
 	if (load_token(o, h->token, sizeof(h->token), &h->print_token, &e) < 0) {
 		fprintf(stderr, "deskboxd: token: %s\n", e.msg);
 		return -1;
@@ -293,6 +301,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	struct http_opts ho = {
 	    .listen = o->listen,
 	    .token = h->token,
+	    .token_hint = h->token_hint,
 	    .routes = s->routes,
 	    .n_routes = s->n_routes,
 	    .app = &s->api,

@@ -16,9 +16,14 @@ LOGDIR="$BUILD/test-logs"
 mkdir -p "$LOGDIR"
 
 passed=0 failed=0 skipped=0 programs_failed=""
+# Progress: each program's line says which of how many it was.
+total=$(ls tests/unit/test_*.c tests/fuzz/fuzz_*.c tests/integration/test_*.py 2>/dev/null | wc -l)
+count=0
+echo "running $total test programs (logs in $LOGDIR)"
 run_one() {
 	name=$1
 	shift
+	count=$((count + 1))
 	log="$LOGDIR/$name.log"
 	start=$(date +%s)
 	"$@" >"$log" 2>&1
@@ -32,7 +37,7 @@ run_one() {
 		why=$(grep -m1 'SKIP' "$log" | sed 's/.*SKIP *//')
 		if [ -n "$why" ]; then
 			skipped=$((skipped + 1))
-			echo "SKIP $name: $why"
+			echo "SKIP [$count/$total] $name: $why"
 			return
 		fi
 		bad="it skipped (exit 77) without saying why"
@@ -53,20 +58,21 @@ run_one() {
 	fi
 	if [ -n "$bad" ]; then
 		programs_failed="$programs_failed $name"
-		echo "FAIL $name ($p ok, $f not ok, ${secs}s): $bad"
+		echo "FAIL [$count/$total] $name ($p ok, $f not ok, ${secs}s): $bad"
 		grep -E '^not ok|^#' "$log" | head -40 | sed 's/^/    /'
 		tail -15 "$log" | grep -vE '^(ok|not ok|#)' | sed 's/^/    | /'
 	else
 		skips=""
 		[ "$s" -ne 0 ] && skips=", $s skipped"
-		echo "ok   $name ($p ok$skips, ${secs}s)"
+		echo "ok   [$count/$total] $name ($p ok$skips, ${secs}s)"
 	fi
 }
 
 # A program that was not built is a failure, not something to pass over:
 # the list comes from the sources, not from what happens to be in $BUILD.
 missing() {
-	echo "FAIL $1 (not built: $2 is missing)"
+	count=$((count + 1))
+	echo "FAIL [$count/$total] $1 (not built: $2 is missing)"
 	programs_failed="$programs_failed $1"
 	failed=$((failed + 1))
 }

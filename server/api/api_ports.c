@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/clock.h"
 #include "internal.h"
 #include "server/viewer/viewer.h"
 #include "common/args.h"
@@ -48,8 +49,7 @@ static const char *share_presented(const struct http_request *req, char *buf, si
 			s++;
 		size_t n = strcspn(s, ";");
 		size_t cl = strlen(SHARE_COOKIE);
-		if (n > cl + 1 && strncmp(s, SHARE_COOKIE "=", cl + 1) == 0 &&
-		    n - cl - 1 < size) {
+		if (n > cl + 1 && strncmp(s, SHARE_COOKIE "=", cl + 1) == 0 && n - cl - 1 < size) {
 			memcpy(buf, s + cl + 1, n - cl - 1);
 			buf[n - cl - 1] = '\0';
 			return buf;
@@ -67,7 +67,8 @@ static int upstream_target(const struct http_request *req, const char *prefix, c
 	const char *raw = req->raw_uri;
 	size_t pl = strlen(prefix);
 	if (strncmp(raw, prefix, pl) != 0)
-		return err_set(e, ERR_INVALID, 0, "the request target must not encode '%s'", prefix);
+		return err_set(e, ERR_INVALID, 0, "the request target must not encode '%s'",
+			       prefix);
 	const char *rest = raw + pl;
 	size_t pathlen = strcspn(rest, "?");
 	size_t k = (size_t)snprintf(out, size, "%s%.*s", pathlen ? "" : "/", (int)pathlen, rest);
@@ -78,7 +79,8 @@ static int upstream_target(const struct http_request *req, const char *prefix, c
 		int ours = strncmp(q, TOKEN_PARAM "=", strlen(TOKEN_PARAM) + 1) == 0 ||
 			   (n == strlen(TOKEN_PARAM) && strncmp(q, TOKEN_PARAM, n) == 0);
 		if (!ours && n)
-			k += (size_t)snprintf(out + k, size - k, "%c%.*s", sep, (int)n, q), sep = '&';
+			k += (size_t)snprintf(out + k, size - k, "%c%.*s", sep, (int)n, q),
+			    sep = '&';
 		q += n + (q[n] == '&');
 	}
 	if (k >= size)
@@ -158,8 +160,8 @@ int api_port_proxy_begin(struct http_request *req, struct http_body_sink *sink, 
 		return api_token;
 	http_request_trusted(req);
 	char prefix[160], target[8192], ref[SANDBOX_NAME_MAX + 1];
-	snprintf(prefix, sizeof(prefix), "/v1/sandboxes/%s/ports/%u", sent_ref(req, ref, sizeof(ref)),
-		 port);
+	snprintf(prefix, sizeof(prefix), "/v1/sandboxes/%s/ports/%u",
+		 sent_ref(req, ref, sizeof(ref)), port);
 	if (upstream_target(req, prefix, target, sizeof(target), e) < 0)
 		return err_code(e);
 	struct http_proxy_opts o = {
@@ -187,7 +189,8 @@ int api_port_proxy(struct http_request *req, struct http_response *res, struct e
 			 q);
 	else
 		snprintf(cookie, sizeof(cookie),
-			 SHARE_COOKIE "=%s; Path=/v1/sandboxes/%s/ports/%s/; HttpOnly; SameSite=Lax",
+			 SHARE_COOKIE
+			 "=%s; Path=/v1/sandboxes/%s/ports/%s/; HttpOnly; SameSite=Lax",
 			 q, sent_ref(req, ref, sizeof(ref)), req->captures[1]);
 	http_add_header(res, "Set-Cookie", cookie, NULL);
 	return 0;
@@ -251,7 +254,9 @@ int api_port_token_create(struct http_request *req, struct http_response *res, s
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "token", token);
 	cJSON_AddNumberToObject(out, "port", port);
-	cJSON_AddNumberToObject(out, "expires_at", (double)expires);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(expires * 1000, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(out, "expires_at", t_s);
 	cJSON_AddStringToObject(out, "url", url);
 	if (api->ports_domain) {
 		snprintf(url, sizeof(url), "%u-%s.%s/?" TOKEN_PARAM "=%s", port, sid,

@@ -1,6 +1,7 @@
 /* The process routes: exec, code_run (optionally streamed as Server-Sent
  * Events, optionally in a Python context), background status, kill and
  * logs.  Contexts' own routes are in api_process_ctx.c. */
+#include "common/clock.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -313,7 +314,9 @@ static cJSON *info_json(const struct process_info *in)
 	cJSON_AddBoolToObject(j, "timed_out", in->timed_out);
 	cJSON_AddBoolToObject(j, "oom_killed", in->oom_killed);
 	cJSON_AddBoolToObject(j, "killed", in->killed);
-	cJSON_AddNumberToObject(j, "started_at_ms", (double)in->started_at_ms);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(in->started_at_ms, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "started_at", t_s);
 	cJSON_AddNumberToObject(j, "duration_ms", (double)in->duration_ms);
 	return j;
 }
@@ -393,8 +396,8 @@ int api_process_stdin(struct http_request *req, struct http_response *res, struc
 	if (bg_lookup(req, &sb, &pid, e) < 0)
 		return err_code(e);
 	size_t written = 0;
-	int r = process_bg_stdin(sandbox_procs(sb), pid, req->body, req->body_len,
-				 (int)close_after, (int)timeout_ms, &written, e);
+	int r = process_bg_stdin(sandbox_procs(sb), pid, req->body, req->body_len, (int)close_after,
+				 (int)timeout_ms, &written, e);
 	sandbox_put(sb);
 	if (r < 0)
 		return r;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "internal.h"
 #include "common/args.h"
 
@@ -40,7 +41,9 @@ static cJSON *ctx_json(const struct process_ctx_info *c)
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", c->id);
 	cJSON_AddStringToObject(j, "language", "python");
-	cJSON_AddNumberToObject(j, "created_at_ms", (double)c->created_at_ms);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(c->created_at_ms, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "created_at", t_s);
 	cJSON_AddNumberToObject(j, "runs", (double)c->runs);
 	cJSON_AddBoolToObject(j, "busy", c->busy);
 	return j;
@@ -67,7 +70,7 @@ int api_context_create(struct http_request *req, struct http_response *res, stru
 	if (api_enter(req, 0, &sb, NULL, e) < 0)
 		return err_code(e);
 	struct process_ctx_info c = {0};
-	r = process_ctx_create(sandbox_procs(sb), c.id, e);
+	r = process_ctx_create(sandbox_procs(sb), &c, e);
 	api_release(sb);
 	if (r < 0)
 		return r;

@@ -1,5 +1,6 @@
 /* Sessions (docs/terminals.md, "Sessions"): persistent shells in which
  * commands keep cwd and exported variables (server/process/process_session.c). */
+#include "common/clock.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -14,7 +15,9 @@ static cJSON *session_json(const struct process_session_info *in)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "id", in->id);
-	cJSON_AddNumberToObject(j, "created_at_ms", (double)in->created_at_ms);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(in->created_at_ms, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "created_at", t_s);
 	cJSON_AddNumberToObject(j, "commands", (double)in->commands);
 	cJSON_AddBoolToObject(j, "busy", in->busy);
 	return j;

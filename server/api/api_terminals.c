@@ -1,5 +1,6 @@
 /* Terminals (docs/terminals.md): PTY sessions in a sandbox, their
  * WebSocket, their xterm.js page and the viewer tokens that open it. */
+#include "common/clock.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -31,7 +32,9 @@ static cJSON *term_json(const struct process_term_info *in)
 		cJSON_AddNumberToObject(j, "exit_code", in->exit_code);
 	cJSON_AddNumberToObject(j, "attached", in->attached);
 	cJSON_AddNumberToObject(j, "output_bytes", (double)in->output_bytes);
-	cJSON_AddNumberToObject(j, "created_at_ms", (double)in->created_at_ms);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(in->created_at_ms, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "created_at", t_s);
 	return j;
 }
 
@@ -225,7 +228,9 @@ int api_terminal_token_create(struct http_request *req, struct http_response *re
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "token", token);
 	cJSON_AddStringToObject(j, "url", url);
-	cJSON_AddNumberToObject(j, "expires_at", (double)expires_at);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(expires_at * 1000, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "expires_at", t_s);
 	cJSON_AddBoolToObject(j, "view_only", view_only);
 	return http_reply_json(res, 201, j, e);
 }

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cleanup.h"
 #include "internal.h"
 #include "common/args.h"
@@ -73,7 +74,9 @@ int api_vnc_token_create(struct http_request *req, struct http_response *res, st
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "token", token);
 	cJSON_AddStringToObject(j, "url", url);
-	cJSON_AddNumberToObject(j, "expires_at", (double)expires_at);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(expires_at * 1000, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "expires_at", t_s);
 	cJSON_AddBoolToObject(j, "view_only", view_only);
 	return http_reply_json(res, 201, j, e);
 }

@@ -16,78 +16,29 @@
 #include "common/log.h"
 #include "common/clock.h"
 
-int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
-		     const char **captures, size_t *n_captures)
+/* A 401's message says how to send the token and where it is. */
+static int unauthorized(const struct http *h, struct err *e, const char *why)
 {
-	size_t len = strlen(path);
-	*n_captures = 0;
-	if (len + 1 > buf_size || path[0] != '/' || pattern[0] != '/')
-		return 0;
-	memcpy(buf, path, len + 1);
-	const char *p = pattern + 1;
-	char *s = buf + 1;
-	for (;;) {
-		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
-		int capture = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
-		if (capture && plen >= 3 && p[plen - 2] == '*' && !p[plen]) {
-			/* "{name*}" as the last segment: the rest of the path,
-			 * slashes included (static file trees). */
-			if (!*s || *n_captures >= HTTP_MAX_CAPTURES)
-				return 0;
-			captures[(*n_captures)++] = s;
-			return 1;
-		}
-		if (capture) {
-			if (slen == 0 || *n_captures >= HTTP_MAX_CAPTURES)
-				return 0;
-			captures[(*n_captures)++] = s;
-		} else if (plen != slen || memcmp(p, s, plen) != 0) {
-			return 0;
-		}
-		char pc = p[plen], sc = s[slen];
-		if (pc != sc)
-			return 0;
-		if (capture)
-			s[slen] = '\0';
-		if (!pc)
-			return 1;
-		p += plen + 1;
-		s += slen + 1;
-	}
-}
-
-static const struct http_route *route_find(const struct http *h, const char *method,
-					   const char *path, struct request_ctx *c, struct err *e)
-{
-	int path_matched = 0;
-	for (size_t i = 0; i < h->o.n_routes; i++) {
-		const struct http_route *r = &h->o.routes[i];
-		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
-				      &c->n_captures))
-			continue;
-		if (strcmp(r->method, method) == 0 || strcmp(r->method, "*") == 0)
-			return r;
-		path_matched = 1;
-	}
-	if (path_matched)
-		err_set(e, ERR_METHOD, 0, "method %s not allowed on '%s'", method, path);
-	else
-		err_set(e, ERR_NOT_FOUND, 0, "no route '%s'", path);
-	return NULL;
+	const char *hint = h->o.token_hint;
+	return err_set(
+	    e, ERR_UNAUTHORIZED, 0,
+	    "%s: send 'Authorization: Bearer TOKEN' (deskbox's CLI and SDKs read it from "
+	    "DESKBOX_TOKEN)%s%s",
+	    why, hint ? "; this server's token is " : "", hint ? hint : "");
 }
 
 int http_auth_conn(const struct http *h, struct MHD_Connection *conn, struct err *e)
 {
 	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	if (!auth)
-		return err_set(e, ERR_UNAUTHORIZED, 0, "missing 'Authorization: Bearer' header");
+		return unauthorized(h, e, "missing API token");
 	if (strncasecmp(auth, "Bearer ", 7) != 0)
-		return err_set(e, ERR_UNAUTHORIZED, 0, "authorization scheme must be 'Bearer'");
+		return unauthorized(h, e, "the Authorization scheme must be 'Bearer'");
 	const char *tok = auth + 7;
 	while (*tok == ' ')
 		tok++;
 	if (!text_equal_secret(tok, h->token))
-		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
+		return unauthorized(h, e, "wrong API token");
 	return 0;
 }
 
@@ -621,7 +572,7 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 {
 	struct err e = ERR_INIT;
 	url = routed_path(h, c, conn, url, &e);
-	c->route = url ? route_find(h, method, url, c, &e) : NULL;
+	c->route = url ? http_route_find(h, method, url, c, &e) : NULL;
 	if (c->route && h->o.canon)
 		h->o.canon(h->o.app, c->route->pattern, c->captures, c->n_captures, c->canon,
 			   sizeof(c->canon));

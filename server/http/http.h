@@ -142,6 +142,9 @@ struct http_route {
 struct http_opts {
 	const char *listen; /* "ADDR:PORT"; port 0 picks a free one */
 	const char *token;  /* the API bearer token */
+	/* Where it is ("in /var/lib/deskbox/token"), said in every 401; kept
+	 * for the server's life.  NULL: not said. */
+	const char *token_hint;
 	const struct http_route *routes;
 	size_t n_routes;
 	void *app;

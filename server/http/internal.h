@@ -121,6 +121,11 @@ void http_guard_request_ended(struct http_guard *g, struct MHD_Connection *conn)
  * *suppressed is set to how many were held back since the last one. */
 int http_guard_log_allowed(struct http_guard *g, unsigned long *suppressed);
 
+/* http_route.c: the route for `method` and `path`, its captures in c; NULL
+ * and e a 404 (no route) or 405 (the path is a route's, not the method). */
+const struct http_route *http_route_find(const struct http *h, const char *method, const char *path,
+					 struct request_ctx *c, struct err *e);
+
 /* http_trace.c: the request id (the client's X-Request-Id when it is 1-64
  * characters of [A-Za-z0-9._-], else 16 random hex digits) and, once an
  * answer is queued, its metrics and debug access log line. */

@@ -176,9 +176,10 @@ int process_bg_stdin(struct process_table *t, pid_t pid, const void *data, size_
 
 #define PROCESS_CTX_ID_LEN 16
 
+struct process_ctx_info;
 /* Starts a persistent Python interpreter in the table's sandbox (the caller
- * is inside an operation on it); `id` receives its id. */
-int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1], struct err *e);
+ * is inside an operation on it); `out` receives its id and creation time. */
+int process_ctx_create(struct process_table *t, struct process_ctx_info *out, struct err *e);
 
 /* Runs `code` in context `id` (o: cwd, env, timeout_ms, max_output).  A
  * context whose run times out, or whose interpreter dies, is restarted

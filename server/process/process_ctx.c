@@ -89,7 +89,7 @@ static int start_driver(struct process_table *t, struct process_ctx *c, int use,
 	return r;
 }
 
-int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1], struct err *e)
+int process_ctx_create(struct process_table *t, struct process_ctx_info *out, struct err *e)
 {
 	pthread_mutex_lock(&t->mu);
 	size_t n = 0;
@@ -118,7 +118,8 @@ int process_ctx_create(struct process_table *t, char id[PROCESS_CTX_ID_LEN + 1],
 	c->next = t->ctxs;
 	t->ctxs = c;
 	pthread_mutex_unlock(&t->mu);
-	memcpy(id, c->id, sizeof(c->id));
+	memcpy(out->id, c->id, sizeof(c->id));
+	out->created_at_ms = c->created_at_ms;
 	return 0;
 }
 

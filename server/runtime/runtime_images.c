@@ -8,6 +8,7 @@
  * built): deskboxd, as host root, never follows a path inside it except
  * through openat2(RESOLVE_IN_ROOT), so a symlink such as `proc -> /etc`
  * resolves inside the image, never on the host. */
+#include "common/clock.h"
 #include "runtime.h"
 
 #include <dirent.h>
@@ -264,6 +265,14 @@ int image_get(const char *state_dir, const char *name, cJSON **out, struct err *
 	struct err e2 = ERR_INIT;
 	cJSON *j = read_json(path, &e2);
 	if (j) {
+		/* Images made before timestamps were RFC 3339 say unix seconds. */
+		cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "created_at");
+		if (cJSON_IsNumber(at)) {
+			char t[CLOCK_RFC3339_MAX];
+			clock_rfc3339((long long)at->valuedouble * 1000, t, sizeof(t));
+			cJSON_ReplaceItemInObjectCaseSensitive(j, "created_at",
+							       cJSON_CreateString(t));
+		}
 		cJSON_DeleteItemFromObject(j, "status");
 		cJSON_AddStringToObject(j, "status", "ready");
 	} else {
@@ -422,7 +431,8 @@ static int skel_file(int rootfd, const char *rel, struct err *e)
 	const char *leaf = strrchr(rel, '/') + 1;
 	snprintf(dir, sizeof(dir), "%.*s", (int)(leaf - rel - 1), rel);
 	_cleanup_fd_ int pfd = open_in_root(rootfd, dir, O_PATH | O_DIRECTORY);
-	int fd = pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
+	int fd =
+	    pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
 	/* A symlink there (an image's /etc/resolv.conf often is one) cannot
 	 * be a mount point: a plain file replaces it. */
 	if (fd < 0 && errno == ELOOP && unlinkat(pfd, leaf, 0) == 0)
@@ -548,7 +558,9 @@ int image_finish(const char *state_dir, const char *name, const char *tmp, cJSON
 	cJSON_DeleteItemFromObject(manifest, "name");
 	cJSON_AddStringToObject(manifest, "name", name);
 	cJSON_AddNumberToObject(manifest, "size_bytes", (double)disk_bytes(rootfs));
-	cJSON_AddNumberToObject(manifest, "created_at", (double)time(NULL));
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(clock_wall_ms(), t_s, sizeof(t_s));
+	cJSON_AddStringToObject(manifest, "created_at", t_s);
 	manifest_tools(manifest, rootfs);
 	_cleanup_free_ char *text = cJSON_Print(manifest);
 	_cleanup_fd_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -2,6 +2,7 @@
  * a tar of one) is unpacked with umoci; a Debian 12 desktop image is built
  * with debootstrap (minbase plus the desktop's packages).  Both end in
  * image_finish() (runtime_images.c).  Build figures are in docs/images.md. */
+#include "common/clock.h"
 #include "runtime.h"
 
 #include <errno.h>
@@ -417,7 +418,9 @@ static void build_status(const char *state_dir, const char *name, const char *st
 	cJSON_AddStringToObject(j, "name", name);
 	cJSON_AddStringToObject(j, "status", status);
 	cJSON_AddStringToObject(j, "source", "debootstrap:" DEBIAN_SUITE);
-	cJSON_AddNumberToObject(j, "started_at", (double)time(NULL));
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(clock_wall_ms(), t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "started_at", t_s);
 	if (error)
 		cJSON_AddStringToObject(j, "error", error);
 	_cleanup_free_ char *text = cJSON_PrintUnformatted(j);

@@ -104,7 +104,9 @@ static cJSON *spec_json(struct sandbox *sb, enum sandbox_status status, const ch
 		cJSON_AddNumberToObject(ad, "width", sb->spec.agent_width);
 		cJSON_AddNumberToObject(ad, "height", sb->spec.agent_height);
 	}
-	cJSON_AddNumberToObject(j, "created_at", (double)sb->created_at);
+	char t_s[CLOCK_RFC3339_MAX];
+	clock_rfc3339(sb->created_at * 1000, t_s, sizeof(t_s));
+	cJSON_AddStringToObject(j, "created_at", t_s);
 	sandbox_timeout_json((struct sandbox *)sb, j);
 	sandbox_net_json((struct sandbox *)sb, j);
 	sandbox_labels_json(sb, j);

@@ -197,16 +197,6 @@ static cJSON *checkpoint_read(const struct sandbox *sb, const char *name)
 	return cJSON_Parse(text);
 }
 
-static void rfc3339(long long ms, char *out, size_t size)
-{
-	time_t secs = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[40];
-	gmtime_r(&secs, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, size, "%s.%03dZ", buf, (int)(ms % 1000));
-}
-
 /* How many checkpoints sb has (names only, no half-made ones). */
 static unsigned count_checkpoints(const struct sandbox *sb)
 {
@@ -250,8 +240,8 @@ static int checkpoint_make(struct sandbox *sb, const char *name, cJSON **out, st
 	if (r == 0 && (fd < 0 || fdatasync(fd) < 0 || fstat(fd, &st) < 0))
 		r = err_sys(e, ERR_INTERNAL, errno, "writing '%s'", img);
 	cJSON *j = cJSON_CreateObject();
-	char when[64];
-	rfc3339(now, when, sizeof(when));
+	char when[CLOCK_RFC3339_MAX];
+	clock_rfc3339(now, when, sizeof(when));
 	cJSON_AddStringToObject(j, "name", name);
 	cJSON_AddStringToObject(j, "created_at", when);
 	cJSON_AddNumberToObject(j, "size_bytes", r == 0 ? (double)st.st_blocks * 512 : 0);

@@ -2,6 +2,7 @@
  * (sandboxes_open): half-created ones rolled back, half-deleted ones
  * finished, those a stopping deskboxd left running taken over
  * (sandbox_adopt.c), the others listed stopped or failed. */
+#include "common/clock.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -87,7 +88,10 @@ static int load_one(struct sandboxes *s, const char *id)
 	    (st = cJSON_GetObjectItemCaseSensitive(j, "status")) && cJSON_IsString(st) &&
 	    strcmp(st->valuestring, "creating") != 0 && sandbox_spec_parse(j, &sb->spec, &e) == 0) {
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
-		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
+		/* RFC 3339 (unix seconds before). */
+		sb->created_at = cJSON_IsNumber(ca)   ? (long long)ca->valuedouble
+				 : cJSON_IsString(ca) ? clock_parse_rfc3339(ca->valuestring) / 1000
+						      : 0;
 		sandbox_disk_loaded(sb);
 		sandbox_timeout_load(sb, j);
 		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));

@@ -266,42 +266,15 @@ void sandbox_timeout_json(struct sandbox *sb, cJSON *j)
 		cJSON_AddNullToObject(j, "expires_at");
 		return;
 	}
-	time_t secs = (time_t)(x / 1000);
-	struct tm tm;
-	char buf[40], when[64];
-	gmtime_r(&secs, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(when, sizeof(when), "%s.%03dZ", buf, (int)(x % 1000));
+	char when[CLOCK_RFC3339_MAX];
+	clock_rfc3339(x, when, sizeof(when));
 	cJSON_AddStringToObject(j, "expires_at", when);
-}
-
-/* "YYYY-MM-DDTHH:MM:SS[.fff]Z" into unix ms; 0 if it is not that. */
-static long long parse_rfc3339(const char *s)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!p)
-		return 0;
-	long long ms = 0;
-	if (*p == '.') {
-		int digits = 0;
-		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-			if (digits < 3)
-				ms = ms * 10 + (*p - '0');
-		for (; digits < 3; digits++)
-			ms *= 10;
-	}
-	if (strcmp(p, "Z") != 0)
-		return 0;
-	time_t secs = timegm(&tm);
-	return secs > 0 ? (long long)secs * 1000 + ms : 0;
 }
 
 void sandbox_timeout_load(struct sandbox *sb, const cJSON *j)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "expires_at");
-	sb->expires_ms = cJSON_IsString(v) ? parse_rfc3339(v->valuestring) : 0;
+	sb->expires_ms = cJSON_IsString(v) ? clock_parse_rfc3339(v->valuestring) : 0;
 	if (cJSON_IsString(v) && !sb->expires_ms)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: unreadable expires_at '%.40s'", sb->id,
 			v->valuestring);

@@ -86,8 +86,12 @@ async function main() {
     { timeout: 30000 }).then(() => true, () => false), 'xterm.js connects to the terminal');
     ok(await waitScreen(page, /\$ $/m), 'the shell prompt shows', await screen(page));
 
-    // Typing into the page reaches the shell; its answer shows in xterm.
-    await page.click('#term');
+    // The page takes the keyboard on load: typing reaches the shell with
+    // no click first; its answer shows in xterm.
+    ok(await page.evaluate(() => document.activeElement &&
+      document.getElementById('term').contains(document.activeElement)),
+    'the terminal has the keyboard focus on load',
+    await page.evaluate(() => document.activeElement && document.activeElement.tagName));
     await page.keyboard.type('echo hi');
     await page.keyboard.press('Enter');
     const s = await waitScreen(page, /^hi$/m);

@@ -173,7 +173,7 @@ def import_checks(t, srv, layout, archive):
         du_bytes(layout) / 1e6, import_s, m.get("size_bytes", 0) / 1e6))
     t.ok(m.get("name") == "tiny" and m.get("status") == "ready" and
          str(m.get("digest", "")).startswith("sha256:") and len(m.get("layers", [])) == 1 and
-         m.get("size_bytes", 0) > 10 << 20 and m.get("created_at", 0) > 0 and
+         m.get("size_bytes", 0) > 10 << 20 and (dbx.parse_time(m.get("created_at")) or 0) > 0 and
          m.get("source", "").startswith("oci-layout:" + layout),
          "the manifest has name, source, digest, layers, size and date", m)
     t.ok(m.get("desktop") is True and m.get("tools", {}).get("python3") is True and

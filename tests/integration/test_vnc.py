@@ -211,7 +211,8 @@ def main():
              "token is long random hex")
         t.ok(vo["token"] != srv.token, "token is not the API token")
         t.eq(vo["url"], base + "?token=" + vo["token"], "url points at the page")
-        t.ok(abs(vo["expires_at"] - (time.time() + 600)) < 5, "expires_at is now + ttl_s")
+        t.ok(abs((dbx.parse_time(vo["expires_at"]) or 0) - (time.time() + 600)) < 5,
+             "expires_at is now + ttl_s, RFC 3339 UTC", vo["expires_at"])
         inter = srv.request("POST", base + "tokens", {"view_only": False})
         t.eq(inter.status, 201, "create an interactive token")
         inter = inter.json()

@@ -3,6 +3,7 @@ port with a temporary state dir, talk HTTP to it, print TAP.
 
 Stdlib only, so the tests run wherever python3 does."""
 
+import calendar
 import glob
 import http.client
 import json
@@ -59,6 +60,19 @@ class Tap:
         if not self.failed:
             forget_servers()
         sys.exit(1 if self.failed else 0)
+
+
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def parse_time(s):
+    """A timestamp of an answer, RFC 3339 UTC with milliseconds
+    ("2026-12-02T13:42:11.000Z"), into unix seconds; None if it is not
+    exactly that form."""
+    if not isinstance(s, str) or not RFC3339.match(s):
+        return None
+    secs, _, frac = s[:-1].partition(".")
+    return calendar.timegm(time.strptime(secs, "%Y-%m-%dT%H:%M:%S")) + float("0." + frac)
 
 
 def wait_until(cond, timeout=10, interval=0.1):

@@ -93,16 +93,13 @@ class Transport:
         try:
             chunked = hasattr(data, "read") and "Content-Length" not in h
             try:
-                conn.request(method, self._prefix + path, body=data, headers=h,
-                             encode_chunked=chunked)
-                resp = conn.getresponse()
+                resp = _send(conn, method, self._prefix + path, data, h, chunked)
             except STALE:
                 if not kept:
                     raise
                 conn.close()
                 conn = self._connect(timeout)
-                conn.request(method, self._prefix + path, body=data, headers=h)
-                resp = conn.getresponse()
+                resp = _send(conn, method, self._prefix + path, data, h, False)
         except (OSError, http.client.HTTPException) as e:
             conn.close()
             raise error_for(0, "unavailable", "cannot reach %s: %s" % (self.url, e)) from None
@@ -162,6 +159,24 @@ class Transport:
                         data.append(value)
         finally:
             conn.close()
+
+
+def _send(conn: http.client.HTTPConnection, method: str, url: str, data: Any,
+          headers: Dict[str, str], chunked: bool) -> http.client.HTTPResponse:
+    """Sends the request and reads the answer's head.  The server may
+    answer before it has read the whole body (a 507 for an upload past
+    the sandbox's disk, a 413, a 401) and then close: sending the rest
+    fails with a broken pipe, and that answer, already in the socket, is
+    the one to report."""
+    try:
+        conn.request(method, url, body=data, headers=headers, encode_chunked=chunked)
+    except (BrokenPipeError, ConnectionResetError):
+        try:
+            return conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            pass
+        raise
+    return conn.getresponse()
 
 
 def _answer_error(status: int, raw: bytes) -> DeskboxError:

@@ -12,6 +12,8 @@
   term.loadAddon(fit);
   term.open(document.getElementById("term"));
   fit.fit();
+  // Keys go to the terminal at once, without a click into it first.
+  if (!viewOnly) term.focus();
   window.deskboxTerm = term; // for tests and embedding pages
   const enc = new TextEncoder();
   let ws = null;
