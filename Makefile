@@ -42,7 +42,8 @@ CAPTURE_SRC := $(filter-out capture/bridge%.c,$(wildcard capture/*.c))
 BRIDGE_SRC := $(wildcard capture/bridge*.c)
 # server/ is one archive per subsystem folder, listed so that each comes
 # before what it uses: a static link then fails on an arrow pointing up.
-SERVER_MODULES := api mcp desktop viewer sandbox network process files runtime http
+# compat (the other engines' front-ends) calls what api calls.
+SERVER_MODULES := compat api mcp desktop viewer sandbox network process files runtime http
 VNC_SRC := $(wildcard desktop-image/vnc*.c)
 XTOOL_SRC := $(wildcard desktop-image/xtool*.c)
 INIT_SRC := $(filter-out $(VNC_SRC) $(XTOOL_SRC),$(wildcard desktop-image/*.c))
@@ -105,6 +106,8 @@ $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 $(LIBINPUT): $(call obj,$(INPUT_SRC))
 $(LIBCAPTURE): $(call obj,$(CAPTURE_SRC))
 $(foreach m,$(SERVER_MODULES),$(eval $(BUILD)/libserver-$(m).a: $(call obj,$(wildcard server/$(m)/*.c))))
+# The front-ends: one sub-folder per engine, one archive for them all.
+$(BUILD)/libserver-compat.a: $(call obj,$(wildcard server/compat/*/*.c))
 # The Python context driver is embedded with .incbin.
 $(call obj,server/process/process_ctx.c): desktop-image/deskbox-pyctx.py
 # So are the terminal page's files (xterm.js).

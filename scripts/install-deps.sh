@@ -54,3 +54,4 @@ npm_ci() {
 npm_ci browser playwright-core
 npm_ci mcp @modelcontextprotocol/sdk
 npm_ci openapi @apidevtools/swagger-parser
+npm_ci compat-e2b e2b

@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "server/api/api.h"
+#include "server/compat/compat.h"
 #include "server/http/http.h"
 #include "server/mcp/mcp.h"
 #include "server/network/network.h"
@@ -97,7 +98,9 @@ struct host {
 struct server {
 	struct network *net;
 	struct sandboxes *sbx;
-	struct api api; /* the HTTP handlers' context: its address is kept */
+	struct api api;	      /* the HTTP handlers' context: its address is kept */
+	struct compat compat; /* the compatibility front-ends' context, likewise */
+	struct http_mount mounts[COMPAT_MAX_MOUNTS];
 	struct http *http;
 };
 
@@ -222,6 +225,11 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .png_level = o->png_level,
 	    .ports_domain = o->ports_domain,
 	};
+	s->compat = (struct compat){
+	    .sandboxes = s->sbx,
+	    .exec_timeout_max_s = o->exec_timeout_max_s,
+	    .exec_max_output = o->exec_max_output,
+	};
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);
@@ -254,6 +262,8 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .routes = api_routes,
 	    .n_routes = api_n_routes,
 	    .app = &s->api,
+	    .mounts = s->mounts,
+	    .n_mounts = compat_mounts(&s->compat, s->mounts, COMPAT_MAX_MOUNTS),
 	    .max_body = 2u << 20,
 	    .max_connections = o->max_connections,
 	    .max_per_address = o->max_per_address,

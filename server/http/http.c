@@ -16,81 +16,6 @@
 #include "common/log.h"
 #include "common/clock.h"
 
-int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
-		     const char **captures, size_t *n_captures)
-{
-	size_t len = strlen(path);
-	*n_captures = 0;
-	if (len + 1 > buf_size || path[0] != '/' || pattern[0] != '/')
-		return 0;
-	memcpy(buf, path, len + 1);
-	const char *p = pattern + 1;
-	char *s = buf + 1;
-	for (;;) {
-		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
-		int capture = plen >= 2 && p[0] == '{' && p[plen - 1] == '}';
-		if (capture && plen >= 3 && p[plen - 2] == '*' && !p[plen]) {
-			/* "{name*}" as the last segment: the rest of the path,
-			 * slashes included (static file trees). */
-			if (!*s || *n_captures >= HTTP_MAX_CAPTURES)
-				return 0;
-			captures[(*n_captures)++] = s;
-			return 1;
-		}
-		if (capture) {
-			if (slen == 0 || *n_captures >= HTTP_MAX_CAPTURES)
-				return 0;
-			captures[(*n_captures)++] = s;
-		} else if (plen != slen || memcmp(p, s, plen) != 0) {
-			return 0;
-		}
-		char pc = p[plen], sc = s[slen];
-		if (pc != sc)
-			return 0;
-		if (capture)
-			s[slen] = '\0';
-		if (!pc)
-			return 1;
-		p += plen + 1;
-		s += slen + 1;
-	}
-}
-
-static const struct http_route *route_find(const struct http *h, const char *method,
-					   const char *path, struct request_ctx *c, struct err *e)
-{
-	int path_matched = 0;
-	for (size_t i = 0; i < h->o.n_routes; i++) {
-		const struct http_route *r = &h->o.routes[i];
-		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
-				      &c->n_captures))
-			continue;
-		if (strcmp(r->method, method) == 0 || strcmp(r->method, "*") == 0)
-			return r;
-		path_matched = 1;
-	}
-	if (path_matched)
-		err_set(e, ERR_METHOD, 0, "method %s not allowed on '%s'", method, path);
-	else
-		err_set(e, ERR_NOT_FOUND, 0, "no route '%s'", path);
-	return NULL;
-}
-
-int http_auth_conn(const struct http *h, struct MHD_Connection *conn, struct err *e)
-{
-	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-	if (!auth)
-		return err_set(e, ERR_UNAUTHORIZED, 0, "missing 'Authorization: Bearer' header");
-	if (strncasecmp(auth, "Bearer ", 7) != 0)
-		return err_set(e, ERR_UNAUTHORIZED, 0, "authorization scheme must be 'Bearer'");
-	const char *tok = auth + 7;
-	while (*tok == ' ')
-		tok++;
-	if (!text_equal_secret(tok, h->token))
-		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
-	return 0;
-}
-
 static void response_release(struct http_response *res)
 {
 	free(res->data);
@@ -213,7 +138,7 @@ int http_reply_json(struct http_response *res, int status, cJSON *json, struct e
 
 /* The one place an error kind becomes an HTTP status (error.h).  ERR_NONE
  * is 500: a failure without a recorded error is a bug. */
-static int status_of(enum err_kind kind)
+int http_status_of(enum err_kind kind)
 {
 	switch (kind) {
 	case ERR_INVALID:
@@ -256,7 +181,7 @@ static int status_of(enum err_kind kind)
 
 /* Turns `res` into the error answer for `e`: the body and status are
  * replaced, headers the handler added stay (416's Content-Range). */
-static void reply_error(struct http_response *res, const struct err *e)
+static void reply_error(struct http_response *res, const struct err *e, http_error_writer w)
 {
 	if (res->reader && res->release)
 		res->release(res->reader_cls);
@@ -268,11 +193,19 @@ static void reply_error(struct http_response *res, const struct err *e)
 	res->upgrade = NULL;
 	res->upgrade_release = NULL;
 	res->upgrade_cls = NULL;
+	if (w) {
+		free(res->data);
+		res->data = NULL;
+		res->len = 0;
+		res->status = http_status_of(e->kind);
+		w(res, e);
+		return;
+	}
 	cJSON *root = cJSON_CreateObject();
 	cJSON *er = cJSON_AddObjectToObject(root, "error");
 	cJSON_AddStringToObject(er, "code", err_kind_name(e->kind));
 	cJSON_AddStringToObject(er, "message", e->msg[0] ? e->msg : "internal error");
-	if (http_reply_json(res, status_of(e->kind), root, NULL) < 0) {
+	if (http_reply_json(res, http_status_of(e->kind), root, NULL) < 0) {
 		static const char fallback[] =
 		    "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
 		char *copy = strdup(fallback);
@@ -479,8 +412,11 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct request_c
 	struct http_response none = {0};
 	if (!res)
 		res = &none;
-	reply_error(res, e);
-	if (e->kind == ERR_UNAUTHORIZED)
+	http_error_writer w = c->route && c->route->error ? c->route->error
+			      : c->mount		  ? c->mount->error
+							  : NULL;
+	reply_error(res, e, w);
+	if (e->kind == ERR_UNAUTHORIZED && !w)
 		http_add_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
 	return queue_owned(conn, c, res);
 }
@@ -519,7 +455,7 @@ static void request_view(const struct http *h, const struct request_ctx *c,
 	    .n_captures = c->n_captures,
 	    .body = c->body ? c->body : "",
 	    .body_len = c->body_len,
-	    .app = h->o.app,
+	    .app = c->mount ? c->mount->app : h->o.app,
 	    .raw_uri = c->raw_uri ? c->raw_uri : url,
 	    .host_routed = c->host_routed,
 	    .layer = (void *)h,
@@ -614,14 +550,18 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 {
 	struct err e = ERR_INIT;
 	url = routed_path(h, c, conn, url, &e);
-	c->route = url ? route_find(h, method, url, c, &e) : NULL;
-	if (c->route && h->o.canon)
+	c->route = url ? http_route_find(h, method, url, c, &e) : NULL;
+	if (c->route && h->o.canon && !c->mount)
 		h->o.canon(h->o.app, c->route->pattern, c->captures, c->n_captures, c->canon,
 			   sizeof(c->canon));
 	if (c->route)
 		check_framing(conn, &e);
-	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH))
-		http_auth_conn(h, conn, &e);
+	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH)) {
+		if (c->route->token_header)
+			http_auth_header(h, conn, c->route->token_header, &e);
+		else
+			http_auth_conn(h, conn, &e);
+	}
 	if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
 		struct http_request req;
 		request_view(h, c, conn, method, url, &req);
@@ -709,7 +649,7 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	if (hr < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, 0, "handler failed without a reason");
-		if (status_of(e.kind) >= 500)
+		if (http_status_of(e.kind) >= 500)
 			log_msg(LOG_LEVEL_ERROR, "%s %s: %s", method, url, e.msg);
 		return queue_error(conn, c, &res, &e);
 	}

@@ -131,12 +131,34 @@ enum http_route_flags {
 };
 #define HTTP_BACKGROUND_NICE 10
 
+/* Writes the body of an error answer (`res->status` is already the one
+ * status_of() chose for `e`): front-ends speaking another engine's wire
+ * format answer errors in its shape.  Must fill a body, whatever fails. */
+typedef void (*http_error_writer)(struct http_response *res, const struct err *e);
+
 struct http_route {
 	const char *method;
 	const char *pattern;
 	http_handler handler;
 	unsigned flags;		 /* enum http_route_flags */
 	http_stream_begin begin; /* HTTP_STREAM_BODY only */
+	/* The header holding the API token as its whole value (E2B's
+	 * "X-API-KEY"); NULL: "Authorization: Bearer TOKEN". */
+	const char *token_header;
+	/* This route's error bodies; NULL: the mount's, else deskbox's. */
+	http_error_writer error;
+};
+
+/* A route table served under a path prefix with its own application
+ * context (the compatibility front-ends, server/compat/compat.h): a path
+ * "PREFIX/rest" is routed as "/rest" in `routes`, handlers see `app`, and
+ * errors (an unknown path under the prefix too) are written by `error`. */
+struct http_mount {
+	const char *prefix; /* "/e2b": no trailing slash */
+	const struct http_route *routes;
+	size_t n_routes;
+	void *app;
+	http_error_writer error; /* NULL: deskbox's {"error":{…}} */
 };
 
 struct http_opts {
@@ -145,6 +167,9 @@ struct http_opts {
 	const struct http_route *routes;
 	size_t n_routes;
 	void *app;
+	/* Prefixes served by other route tables, looked at first. */
+	const struct http_mount *mounts;
+	size_t n_mounts;
 	size_t max_body; /* JSON bodies over this are refused with 413 */
 	unsigned max_connections;
 	unsigned max_per_address; /* connections from one IP address; 0: no cap */
@@ -288,6 +313,9 @@ int http_stop_fd(const struct http_request *req);
  * route that checked its own credential): its body is no longer under the
  * header deadline that keeps strangers from holding connections. */
 void http_request_trusted(struct http_request *req);
+
+/* The HTTP status an error kind is answered with (the one mapping). */
+int http_status_of(enum err_kind kind);
 
 /* Parses the body as a JSON object (an empty body is an empty object).
  * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */

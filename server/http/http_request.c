@@ -127,7 +127,8 @@ void http_client_addr(const struct http_request *req, char *buf, size_t size)
 		return;
 	const struct sockaddr *sa = ci->client_addr;
 	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)size);
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+			  (socklen_t)size);
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
 			  (socklen_t)size);

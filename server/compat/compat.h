@@ -1,0 +1,34 @@
+/* compat: other sandbox engines' wire protocols at the HTTP edge.
+ *
+ * Each engine is one sub-folder (server/compat/e2b/, …) translating that
+ * engine's requests onto the subsystems the native API calls (sandbox,
+ * process, files, desktop), never the other way: no engine's names below
+ * this folder.  Each is served under its own path prefix ("/e2b") on
+ * deskboxd's port, behind the same API token in the engine's own header,
+ * with errors in the engine's own shape (http.h, struct http_mount).
+ * docs/compat.md lists, per engine, every call and how it is mapped.
+ */
+#ifndef DESKBOX_SERVER_COMPAT_H
+#define DESKBOX_SERVER_COMPAT_H
+
+#include <stddef.h>
+
+#include "server/http/http.h"
+
+struct sandboxes;
+
+/* What every front-end's handlers reach through http_request.app; the
+ * pointers are borrowed from main.c, which outlives the HTTP server. */
+struct compat {
+	struct sandboxes *sandboxes;
+	int exec_timeout_max_s; /* the longest run a front-end may ask for */
+	size_t exec_max_output; /* output kept of a run that is not streamed */
+};
+
+#define COMPAT_MAX_MOUNTS 8
+
+/* Fills `out` (room for `max`) with one mount per front-end, each with
+ * `c` as its app; returns how many. */
+size_t compat_mounts(struct compat *c, struct http_mount *out, size_t max);
+
+#endif

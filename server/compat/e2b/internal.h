@@ -1,0 +1,37 @@
+/* compat/e2b: E2B's SDKs (npm e2b, @e2b/code-interpreter) against deskbox.
+ *
+ * E2B_API_URL and E2B_SANDBOX_URL both point at http://HOST:PORT/e2b: the
+ * control plane (/v2/sandboxes, /sandboxes/{id}/…) and the in-sandbox
+ * planes (envd's Connect RPC under /process.Process and /filesystem.Filesystem,
+ * /files, /health; the code interpreter's /execute, /contexts) share the
+ * prefix, and in-sandbox requests name their sandbox in E2b-Sandbox-Id.
+ * Credentials: X-API-KEY on the control plane; the create answer hands
+ * the same token back as envdAccessToken and trafficAccessToken, which
+ * the SDKs then send as X-Access-Token (envd, /execute) and
+ * E2B-Traffic-Access-Token (/contexts).  Facts: ../shared/compat/e2b.md. */
+#ifndef DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
+#define DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
+
+#include "server/compat/compat.h"
+
+extern const struct http_route e2b_routes[];
+extern const size_t e2b_n_routes;
+
+/* Error bodies: the control plane's {"code":404,"message":"…"} (the SDK
+ * reads the numeric code, not the status), envd's Connect
+ * {"code":"not_found","message":"…"}. */
+void e2b_error_api(struct http_response *res, const struct err *e);
+void e2b_error_connect(struct http_response *res, const struct err *e);
+
+/* e2b_sandboxes.c: the control plane */
+int e2b_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_get(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_kill(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_sandbox_connect(struct http_request *req, struct http_response *res, struct err *e);
+/* Calls of E2B's cloud that deskbox has no counterpart for. */
+int e2b_refused(struct http_request *req, struct http_response *res, struct err *e);
+
+#endif
