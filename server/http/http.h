@@ -314,6 +314,36 @@ int http_stop_fd(const struct http_request *req);
  * header deadline that keeps strangers from holding connections. */
 void http_request_trusted(struct http_request *req);
 
+/* Connect RPC's streaming framing (connectrpc.com/docs/protocol), used by
+ * front-ends whose clients speak it (http_connect.c): an envelope is one
+ * flags byte, a 4-byte big-endian length and the message.  The flags of
+ * the last one of a server stream are HTTP_CONNECT_END_STREAM. */
+#define HTTP_CONNECT_END_STREAM	 0x02
+#define HTTP_CONNECT_MAX_MESSAGE (1u << 20)
+/* The one message of a streaming request's body (exactly one envelope,
+ * uncompressed, at most HTTP_CONNECT_MAX_MESSAGE): *msg points into
+ * `body`.  ERR_INVALID saying what is wrong, ERR_TOO_LARGE. */
+int http_connect_unwrap(const char *body, size_t len, const char **msg, size_t *msg_len,
+			struct err *e);
+
+/* A response body being produced a piece at a time (streams of frames or
+ * lines): bytes go in with http_frames_add(), a streamed response's reader
+ * takes them out with http_frames_take() (0 when nothing waits); `failed`
+ * is set when memory ran out. */
+struct http_frames {
+	char *buf;
+	size_t len, off, cap;
+	int failed;
+};
+void http_frames_add(struct http_frames *f, const void *data, size_t n);
+/* One Connect envelope with `flags` holding `j` (serialised; stays the
+ * caller's). */
+void http_frames_connect(struct http_frames *f, unsigned flags, const cJSON *j);
+/* `j` serialised as one NDJSON line (with its '\n'). */
+void http_frames_ndjson(struct http_frames *f, const cJSON *j);
+size_t http_frames_take(struct http_frames *f, char *buf, size_t max);
+void http_frames_release(struct http_frames *f);
+
 /* The HTTP status an error kind is answered with (the one mapping). */
 int http_status_of(enum err_kind kind);
 

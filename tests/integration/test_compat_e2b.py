@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -70,6 +71,66 @@ def bad_input(t, srv):
          data[:300])
 
 
+def connect_error(t, got, status, code, name):
+    st, ctype, data = got
+    try:
+        j = json.loads(data)
+    except ValueError:
+        j = None
+    t.ok(st == status and ctype.startswith("application/json") and isinstance(j, dict) and
+         j.get("code") == code and isinstance(j.get("message"), str) and j["message"],
+         name, (st, ctype, data[:300]))
+
+
+def envelope(msg, flags=0):
+    return bytes([flags]) + struct.pack(">I", len(msg)) + msg
+
+
+def bad_envd_input(t, srv):
+    """envd's Connect procedures: errors as Connect's JSON {"code":"…"}."""
+    st, _, data = raw(srv, "POST", "/e2b/v2/sandboxes", b"{}",
+                      {"X-API-KEY": srv.token, "Content-Type": "application/json"})
+    sid = json.loads(data)["sandboxID"] if st == 201 else "0" * 32
+    h = {"X-Access-Token": srv.token, "E2b-Sandbox-Id": sid,
+         "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"}
+    start = b'{"process":{"cmd":"/bin/true"}}'
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", start, h), 400,
+                  "invalid_argument", "Start without an envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start)[:-3], h),
+                  400, "invalid_argument", "a truncated envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start, 1), h), 400,
+                  "invalid_argument", "a compressed envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start",
+                         b"\0\x7f\xff\xff\xff" + b"x" * 16, h), 413, "resource_exhausted",
+                  "an envelope announcing 2 GiB: resource_exhausted")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(b'{"process":1}'),
+                         h), 400, "invalid_argument", "a message of the wrong shape: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start),
+                         dict(h, **{"E2b-Sandbox-Id": "f" * 32})), 404, "not_found",
+                  "Start in an unknown sandbox: not_found")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start),
+                         dict(h, **{"X-Access-Token": "wrong"})), 401, "unauthenticated",
+                  "a wrong X-Access-Token: unauthenticated")
+    uh = dict(h, **{"Content-Type": "application/json"})
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":', uh), 400,
+                  "invalid_argument", "Stat with malformed JSON: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/nope"}', uh),
+                  404, "not_found", "Stat of a missing path: not_found")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/../x/.."}',
+                         uh), 400, "invalid_argument", "a path with '..': invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/CreateWatcher", b"{}", uh), 405,
+                  "unimplemented", "a procedure deskbox does not offer: unimplemented")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/"}',
+                         dict(uh, **{"E2b-Sandbox-Id": ""})), 400, "invalid_argument",
+                  "no E2b-Sandbox-Id: invalid_argument")
+    st, _, data = raw(srv, "POST", "/e2b/files?path=/tmp/x", b"not a form",
+                      {"X-Access-Token": srv.token, "E2b-Sandbox-Id": sid,
+                       "Content-Type": "text/plain"})
+    t.ok(st == 415 and json.loads(data).get("code") == 415, "a /files upload that is not a form: 415",
+         (st, data[:200]))
+    raw(srv, "DELETE", "/e2b/sandboxes/" + sid, None, {"X-API-KEY": srv.token})
+
+
 def sdk_script(t, srv, script):
     node = shutil.which("node")
     if not node:
@@ -104,7 +165,9 @@ def main():
     srv = dbx.Server()
     try:
         bad_input(t, srv)
+        bad_envd_input(t, srv)
         sdk_script(t, srv, "control.test.mjs")
+        sdk_script(t, srv, "envd.test.mjs")
     finally:
         srv.cleanup()
     t.done()

@@ -16,7 +16,38 @@
 		.error = e2b_error_api                                                             \
 	}
 
+/* envd's Connect procedures and routes: the token handed out at create. */
+#define RPC(p_, h_)                                                                                \
+	{                                                                                          \
+		.method = "POST", .pattern = p_, .handler = h_, .token_header = ACCESS_TOKEN,      \
+		.error = e2b_error_connect                                                         \
+	}
+#define PROC "/process.Process/"
+#define FS   "/filesystem.Filesystem/"
+
 const struct http_route e2b_routes[] = {
+    RPC(PROC "Start", e2b_process_start),
+    RPC(PROC "{method}", e2b_rpc_unimplemented),
+    RPC(FS "Stat", e2b_fs_stat),
+    RPC(FS "ListDir", e2b_fs_list),
+    RPC(FS "MakeDir", e2b_fs_mkdir),
+    RPC(FS "Move", e2b_fs_move),
+    RPC(FS "Remove", e2b_fs_remove),
+    RPC(FS "{method}", e2b_rpc_unimplemented),
+    {.method = "GET",
+     .pattern = "/files",
+     .handler = e2b_files_get,
+     .token_header = ACCESS_TOKEN,
+     .error = e2b_error_api},
+    {.method = "POST",
+     .pattern = "/files",
+     .handler = e2b_files_post,
+     .flags = HTTP_STREAM_BODY,
+     .begin = e2b_files_post_begin,
+     .token_header = ACCESS_TOKEN,
+     .error = e2b_error_api},
+    {.method = "GET", .pattern = "/health", .handler = e2b_health, .flags = HTTP_NO_AUTH},
+
     API("POST", "/v2/sandboxes", e2b_sandbox_create),
     API("POST", "/sandboxes", e2b_sandbox_create),
     API("GET", "/v2/sandboxes", e2b_sandbox_list),
@@ -72,7 +103,7 @@ static const char *connect_code(int status)
 	case 405:
 		return "unimplemented";
 	case 409:
-		return "failed_precondition";
+		return "failed_precondition"; /* already_exists: see e2b_error_connect */
 	case 413:
 	case 429:
 	case 507:
@@ -89,7 +120,8 @@ static const char *connect_code(int status)
 void e2b_error_connect(struct http_response *res, const struct err *e)
 {
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "code", connect_code(res->status));
+	int exists = e->kind == ERR_CONFLICT && e->sys_errno == EEXIST;
+	cJSON_AddStringToObject(j, "code", exists ? "already_exists" : connect_code(res->status));
 	cJSON_AddStringToObject(j, "message", e->msg[0] ? e->msg : "internal error");
 	reply_body(res, j, "{\"code\":\"internal\",\"message\":\"out of memory\"}");
 }
@@ -98,5 +130,11 @@ int e2b_refused(struct http_request *req, struct http_response *res, struct err 
 {
 	return err_set(e, ERR_INVALID, ENOTSUP,
 		       "'%s %s' is an E2B cloud feature deskbox does not offer", req->method,
+		       req->path);
+}
+
+int e2b_rpc_unimplemented(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return err_set(e, ERR_METHOD, ENOTSUP, "procedure '%s' is not offered by deskbox",
 		       req->path);
 }

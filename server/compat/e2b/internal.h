@@ -31,6 +31,29 @@ int e2b_sandbox_kill(struct http_request *req, struct http_response *res, struct
 int e2b_sandbox_timeout(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_sandbox_connect(struct http_request *req, struct http_response *res, struct err *e);
+/* The sandbox an in-sandbox request names (E2b-Sandbox-Id): a reference
+ * (sandbox_put), or inside an operation on it too (e2b_enter: then
+ * sandbox_unuse and sandbox_put). */
+struct sandbox;
+int e2b_sandbox_of(struct http_request *req, struct sandbox **sb, struct err *e);
+int e2b_enter(struct http_request *req, struct sandbox **sb, struct err *e);
+
+/* e2b_process.c: process.Process */
+int e2b_process_start(struct http_request *req, struct http_response *res, struct err *e);
+/* e2b_files.c: filesystem.Filesystem, /health */
+int e2b_fs_stat(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_fs_list(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_fs_mkdir(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_fs_move(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_fs_remove(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_health(struct http_request *req, struct http_response *res, struct err *e);
+/* e2b_files_http.c: /files */
+int e2b_files_get(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_files_post_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int e2b_files_post(struct http_request *req, struct http_response *res, struct err *e);
+/* Procedures deskbox does not offer: Connect's unimplemented. */
+int e2b_rpc_unimplemented(struct http_request *req, struct http_response *res, struct err *e);
+
 /* Calls of E2B's cloud that deskbox has no counterpart for. */
 int e2b_refused(struct http_request *req, struct http_response *res, struct err *e);
 
