@@ -225,11 +225,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .png_level = o->png_level,
 	    .ports_domain = o->ports_domain,
 	};
-	s->compat = (struct compat){
-	    .sandboxes = s->sbx,
-	    .exec_timeout_max_s = o->exec_timeout_max_s,
-	    .exec_max_output = o->exec_max_output,
-	};
+	compat_init(&s->compat, s->sbx, o->exec_timeout_max_s, o->exec_max_output);
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);

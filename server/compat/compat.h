@@ -11,11 +11,20 @@
 #ifndef DESKBOX_SERVER_COMPAT_H
 #define DESKBOX_SERVER_COMPAT_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "server/http/http.h"
 
 struct sandboxes;
+
+/* The code context a sandbox's runs go to when they name none (E2B's
+ * runCode without a context), made at the first such run. */
+#define COMPAT_MAX_DEFAULT_CTX 256
+struct compat_default_ctx {
+	char sandbox[40]; /* a sandbox id, "" for a free slot */
+	char ctx[24];	  /* its context's id */
+};
 
 /* What every front-end's handlers reach through http_request.app; the
  * pointers are borrowed from main.c, which outlives the HTTP server. */
@@ -23,7 +32,14 @@ struct compat {
 	struct sandboxes *sandboxes;
 	int exec_timeout_max_s; /* the longest run a front-end may ask for */
 	size_t exec_max_output; /* output kept of a run that is not streamed */
+	pthread_mutex_t mu;	/* guards what follows; compat_init() */
+	struct compat_default_ctx default_ctx[COMPAT_MAX_DEFAULT_CTX];
+	unsigned next_evict; /* the slot a full table gives up next */
 };
+
+/* Fills `c` (its mutex too) for the registry `s`. */
+void compat_init(struct compat *c, struct sandboxes *s, int exec_timeout_max_s,
+		 size_t exec_max_output);
 
 #define COMPAT_MAX_MOUNTS 8
 

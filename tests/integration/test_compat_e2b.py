@@ -168,6 +168,7 @@ def main():
         bad_envd_input(t, srv)
         sdk_script(t, srv, "control.test.mjs")
         sdk_script(t, srv, "envd.test.mjs")
+        sdk_script(t, srv, "code.test.mjs")
     finally:
         srv.cleanup()
     t.done()

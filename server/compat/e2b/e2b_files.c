@@ -87,8 +87,7 @@ static cJSON *entry_info(const cJSON *f, const char *path)
 	double size = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "size"));
 	double mode = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "mode"));
 	double mtime = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "mtime"));
-	int dir = type && strcmp(type, "dir") == 0,
-	    link = type && strcmp(type, "symlink") == 0;
+	int dir = type && strcmp(type, "dir") == 0, link = type && strcmp(type, "symlink") == 0;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "name", name ? name : "");
 	cJSON_AddStringToObject(j, "type",

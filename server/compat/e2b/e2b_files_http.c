@@ -90,7 +90,7 @@ struct upload {
 	char cur[PATH_MAX];
 	char cur_name[PATH_MAX]; /* its filename */
 	uint64_t cur_len;	 /* bytes written into it */
-	cJSON *done; /* the answer's entries */
+	cJSON *done;		 /* the answer's entries */
 };
 
 static int commit_part(struct upload *u, struct err *e)

@@ -6,9 +6,10 @@
 
 #include "internal.h"
 
-#define API_KEY	     "X-API-KEY"
-#define ACCESS_TOKEN "X-Access-Token"
-#define SB	     "/sandboxes/{id}"
+#define API_KEY	      "X-API-KEY"
+#define ACCESS_TOKEN  "X-Access-Token"
+#define TRAFFIC_TOKEN "E2B-Traffic-Access-Token"
+#define SB	      "/sandboxes/{id}"
 
 #define API(m_, p_, h_)                                                                            \
 	{                                                                                          \
@@ -25,7 +26,19 @@
 #define PROC "/process.Process/"
 #define FS   "/filesystem.Filesystem/"
 
+/* The code interpreter's routes: the SDK sends the traffic token on all. */
+#define CODE(m_, p_, h_)                                                                           \
+	{                                                                                          \
+		.method = m_, .pattern = p_, .handler = h_, .token_header = TRAFFIC_TOKEN,         \
+		.error = e2b_error_api                                                             \
+	}
+
 const struct http_route e2b_routes[] = {
+    CODE("POST", "/execute", e2b_execute),
+    CODE("POST", "/contexts", e2b_context_create),
+    CODE("GET", "/contexts", e2b_context_list),
+    CODE("POST", "/contexts/{cid}/restart", e2b_context_restart),
+    CODE("DELETE", "/contexts/{cid}", e2b_context_delete),
     RPC(PROC "Start", e2b_process_start),
     RPC(PROC "{method}", e2b_rpc_unimplemented),
     RPC(FS "Stat", e2b_fs_stat),

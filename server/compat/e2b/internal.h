@@ -51,6 +51,12 @@ int e2b_health(struct http_request *req, struct http_response *res, struct err *
 int e2b_files_get(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_files_post_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
 int e2b_files_post(struct http_request *req, struct http_response *res, struct err *e);
+/* e2b_code.c: the code interpreter */
+int e2b_execute(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_context_create(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_context_list(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_context_restart(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_context_delete(struct http_request *req, struct http_response *res, struct err *e);
 /* Procedures deskbox does not offer: Connect's unimplemented. */
 int e2b_rpc_unimplemented(struct http_request *req, struct http_response *res, struct err *e);
 
