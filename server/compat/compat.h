@@ -18,6 +18,15 @@
 
 struct sandboxes;
 
+/* A program a front-end started and streams: its sandbox, its pid inside
+ * it and how it was started (a JSON object, malloc'd). */
+#define COMPAT_MAX_PROCS 256
+struct compat_proc {
+	char sandbox[40]; /* "" for a free slot */
+	int pid;
+	char *config;
+};
+
 /* The code context a sandbox's runs go to when they name none (E2B's
  * runCode without a context), made at the first such run. */
 #define COMPAT_MAX_DEFAULT_CTX 256
@@ -33,6 +42,8 @@ struct compat {
 	int exec_timeout_max_s; /* the longest run a front-end may ask for */
 	size_t exec_max_output; /* output kept of a run that is not streamed */
 	pthread_mutex_t mu;	/* guards what follows; compat_init() */
+	/* Programs being streamed to a client (E2B's process list). */
+	struct compat_proc procs[COMPAT_MAX_PROCS];
 	struct compat_default_ctx default_ctx[COMPAT_MAX_DEFAULT_CTX];
 	unsigned next_evict; /* the slot a full table gives up next */
 };

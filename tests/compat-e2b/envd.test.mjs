@@ -82,6 +82,19 @@ try {
   const rm = await native(`${sb}/files/stat?path=/workspace/e2b/dir`)
   ok(rm.status === 404, 'files.remove: a directory and what it holds are gone', rm.status)
 
+  const bg = await sbx.commands.run('sleep 30', { background: true })
+  const procs = await sbx.commands.list()
+  const mine = procs.find(p => p.pid === bg.pid)
+  ok(bg.pid > 0 && mine && mine.cmd === '/bin/bash' && mine.args.includes('sleep 30'), 'commands.list: the background command with its pid and config', procs)
+  ok(await sbx.commands.kill(bg.pid) === true, 'commands.kill: true')
+  let ended = null
+  try { ended = await bg.wait() } catch (e) { ended = e }
+  ok(ended && ended.exitCode !== 0, 'the killed command ends with a failing exit', ended && ended.exitCode)
+  const ps = await native(`${sb}/process/exec`, 'POST', { argv: ['sh', '-c', 'pgrep -x sleep || true'] })
+  ok(ps.status === 200 && ps.json().stdout === '', 'the killed command is gone from the sandbox (pgrep through /v1)', ps.text)
+  ok(!(await sbx.commands.list()).some(p => p.pid === bg.pid), 'commands.list: no longer listed')
+  ok(await sbx.commands.kill(999999) === false, 'commands.kill of an unknown pid: false')
+
   ok(await sbx.isRunning() === true, 'isRunning: /health answers')
 } finally {
   await sbx.kill()

@@ -8,6 +8,8 @@
  * deskbox foreground run: its deadline is the Connect-Timeout-Ms header
  * (else --exec-timeout-max), and it ends when the client goes away. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,10 @@
 #define KEEPALIVE_MS   30000
 
 struct pstream {
+	struct compat *c;
+	int slot;     /* in c->procs once started, else -1 */
+	char *config; /* the request's "process", until registered */
+	char sandbox[40];
 	struct process_run *run;
 	struct http_frames out, early; /* early: output before the start event */
 	int started, finished;
@@ -52,12 +58,45 @@ static void output(void *cls, enum process_stream id, const char *data, size_t n
 	event(s->started ? &s->out : &s->early, "data", d);
 }
 
+/* Listed (List, SendSignal) while it streams. */
+static void register_proc(struct pstream *s, pid_t pid)
+{
+	if (pid <= 0 || !s->sandbox[0])
+		return;
+	pthread_mutex_lock(&s->c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
+		struct compat_proc *p = &s->c->procs[i];
+		if (p->sandbox[0])
+			continue;
+		memcpy(p->sandbox, s->sandbox, sizeof(p->sandbox));
+		p->pid = pid;
+		p->config = s->config;
+		s->config = NULL;
+		s->slot = i;
+		break;
+	}
+	pthread_mutex_unlock(&s->c->mu);
+}
+
+static void unregister_proc(struct pstream *s)
+{
+	if (s->slot < 0)
+		return;
+	pthread_mutex_lock(&s->c->mu);
+	struct compat_proc *p = &s->c->procs[s->slot];
+	free(p->config);
+	*p = (struct compat_proc){0};
+	pthread_mutex_unlock(&s->c->mu);
+	s->slot = -1;
+}
+
 static void start_event(struct pstream *s)
 {
 	cJSON *st = cJSON_CreateObject();
 	pid_t pid = process_pid(s->run);
 	cJSON_AddNumberToObject(st, "pid", pid > 0 ? pid : 0);
 	event(&s->out, "start", st);
+	register_proc(s, pid);
 	http_frames_add(&s->out, s->early.buf + s->early.off, s->early.len - s->early.off);
 	http_frames_release(&s->early);
 	s->started = 1;
@@ -123,6 +162,8 @@ static long pstream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void pstream_release(void *cls)
 {
 	struct pstream *s = cls;
+	unregister_proc(s);
+	free(s->config);
 	process_run_free(s->run);
 	http_frames_release(&s->out);
 	http_frames_release(&s->early);
@@ -241,17 +282,100 @@ int e2b_process_start(struct http_request *req, struct http_response *res, struc
 	}
 	struct process_run *run;
 	int r = start_run(req, j, &run, e);
+	char *config =
+	    r == 0 ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(j, "process")) : NULL;
 	cJSON_Delete(j);
 	if (r < 0)
 		return r;
 	struct pstream *s = calloc(1, sizeof(*s));
 	if (!s) {
+		free(config);
 		process_run_free(run);
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	}
+	s->c = req->app;
+	s->slot = -1;
+	s->config = config;
+	if (sandbox_resolve(s->c->sandboxes, http_header(req, "E2b-Sandbox-Id"), s->sandbox,
+			    sizeof(s->sandbox)) < 0)
+		s->sandbox[0] = '\0'; /* deleted meanwhile: never listed */
 	s->run = run;
 	s->last_ms = clock_mono_ms();
 	http_reply_stream(res, 200, "application/connect+json", HTTP_SIZE_UNKNOWN, pstream_read, s,
 			  pstream_release);
 	return 0;
+}
+
+int e2b_process_list(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct compat *c = req->app;
+	struct sandbox *sb;
+	if (e2b_sandbox_of(req, &sb, e) < 0)
+		return err_code(e);
+	cJSON *j = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(j, "processes");
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
+		const struct compat_proc *p = &c->procs[i];
+		if (strcmp(p->sandbox, sandbox_id(sb)) != 0)
+			continue;
+		cJSON *it = cJSON_CreateObject();
+		cJSON_AddNumberToObject(it, "pid", p->pid);
+		cJSON *cfg = p->config ? cJSON_Parse(p->config) : NULL;
+		cJSON_AddItemToObject(it, "config", cfg ? cfg : cJSON_CreateObject());
+		cJSON_AddItemToArray(list, it);
+	}
+	pthread_mutex_unlock(&c->mu);
+	sandbox_put(sb);
+	return http_reply_json(res, 200, j, e);
+}
+
+static int listed(struct compat *c, const char *sandbox, int pid)
+{
+	int found = 0;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS && !found; i++)
+		found = c->procs[i].pid == pid && strcmp(c->procs[i].sandbox, sandbox) == 0;
+	pthread_mutex_unlock(&c->mu);
+	return found;
+}
+
+/* SendSignal {"process":{"pid"},"signal":"SIGNAL_SIGKILL"|"SIGNAL_SIGTERM"}:
+ * kill(1) in the sandbox, as the program's own user, for a program
+ * started here. */
+int e2b_process_signal(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct compat *c = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	static const char *const sigs[] = {"SIGNAL_SIGKILL", "SIGNAL_SIGTERM", NULL};
+	int64_t pid;
+	int sig;
+	int r = args_int(cJSON_GetObjectItemCaseSensitive(body, "process"), "pid", 1, INT32_MAX, 0,
+			 ARGS_REQUIRED, &pid, e);
+	if (r == 0)
+		r = args_enum(body, "signal", sigs, 0, ARGS_REQUIRED, &sig, e);
+	cJSON_Delete(body);
+	struct sandbox *sb;
+	if (r < 0 || e2b_enter(req, &sb, e) < 0)
+		return err_code(e);
+	char num[24];
+	snprintf(num, sizeof(num), "%lld", (long long)pid);
+	const char *argv[] = {"kill", sig == 0 ? "-KILL" : "-TERM", num, NULL};
+	struct process_opts o = {.argv = argv, .timeout_ms = 10000, .max_output = 4096};
+	struct process_result pr;
+	if (!listed(c, sandbox_id(sb), (int)pid))
+		r = err_set(e, ERR_NOT_FOUND, ESRCH, "no process %lld started here",
+			    (long long)pid);
+	else
+		r = process_run(sandbox_procs(sb), &o, &pr, e);
+	sandbox_unuse(sb);
+	sandbox_put(sb);
+	if (r < 0)
+		return r;
+	int code = pr.exit_code;
+	process_result_release(&pr);
+	if (code != 0)
+		return err_set(e, ERR_NOT_FOUND, ESRCH, "process %lld is gone", (long long)pid);
+	return http_reply_json(res, 200, cJSON_CreateObject(), e);
 }

@@ -40,6 +40,8 @@ const struct http_route e2b_routes[] = {
     CODE("POST", "/contexts/{cid}/restart", e2b_context_restart),
     CODE("DELETE", "/contexts/{cid}", e2b_context_delete),
     RPC(PROC "Start", e2b_process_start),
+    RPC(PROC "List", e2b_process_list),
+    RPC(PROC "SendSignal", e2b_process_signal),
     RPC(PROC "{method}", e2b_rpc_unimplemented),
     RPC(FS "Stat", e2b_fs_stat),
     RPC(FS "ListDir", e2b_fs_list),

@@ -40,6 +40,8 @@ int e2b_enter(struct http_request *req, struct sandbox **sb, struct err *e);
 
 /* e2b_process.c: process.Process */
 int e2b_process_start(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_list(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_signal(struct http_request *req, struct http_response *res, struct err *e);
 /* e2b_files.c: filesystem.Filesystem, /health */
 int e2b_fs_stat(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_fs_list(struct http_request *req, struct http_response *res, struct err *e);
