@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libarchive-dev libarchive-tools libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis imagemagick procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei python3 python3-venv python3-yaml python3-jsonschema python3-hypothesis python3-matplotlib imagemagick procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev

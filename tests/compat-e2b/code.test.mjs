@@ -12,8 +12,10 @@ function ok(cond, name, detail) {
   console.log(`${cond ? 'ok' : 'not ok'} ${n} - ${name}`)
   if (!cond && detail !== undefined) console.log('# ' + String(JSON.stringify(detail)).slice(0, 800))
 }
-async function native(path) {
-  const r = await fetch(base + path, { headers: { Authorization: 'Bearer ' + token } })
+async function native(path, body) {
+  const headers = { Authorization: 'Bearer ' + token }
+  if (body) headers['Content-Type'] = 'application/json'
+  const r = await fetch(base + path, { method: body ? 'POST' : 'GET', headers, body: body && JSON.stringify(body) })
   return { status: r.status, text: await r.text() }
 }
 
@@ -36,6 +38,20 @@ try {
   x = await sbx.runCode('open("/workspace/from-ci.txt", "w").write("written by runCode")')
   const d = await native(`${sb}/files/download?path=/workspace/from-ci.txt`)
   ok(d.status === 200 && d.text === 'written by runCode', 'runCode: its file is read back through /v1 files/download', d)
+
+  const mpl = await native(`${sb}/process/exec`, { argv: ['python3', '-c', 'import matplotlib'] })
+  if (mpl.status === 200 && JSON.parse(mpl.text).exit_code === 0) {
+    x = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\n"done"')
+    const figs = x.results.filter(r => r.png)
+    const png = figs.length ? Buffer.from(figs[0].png, 'base64') : Buffer.alloc(0)
+    ok(figs.length === 1 && png.subarray(1, 4).toString() === 'PNG' && png.length > 1000 && x.text === "'done'",
+       'runCode: a matplotlib figure as a png result beside the main result', x.results.map(r => Object.keys(r)))
+    x = await sbx.runCode('1')
+    ok(!x.results.some(r => r.png), 'runCode: a shown figure is not sent again')
+  } else {
+    n++
+    console.log(`ok ${n} - runCode: matplotlib figures as png # SKIP python3-matplotlib is not installed`)
+  }
 
   const ctx = await sbx.createCodeContext()
   ok(typeof ctx.id === 'string' && ctx.id.length > 0 && ctx.language === 'python', 'createCodeContext: id and language', ctx)

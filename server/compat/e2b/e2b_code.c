@@ -20,6 +20,65 @@
 
 #define CODE_MAX (1u << 20)
 
+static void line(struct http_frames *f, const char *type, cJSON *j);
+
+/* Run once in a context made here: figures are drawn off screen, as in
+ * E2B's Jupyter (the sandbox has a DISPLAY, where they would open windows). */
+static const char SETUP[] = "import os as __o\n"
+			    "__o.environ.setdefault('MPLBACKEND', 'Agg')\n"
+			    "del __o\n";
+/* Run after each run: the open matplotlib figures as base64 PNGs, one per
+ * line, then closed.  Only when the code used pyplot. */
+static const char FIGURES[] = "def __dbx_figures():\n"
+			      "    import sys\n"
+			      "    plt = sys.modules.get('matplotlib.pyplot')\n"
+			      "    if plt is None:\n"
+			      "        return\n"
+			      "    import io, base64\n"
+			      "    for n in plt.get_fignums():\n"
+			      "        b = io.BytesIO()\n"
+			      "        plt.figure(n).savefig(b, format='png')\n"
+			      "        print(base64.b64encode(b.getvalue()).decode())\n"
+			      "    plt.close('all')\n"
+			      "__dbx_figures()\n"
+			      "del __dbx_figures\n";
+
+/* Runs one of the snippets above in context `id`; its stdout (malloc'd,
+ * or NULL). */
+static char *snippet(struct compat *c, struct sandbox *sb, const char *id, const char *code)
+{
+	struct process_opts o = {.timeout_ms = 30000, .max_output = c->exec_max_output};
+	struct process_result pr;
+	struct err e = ERR_INIT;
+	char *result = NULL, *out = NULL;
+	int restarted;
+	if (process_ctx_run(sandbox_procs(sb), id, code, &o, &pr, &result, &restarted, &e) < 0)
+		return NULL;
+	if (pr.exit_code == 0) {
+		out = pr.out;
+		pr.out = NULL;
+	}
+	free(result);
+	process_result_release(&pr);
+	return out;
+}
+
+/* One "result" line per figure the code left open. */
+static void figure_lines(struct compat *c, struct sandbox *sb, const char *id,
+			 struct http_frames *f)
+{
+	char *out = snippet(c, sb, id, FIGURES);
+	for (char *save = NULL, *p = out ? strtok_r(out, "\n", &save) : NULL; p;
+	     p = strtok_r(NULL, "\n", &save)) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddBoolToObject(j, "is_main_result", 0);
+		cJSON_AddStringToObject(j, "text", "<Figure>");
+		cJSON_AddStringToObject(j, "png", p);
+		line(f, "result", j);
+	}
+	free(out);
+}
+
 static void line(struct http_frames *f, const char *type, cJSON *j)
 {
 	cJSON_AddStringToObject(j, "type", type);
@@ -79,6 +138,7 @@ static int default_context(struct compat *c, struct sandbox *sb, char *id, int f
 	sandbox_unuse(sb);
 	if (r < 0)
 		return r;
+	free(snippet(c, sb, id, SETUP));
 	pthread_mutex_lock(&c->mu);
 	if (i == COMPAT_MAX_DEFAULT_CTX)
 		i = free_slot < COMPAT_MAX_DEFAULT_CTX ? free_slot
@@ -133,6 +193,7 @@ static int run_code(struct http_request *req, struct sandbox *sb, const char *co
 		error_line(f, pr.err);
 	else
 		text_line(f, "stderr", pr.err, pr.err_len);
+	figure_lines(c, sb, cid ? cid : id, f);
 	if (result) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddBoolToObject(j, "is_main_result", 1);
@@ -199,6 +260,8 @@ int e2b_context_create(struct http_request *req, struct http_response *res, stru
 	char id[PROCESS_CTX_ID_LEN + 1];
 	r = process_ctx_create(sandbox_procs(sb), id, e);
 	sandbox_unuse(sb);
+	if (r == 0)
+		free(snippet(req->app, sb, id, SETUP));
 	sandbox_put(sb);
 	if (r < 0)
 		return r;
