@@ -82,6 +82,16 @@ try {
   const rm = await native(`${sb}/files/stat?path=/workspace/e2b/dir`)
   ok(rm.status === 404, 'files.remove: a directory and what it holds are gone', rm.status)
 
+  await sbx.files.makeDir('/workspace/w')
+  const events = []
+  const wh = await sbx.files.watchDir('/workspace/w', (ev) => events.push(`${ev.type}:${ev.name}`))
+  await native(`${sb}/files/upload?path=/workspace/w/native.txt`, 'PUT', 'x', true)
+  await sbx.commands.run('mv /workspace/w/native.txt /workspace/w/moved.txt; rm /workspace/w/moved.txt')
+  for (let i = 0; i < 50 && !events.includes('remove:moved.txt'); i++) await new Promise(r => setTimeout(r, 100))
+  await wh.stop()
+  ok(events.includes('create:native.txt') && events.includes('rename:native.txt') && events.includes('remove:moved.txt'),
+     'watchDir: a /v1 upload, a move and a removal as create, rename, remove events', events)
+
   const bg = await sbx.commands.run('sleep 30', { background: true })
   const procs = await sbx.commands.list()
   const mine = procs.find(p => p.pid === bg.pid)

@@ -48,6 +48,7 @@ const struct http_route e2b_routes[] = {
     RPC(FS "MakeDir", e2b_fs_mkdir),
     RPC(FS "Move", e2b_fs_move),
     RPC(FS "Remove", e2b_fs_remove),
+    RPC(FS "WatchDir", e2b_fs_watch),
     RPC(FS "{method}", e2b_rpc_unimplemented),
     {.method = "GET",
      .pattern = "/files",

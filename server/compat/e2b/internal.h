@@ -48,6 +48,7 @@ int e2b_fs_list(struct http_request *req, struct http_response *res, struct err 
 int e2b_fs_mkdir(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_fs_move(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_fs_remove(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_fs_watch(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_health(struct http_request *req, struct http_response *res, struct err *e);
 /* e2b_files_http.c: /files */
 int e2b_files_get(struct http_request *req, struct http_response *res, struct err *e);
