@@ -35,7 +35,7 @@ int http_connect_unwrap(const char *body, size_t len, const char **msg, size_t *
 
 void http_frames_add(struct http_frames *f, const void *data, size_t n)
 {
-	if (f->failed)
+	if (f->failed || n == 0)
 		return;
 	if (f->off == f->len)
 		f->off = f->len = 0;
@@ -88,6 +88,8 @@ size_t http_frames_take(struct http_frames *f, char *buf, size_t max)
 	size_t n = f->len - f->off;
 	if (n > max)
 		n = max;
+	if (n == 0) /* also before anything was added: no buffer yet */
+		return 0;
 	memcpy(buf, f->buf + f->off, n);
 	f->off += n;
 	return n;

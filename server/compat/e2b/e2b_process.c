@@ -97,7 +97,8 @@ static void start_event(struct pstream *s)
 	cJSON_AddNumberToObject(st, "pid", pid > 0 ? pid : 0);
 	event(&s->out, "start", st);
 	register_proc(s, pid);
-	http_frames_add(&s->out, s->early.buf + s->early.off, s->early.len - s->early.off);
+	if (s->early.len > s->early.off)
+		http_frames_add(&s->out, s->early.buf + s->early.off, s->early.len - s->early.off);
 	http_frames_release(&s->early);
 	s->started = 1;
 }
