@@ -10,8 +10,9 @@ Rules:
                  is clang-formatted (Linux braces), so a body runs from a
                  column-0 `{` to the next column-0 `}`.
   microhttpd     <microhttpd.h> only under server/http/
-  http-header    server/http/http.h only from server/http/, server/api/ and
-                 server/main.c: the other subsystems take typed arguments
+  http-header    server/http/http.h only from server/http/, server/api/,
+                 server/compat/ (the front-ends) and server/main.c: the other
+                 subsystems take typed arguments
   include        a quoted #include names a file of the tree
   layering       lower modules never include upward (LOWER_MODULES)
   folder-cycle   no two folders include each other, directly or through

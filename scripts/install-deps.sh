@@ -21,7 +21,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libarchive-dev libarchive-tools libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei fonts-noto-core fonts-noto-color-emoji python3 python3-venv procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei fonts-noto-core fonts-noto-color-emoji python3 python3-venv python3-matplotlib procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
@@ -89,3 +89,4 @@ npm_ci openapi @apidevtools/swagger-parser
 npm_ci compat-daytona @daytonaio/sdk
 npm_ci compat-sprites @fly/sprites
 npm_ci compat-opensandbox @alibaba-group/opensandbox
+npm_ci compat-e2b e2b

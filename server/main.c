@@ -103,7 +103,9 @@ struct server {
 	struct secrets *secrets;
 	struct egress *egress;
 	struct sandboxes *sbx;
-	struct api api; /* the HTTP handlers' context: its address is kept */
+	struct api api;	      /* the HTTP handlers' context: its address is kept */
+	struct compat compat; /* the compatibility front-ends' context, likewise */
+	struct http_mount mounts[COMPAT_MAX_MOUNTS];
 	struct http *http;
 	/* api_routes and the compatibility front-ends' (server/compat/). */
 	struct http_route *routes;
@@ -265,6 +267,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .ports_domain = o->ports_domain,
 	    .secrets = s->secrets,
 	};
+	compat_init(&s->compat, s->sbx, o->exec_timeout_max_s, o->exec_max_output);
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);
@@ -305,6 +308,8 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .routes = s->routes,
 	    .n_routes = s->n_routes,
 	    .app = &s->api,
+	    .mounts = s->mounts,
+	    .n_mounts = compat_mounts(&s->compat, s->mounts, COMPAT_MAX_MOUNTS),
 	    .max_body = 2u << 20,
 	    .max_connections = o->max_connections,
 	    .max_per_address = o->max_per_address,

@@ -4,20 +4,21 @@
 
 #define SB "/v1/sandboxes/{id}"
 /* A route whose body arrives whole (capped) before the handler runs. */
-#define ROUTE(method, pattern, handler, flags)                                                     \
+#define ROUTE(m_, p_, h_, f_)                                                                      \
 	{                                                                                          \
-		method, pattern, handler, flags, NULL                                              \
+		.method = m_, .pattern = p_, .handler = h_, .flags = f_                            \
 	}
 /* A route whose body streams into begin()'s sink as it arrives. */
-#define STREAM(method, pattern, begin, handler)                                                    \
+#define STREAM(m_, p_, b_, h_)                                                                     \
 	{                                                                                          \
-		method, pattern, handler, HTTP_STREAM_BODY, begin                                  \
+		.method = m_, .pattern = p_, .handler = h_, .flags = HTTP_STREAM_BODY, .begin = b_ \
 	}
 
 /* Any method, body streamed, credentials checked by the handler. */
-#define PROXY(pattern, begin, handler)                                                             \
+#define PROXY(p_, b_, h_)                                                                          \
 	{                                                                                          \
-		"*", pattern, handler, HTTP_NO_AUTH | HTTP_STREAM_BODY, begin                      \
+		.method = "*", .pattern = p_, .handler = h_,                                       \
+		.flags = HTTP_NO_AUTH | HTTP_STREAM_BODY, .begin = b_                              \
 	}
 
 const struct http_route api_routes[] = {

@@ -209,10 +209,11 @@ int http_error_status(enum err_kind kind)
 }
 
 /* Turns `res` into the error answer for `e`: the body and status are
- * replaced, headers the handler added stay (416's Content-Range).  Under
- * a path that opts.error_body claims, the body is that one's. */
+ * replaced, headers the handler added stay (416's Content-Range).  A
+ * route's or mount's writer `w` writes the body in its engine's shape;
+ * else, under a path that opts.error_body claims, that one's. */
 static void reply_error(const struct http *h, const char *path, struct http_response *res,
-			const struct err *e)
+			const struct err *e, http_error_writer w)
 {
 	if (res->reader && res->release)
 		res->release(res->reader_cls);
@@ -224,6 +225,14 @@ static void reply_error(const struct http *h, const char *path, struct http_resp
 	res->upgrade = NULL;
 	res->upgrade_release = NULL;
 	res->upgrade_cls = NULL;
+	if (w) {
+		free(res->data);
+		res->data = NULL;
+		res->len = 0;
+		res->status = http_error_status(e->kind);
+		w(res, e);
+		return;
+	}
 	if (h->o.error_body && path && h->o.error_body(h->o.app, path, e, res) == 1)
 		return;
 	cJSON *root = cJSON_CreateObject();
@@ -437,8 +446,11 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct request_c
 	struct http_response none = {0};
 	if (!res)
 		res = &none;
-	reply_error(c->h, c->path, res, e);
-	if (e->kind == ERR_UNAUTHORIZED)
+	http_error_writer w = c->route && c->route->error ? c->route->error
+			      : c->mount		  ? c->mount->error
+							  : NULL;
+	reply_error(c->h, c->path, res, e, w);
+	if (e->kind == ERR_UNAUTHORIZED && !w)
 		http_add_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", NULL);
 	return queue_owned(conn, c, res);
 }
@@ -477,7 +489,7 @@ static void request_view(const struct http *h, const struct request_ctx *c,
 	    .n_captures = c->n_captures,
 	    .body = c->body ? c->body : "",
 	    .body_len = c->body_len,
-	    .app = h->o.app,
+	    .app = c->mount ? c->mount->app : h->o.app,
 	    .raw_uri = c->raw_uri ? c->raw_uri : url,
 	    .host_routed = c->host_routed,
 	    .layer = (void *)h,
@@ -573,13 +585,17 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 	struct err e = ERR_INIT;
 	url = routed_path(h, c, conn, url, &e);
 	c->route = url ? http_route_find(h, method, url, c, &e) : NULL;
-	if (c->route && h->o.canon)
+	if (c->route && h->o.canon && !c->mount)
 		h->o.canon(h->o.app, c->route->pattern, c->captures, c->n_captures, c->canon,
 			   sizeof(c->canon));
 	if (c->route)
 		check_framing(conn, &e);
-	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH))
-		http_auth_conn(h, conn, &e);
+	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH)) {
+		if (c->route->token_header)
+			http_auth_header(h, conn, c->route->token_header, &e);
+		else
+			http_auth_conn(h, conn, &e);
+	}
 	if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
 		struct http_request req;
 		request_view(h, c, conn, method, url, &req);

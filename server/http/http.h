@@ -131,12 +131,34 @@ enum http_route_flags {
 };
 #define HTTP_BACKGROUND_NICE 10
 
+/* Writes the body of an error answer (`res->status` is already the one
+ * status_of() chose for `e`): front-ends speaking another engine's wire
+ * format answer errors in its shape.  Must fill a body, whatever fails. */
+typedef void (*http_error_writer)(struct http_response *res, const struct err *e);
+
 struct http_route {
 	const char *method;
 	const char *pattern;
 	http_handler handler;
 	unsigned flags;		 /* enum http_route_flags */
 	http_stream_begin begin; /* HTTP_STREAM_BODY only */
+	/* The header holding the API token as its whole value (E2B's
+	 * "X-API-KEY"); NULL: "Authorization: Bearer TOKEN". */
+	const char *token_header;
+	/* This route's error bodies; NULL: the mount's, else deskbox's. */
+	http_error_writer error;
+};
+
+/* A route table served under a path prefix with its own application
+ * context (the compatibility front-ends, server/compat/compat.h): a path
+ * "PREFIX/rest" is routed as "/rest" in `routes`, handlers see `app`, and
+ * errors (an unknown path under the prefix too) are written by `error`. */
+struct http_mount {
+	const char *prefix; /* "/e2b": no trailing slash */
+	const struct http_route *routes;
+	size_t n_routes;
+	void *app;
+	http_error_writer error; /* NULL: deskbox's {"error":{…}} */
 };
 
 struct http_opts {
@@ -148,6 +170,9 @@ struct http_opts {
 	const struct http_route *routes;
 	size_t n_routes;
 	void *app;
+	/* Prefixes served by other route tables, looked at first. */
+	const struct http_mount *mounts;
+	size_t n_mounts;
 	size_t max_body; /* JSON bodies over this are refused with 413 */
 	unsigned max_connections;
 	unsigned max_per_address; /* connections from one IP address; 0: no cap */
@@ -307,6 +332,36 @@ int http_stop_fd(const struct http_request *req);
  * route that checked its own credential): its body is no longer under the
  * header deadline that keeps strangers from holding connections. */
 void http_request_trusted(struct http_request *req);
+
+/* Connect RPC's streaming framing (connectrpc.com/docs/protocol), used by
+ * front-ends whose clients speak it (http_connect.c): an envelope is one
+ * flags byte, a 4-byte big-endian length and the message.  The flags of
+ * the last one of a server stream are HTTP_CONNECT_END_STREAM. */
+#define HTTP_CONNECT_END_STREAM	 0x02
+#define HTTP_CONNECT_MAX_MESSAGE (1u << 20)
+/* The one message of a streaming request's body (exactly one envelope,
+ * uncompressed, at most HTTP_CONNECT_MAX_MESSAGE): *msg points into
+ * `body`.  ERR_INVALID saying what is wrong, ERR_TOO_LARGE. */
+int http_connect_unwrap(const char *body, size_t len, const char **msg, size_t *msg_len,
+			struct err *e);
+
+/* A response body being produced a piece at a time (streams of frames or
+ * lines): bytes go in with http_frames_add(), a streamed response's reader
+ * takes them out with http_frames_take() (0 when nothing waits); `failed`
+ * is set when memory ran out. */
+struct http_frames {
+	char *buf;
+	size_t len, off, cap;
+	int failed;
+};
+void http_frames_add(struct http_frames *f, const void *data, size_t n);
+/* One Connect envelope with `flags` holding `j` (serialised; stays the
+ * caller's). */
+void http_frames_connect(struct http_frames *f, unsigned flags, const cJSON *j);
+/* `j` serialised as one NDJSON line (with its '\n'). */
+void http_frames_ndjson(struct http_frames *f, const cJSON *j);
+size_t http_frames_take(struct http_frames *f, char *buf, size_t max);
+void http_frames_release(struct http_frames *f);
 
 /* Parses the body as a JSON object (an empty body is an empty object).
  * ERR_INVALID for malformed JSON or a non-object.  Caller frees. */

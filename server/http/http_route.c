@@ -1,8 +1,11 @@
-/* Routing: a path against the route patterns, and which miss is a 404
- * and which a 405. */
+/* Routing: a path against the route tables (the main one and the
+ * mounts'), which miss is a 404 and which a 405, and the API token in the
+ * header a route names. */
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
+#include "common/text.h"
 
 int http_route_match(const char *pattern, const char *path, char *buf, size_t buf_size,
 		     const char **captures, size_t *n_captures)
@@ -53,10 +56,11 @@ static int is_capture(const char *seg, size_t n)
  * wildcard, after the same segments before it ("POST .../process/exec"
  * against "GET .../process/{pid}"): a path that matched `pattern` there is
  * then most likely that route misspelt, a 404, not a wrong method. */
-static int literal_sibling(const struct http *h, const char *method, const char *pattern)
+static int literal_sibling(const struct http_route *routes, size_t n, const char *method,
+			   const char *pattern)
 {
-	for (size_t i = 0; i < h->o.n_routes; i++) {
-		const struct http_route *r = &h->o.routes[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct http_route *r = &routes[i];
 		if (strcmp(r->method, method) != 0)
 			continue;
 		const char *p = pattern + 1, *q = r->pattern + 1;
@@ -76,18 +80,19 @@ static int literal_sibling(const struct http *h, const char *method, const char 
 	return 0;
 }
 
-const struct http_route *http_route_find(const struct http *h, const char *method, const char *path,
+static const struct http_route *route_in(const struct http_route *routes, size_t n,
+					 const char *method, const char *path,
 					 struct request_ctx *c, struct err *e)
 {
 	int path_matched = 0;
-	for (size_t i = 0; i < h->o.n_routes; i++) {
-		const struct http_route *r = &h->o.routes[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct http_route *r = &routes[i];
 		if (!http_route_match(r->pattern, path, c->pathbuf, sizeof(c->pathbuf), c->captures,
 				      &c->n_captures))
 			continue;
 		if (strcmp(r->method, method) == 0 || strcmp(r->method, "*") == 0)
 			return r;
-		if (!literal_sibling(h, method, r->pattern))
+		if (!literal_sibling(routes, n, method, r->pattern))
 			path_matched = 1;
 	}
 	/* 405 only for a path that is this route's in any case: a mistyped
@@ -97,4 +102,34 @@ const struct http_route *http_route_find(const struct http *h, const char *metho
 	else
 		err_set(e, ERR_NOT_FOUND, 0, "no route %s '%s'", method, path);
 	return NULL;
+}
+
+/* A mount whose prefix `path` is under (c->mount), its route in that
+ * table; else the main table's. */
+const struct http_route *http_route_find(const struct http *h, const char *method, const char *path,
+					 struct request_ctx *c, struct err *e)
+{
+	c->mount = NULL;
+	for (size_t i = 0; i < h->o.n_mounts; i++) {
+		const struct http_mount *m = &h->o.mounts[i];
+		size_t pl = strlen(m->prefix);
+		if (strncmp(path, m->prefix, pl) == 0 && (path[pl] == '/' || !path[pl])) {
+			c->mount = m;
+			return route_in(m->routes, m->n_routes, method, path[pl] ? path + pl : "/",
+					c, e);
+		}
+	}
+	return route_in(h->o.routes, h->o.n_routes, method, path, c, e);
+}
+
+/* The token in a front-end's own header (the whole value). */
+int http_auth_header(const struct http *h, struct MHD_Connection *conn, const char *name,
+		     struct err *e)
+{
+	const char *tok = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+	if (!tok)
+		return err_set(e, ERR_UNAUTHORIZED, 0, "missing '%s' header", name);
+	if (!text_equal_secret(tok, h->token))
+		return err_set(e, ERR_UNAUTHORIZED, 0, "invalid token");
+	return 0;
 }

@@ -46,6 +46,7 @@ struct request_ctx {
 	int host_routed;	  /* the path came from the Host header (opts.rewrite) */
 	char path[HTTP_PATH_MAX]; /* the decoded path routed on */
 	const struct http_route *route;
+	const struct http_mount *mount; /* the route is this mount's (NULL: the main table's) */
 	char pathbuf[HTTP_PATH_MAX];
 	const char *captures[HTTP_MAX_CAPTURES];
 	size_t n_captures;
@@ -73,6 +74,15 @@ struct request_ctx {
 	int nice0;
 	int counted; /* in h->background */
 };
+
+/* http_route.c: the route for `path` (c->mount says whose), or NULL with
+ * `e` filled (not found, method not allowed); and the checks of the API
+ * token: "Authorization: Bearer" (http_auth_conn) or the whole value of
+ * the header `name` (a front-end's own). */
+const struct http_route *http_route_find(const struct http *h, const char *method, const char *path,
+					 struct request_ctx *c, struct err *e);
+int http_auth_header(const struct http *h, struct MHD_Connection *conn, const char *name,
+		     struct err *e);
 
 /* http.c: what MHD calls for each request. */
 enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,

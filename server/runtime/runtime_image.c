@@ -28,13 +28,14 @@
 #include "internal.h"
 
 /* Host /etc entries copied into the image: what programs need to find
- * libraries, fonts, certificates, mime types and the time zone.  Never
+ * libraries, fonts, certificates, mime types, the time zone and plotting defaults.  Never
  * secrets (shadow, ssh, sudoers, ...); on top of that only entries readable
  * by everyone are copied.  A trailing '*' matches a prefix. */
 static const char *const etc_allowlist[] = {
     "alternatives",    "fonts",	    "xdg",	   "X11",	 "ld.so.cache", "ld.so.conf",
     "ld.so.conf.d",    "localtime", "timezone",	   "mime.types", "python3*",	"ssl/certs",
     "ssl/openssl.cnf", "gtk-3.0",   "bash.bashrc", "inputrc",	 "environment", "os-release",
+    "matplotlibrc", /* python3-matplotlib's defaults: `import matplotlib` needs them */
 };
 
 /* Larger host files are not copied: nothing on the list is that big. */

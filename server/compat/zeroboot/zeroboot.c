@@ -158,8 +158,8 @@ static int zb_health(struct http_request *req, struct http_response *res, struct
 }
 
 const struct http_route zeroboot_routes[] = {
-    {"POST", "/zeroboot/v1/exec", zb_exec, 0, NULL},
-    {"POST", "/zeroboot/v1/exec/batch", zb_batch, 0, NULL},
-    {"GET", "/zeroboot/v1/health", zb_health, 0, NULL},
+    {"POST", "/zeroboot/v1/exec", zb_exec, 0, NULL, NULL, NULL},
+    {"POST", "/zeroboot/v1/exec/batch", zb_batch, 0, NULL, NULL, NULL},
+    {"GET", "/zeroboot/v1/health", zb_health, 0, NULL, NULL, NULL},
 };
 const size_t zeroboot_n_routes = sizeof(zeroboot_routes) / sizeof(zeroboot_routes[0]);

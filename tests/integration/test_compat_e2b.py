@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""E2B's official JavaScript SDKs (npm e2b, @e2b/code-interpreter), unchanged,
+against a real deskboxd: E2B_API_URL and E2B_SANDBOX_URL point at
+http://HOST:PORT/e2b.  The node scripts in tests/compat-e2b use only the
+official clients and check every effect through deskbox's own API; this
+program runs them and sends what the SDKs never send (malformed bodies,
+oversized ones, unknown paths and sandboxes, wrong keys), which must get
+E2B's error shapes.  The SDK part is skipped, saying why, without node."""
+
+import http.client
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import dbx  # noqa: E402
+
+E2B_DIR = os.path.join(os.path.dirname(__file__), "..", "compat-e2b")
+
+
+def raw(srv, method, path, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # answered (413) before the whole body was sent: read the answer
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, r.getheader("Content-Type") or "", data
+
+
+def e2b_error(t, got, status, name):
+    st, ctype, data = got
+    try:
+        j = json.loads(data)
+    except ValueError:
+        j = None
+    t.ok(st == status and ctype.startswith("application/json") and isinstance(j, dict) and
+         j.get("code") == status and isinstance(j.get("message"), str) and j["message"],
+         name, (st, ctype, data[:300]))
+
+
+def bad_input(t, srv):
+    key = {"X-API-KEY": srv.token, "Content-Type": "application/json"}
+    e2b_error(t, raw(srv, "POST", "/e2b/v2/sandboxes", b'{"templateID":', key), 400,
+              "a malformed create body: 400 with a numeric code")
+    e2b_error(t, raw(srv, "POST", "/e2b/v2/sandboxes", b'{"timeout":"soon"}', key), 400,
+              "a timeout that is not a number: 400")
+    e2b_error(t, raw(srv, "POST", "/e2b/v2/sandboxes", b'{"metadata":["x"]}', key), 400,
+              "metadata that is not an object: 400")
+    e2b_error(t, raw(srv, "POST", "/e2b/v2/sandboxes", b'{"mcp":{}}', key), 400,
+              "a cloud-only feature (mcp): 400 saying so")
+    big = b'{"metadata":{"k":"' + b"x" * (3 << 20) + b'"}}'
+    e2b_error(t, raw(srv, "POST", "/e2b/v2/sandboxes", big, key), 413, "an oversized body: 413")
+    e2b_error(t, raw(srv, "GET", "/e2b/sandboxes/" + "0" * 32, None, key), 404,
+              "an unknown sandbox: 404 with code 404")
+    e2b_error(t, raw(srv, "GET", "/e2b/no/such/route", None, key), 404,
+              "an unknown path under /e2b: 404 in E2B's shape")
+    e2b_error(t, raw(srv, "GET", "/e2b/v2/sandboxes", None, {"X-API-KEY": "wrong"}), 401,
+              "a wrong X-API-KEY: 401")
+    e2b_error(t, raw(srv, "GET", "/e2b/v2/sandboxes", None,
+                     {"Authorization": "Bearer " + srv.token}), 401,
+              "deskbox's bearer header is not E2B's credential: 401")
+    e2b_error(t, raw(srv, "GET", "/e2b/v2/sandboxes?metadata=%25zz", None, key), 400,
+              "a list with a bad metadata query: 400")
+    e2b_error(t, raw(srv, "GET", "/e2b/sandboxes/" + "0" * 32 + "/metrics", None, key), 400,
+              "metrics (not offered): 400 saying so")
+    st, _, data = raw(srv, "GET", "/v1/sandboxes", None, {"Authorization": "Bearer " + srv.token})
+    t.ok(st == 200 and json.loads(data)["sandboxes"] == [], "no sandbox was left by bad input",
+         data[:300])
+
+
+def connect_error(t, got, status, code, name):
+    st, ctype, data = got
+    try:
+        j = json.loads(data)
+    except ValueError:
+        j = None
+    t.ok(st == status and ctype.startswith("application/json") and isinstance(j, dict) and
+         j.get("code") == code and isinstance(j.get("message"), str) and j["message"],
+         name, (st, ctype, data[:300]))
+
+
+def envelope(msg, flags=0):
+    return bytes([flags]) + struct.pack(">I", len(msg)) + msg
+
+
+def bad_envd_input(t, srv):
+    """envd's Connect procedures: errors as Connect's JSON {"code":"…"}."""
+    st, _, data = raw(srv, "POST", "/e2b/v2/sandboxes", b"{}",
+                      {"X-API-KEY": srv.token, "Content-Type": "application/json"})
+    sid = json.loads(data)["sandboxID"] if st == 201 else "0" * 32
+    h = {"X-Access-Token": srv.token, "E2b-Sandbox-Id": sid,
+         "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"}
+    start = b'{"process":{"cmd":"/bin/true"}}'
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", start, h), 400,
+                  "invalid_argument", "Start without an envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start)[:-3], h),
+                  400, "invalid_argument", "a truncated envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start, 1), h), 400,
+                  "invalid_argument", "a compressed envelope: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start",
+                         b"\0\x7f\xff\xff\xff" + b"x" * 16, h), 413, "resource_exhausted",
+                  "an envelope announcing 2 GiB: resource_exhausted")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(b'{"process":1}'),
+                         h), 400, "invalid_argument", "a message of the wrong shape: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start),
+                         dict(h, **{"E2b-Sandbox-Id": "f" * 32})), 404, "not_found",
+                  "Start in an unknown sandbox: not_found")
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start", envelope(start),
+                         dict(h, **{"X-Access-Token": "wrong"})), 401, "unauthenticated",
+                  "a wrong X-Access-Token: unauthenticated")
+    uh = dict(h, **{"Content-Type": "application/json"})
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":', uh), 400,
+                  "invalid_argument", "Stat with malformed JSON: invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/nope"}', uh),
+                  404, "not_found", "Stat of a missing path: not_found")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/../x/.."}',
+                         uh), 400, "invalid_argument", "a path with '..': invalid_argument")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/CreateWatcher", b"{}", uh), 405,
+                  "unimplemented", "a procedure deskbox does not offer: unimplemented")
+    connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/"}',
+                         dict(uh, **{"E2b-Sandbox-Id": ""})), 400, "invalid_argument",
+                  "no E2b-Sandbox-Id: invalid_argument")
+    st, _, data = raw(srv, "POST", "/e2b/files?path=/tmp/x", b"not a form",
+                      {"X-Access-Token": srv.token, "E2b-Sandbox-Id": sid,
+                       "Content-Type": "text/plain"})
+    t.ok(st == 415 and json.loads(data).get("code") == 415, "a /files upload that is not a form: 415",
+         (st, data[:200]))
+    raw(srv, "DELETE", "/e2b/sandboxes/" + sid, None, {"X-API-KEY": srv.token})
+
+
+def sdk_script(t, srv, script):
+    node = shutil.which("node")
+    if not node:
+        t.skip("the E2B SDK script " + script, "node is not installed")
+        return
+    if not os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")):
+        t.skip("the E2B SDK script " + script, "tests/compat-e2b has no node_modules "
+               "(run scripts/install-deps.sh)")
+        return
+    url = "http://127.0.0.1:%d" % srv.port
+    env = dict(os.environ, DESKBOX_URL=url, DESKBOX_TOKEN=srv.token, E2B_API_KEY=srv.token,
+               E2B_API_URL=url + "/e2b", E2B_SANDBOX_URL=url + "/e2b")
+    env.pop("E2B_DEBUG", None)
+    r = subprocess.run([node, script], cwd=E2B_DIR, env=env, timeout=600,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode(errors="replace")
+    results = 0
+    for line in out.splitlines():
+        if line.startswith("ok ") or line.startswith("not ok "):
+            name = line.split(" - ", 1)[1] if " - " in line else line
+            t.ok(line.startswith("ok "), "sdk: " + name)
+            results += 1
+        elif line.startswith("#"):
+            print(line, flush=True)
+    t.ok(r.returncode == 0 and results > 0,
+         "%s ran to its end (exit %d)" % (script, r.returncode), out[-2000:])
+
+
+def main():
+    dbx.require_root_and_tools()
+    t = dbx.Tap()
+    srv = dbx.Server()
+    try:
+        bad_input(t, srv)
+        bad_envd_input(t, srv)
+        sdk_script(t, srv, "control.test.mjs")
+        sdk_script(t, srv, "envd.test.mjs")
+        sdk_script(t, srv, "code.test.mjs")
+    finally:
+        srv.cleanup()
+    t.done()
+
+
+if __name__ == "__main__":
+    main()
