@@ -1,6 +1,7 @@
 /* api_images: /v1/images (docs/images.md): list, import an OCI image
  * (synchronous, 201), build the Debian desktop image (background, 202 and
  * a status to GET), get and delete. */
+#include "common/text.h"
 #include "api.h"
 
 #include <errno.h>
@@ -30,7 +31,8 @@ static int known_fields(const cJSON *body, struct err *e)
 		while (known[i] && strcmp(known[i], it->string) != 0)
 			i++;
 		if (!known[i])
-			return err_set(e, ERR_INVALID, EINVAL, "unknown field '%.64s'", it->string);
+			return err_set(e, ERR_INVALID, EINVAL, "unknown field '%.*s'",
+				       UTF8_CUT(it->string, 64));
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "api.h"
 #include "server/sandbox/sandbox.h"
 
@@ -113,8 +114,8 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 	return http_reply_json(res, 201, j, e);
 }
 
-void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
-			char *buf, size_t size)
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n, char *buf,
+			size_t size)
 {
 	static const char sb[] = "/v1/sandboxes/{id}";
 	const size_t len = sizeof(sb) - 1;
@@ -142,9 +143,9 @@ static int list_arg(void *cls, const char *name, const char *value)
 	const char *key = name + sizeof(prefix) - 1;
 	if (!sandbox_metadata_key_ok(key))
 		return err_set(q->e, ERR_INVALID, EINVAL,
-			       "query parameter '%.80s': bad metadata key (1-%d of A-Z a-z 0-9 . _ "
+			       "query parameter '%.*s': bad metadata key (1-%d of A-Z a-z 0-9 . _ "
 			       "- /)",
-			       name, SANDBOX_META_KEY_MAX);
+			       UTF8_CUT(name, 80), SANDBOX_META_KEY_MAX);
 	if (q->n >= SANDBOX_META_MAX_KEYS)
 		return err_set(q->e, ERR_INVALID, E2BIG, "more than %d metadata.* parameters",
 			       SANDBOX_META_MAX_KEYS);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -247,7 +248,7 @@ static int input_action(struct desk *d, const cJSON *in, const char *act, cJSON 
 		cJSON_AddNumberToObject(args, "ms", (double)ms);
 		return desk_adapter_run(d, "wait", args, e);
 	}
-	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.64s", act);
+	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.*s", UTF8_CUT(act, 64));
 }
 
 /* Runs `act`.  *shot: 0 for no screenshot (cursor_position), 1 after

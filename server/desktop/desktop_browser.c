@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -129,8 +130,8 @@ static int open_tab(struct desk *d, const char *url, struct err *e)
 			    "chromium with another profile run?)",
 			    BROWSER_BIN, BROWSER_HANDOFF_MS);
 	else if (pr.exit_code != 0)
-		r = err_set(e, ERR_UNAVAILABLE, EIO, "%s failed (exit %d): %.200s", BROWSER_BIN,
-			    pr.exit_code, pr.err);
+		r = err_set(e, ERR_UNAVAILABLE, EIO, "%s failed (exit %d): %.*s", BROWSER_BIN,
+			    pr.exit_code, UTF8_CUT(pr.err, 200));
 	process_result_release(&pr);
 	return r;
 }

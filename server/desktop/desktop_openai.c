@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -65,6 +67,10 @@ static const char *key_name(const char *name, char *one)
 		one[1] = '\0';
 		return one;
 	}
+	/* OpenAI's META is the Windows/Command key, which X calls Super
+	 * (deskbox's "meta" is xdotool's Meta). */
+	if (strcasecmp(name, "meta") == 0)
+		return "super";
 	return strcmp(name, "+") == 0 ? "plus" : name;
 }
 
@@ -179,7 +185,8 @@ static int one_action(struct desk *d, const cJSON *in, const char *type, cJSON *
 	}
 	if (strcmp(type, "screenshot") == 0)
 		return 0;
-	return err_set(e, ERR_INVALID, EINVAL, "unknown computer_call action type '%.64s'", type);
+	return err_set(e, ERR_INVALID, EINVAL, "unknown computer_call action type '%.*s'",
+		       UTF8_CUT(type, 64));
 }
 
 /* Runs action `in`; *settle says whether the screen should settle after. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "internal.h"
@@ -98,7 +99,7 @@ int mcp_session_end(struct mcp_sessions *s, const char *sandbox_id, const char *
 		memset(ss, 0, sizeof(*ss));
 	pthread_mutex_unlock(&s->mu);
 	if (!ss)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no MCP session '%.40s'", id);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no MCP session '%.*s'", UTF8_CUT(id, 40));
 	return 0;
 }
 
@@ -306,7 +307,7 @@ static cJSON *tools_call(const struct mcp_message *m, const struct mcp_ctx *ctx)
 	const struct mcp_tool *t = mcp_tool_find(name->valuestring);
 	if (!t) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "unknown tool '%.64s'", name->valuestring);
+		snprintf(msg, sizeof(msg), "unknown tool '%.*s'", UTF8_CUT(name->valuestring, 64));
 		return rpc_error(m->id, RPC_INVALID_PARAMS, msg);
 	}
 	if (args && !cJSON_IsObject(args))

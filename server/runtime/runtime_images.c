@@ -8,6 +8,7 @@
  * built): deskboxd, as host root, never follows a path inside it except
  * through openat2(RESOLVE_IN_ROOT), so a symlink such as `proc -> /etc`
  * resolves inside the image, never on the host. */
+#include "common/text.h"
 #include "runtime.h"
 
 #include <dirent.h>
@@ -193,7 +194,7 @@ int image_lookup(const char *state_dir, const char *name, char *lower, size_t si
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	if (!image_name_valid(name) || strcmp(name, IMAGE_DEFAULT) == 0)
-		return err_set(e, ERR_INVALID, EINVAL, "bad image name '%.64s'", name);
+		return err_set(e, ERR_INVALID, EINVAL, "bad image name '%.*s'", UTF8_CUT(name, 64));
 	image_path(state_dir, "", name, "", dir, sizeof(dir));
 	struct stat st;
 	if (stat(dir, &st) < 0) {
@@ -254,7 +255,7 @@ static cJSON *default_manifest(void)
 int image_get(const char *state_dir, const char *name, cJSON **out, struct err *e)
 {
 	if (!image_name_valid(name))
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no image '%.64s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no image '%.*s'", UTF8_CUT(name, 64));
 	if (strcmp(name, IMAGE_DEFAULT) == 0) {
 		*out = default_manifest();
 		return 0;
@@ -422,7 +423,8 @@ static int skel_file(int rootfd, const char *rel, struct err *e)
 	const char *leaf = strrchr(rel, '/') + 1;
 	snprintf(dir, sizeof(dir), "%.*s", (int)(leaf - rel - 1), rel);
 	_cleanup_fd_ int pfd = open_in_root(rootfd, dir, O_PATH | O_DIRECTORY);
-	int fd = pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
+	int fd =
+	    pfd < 0 ? -1 : openat(pfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0755);
 	/* A symlink there (an image's /etc/resolv.conf often is one) cannot
 	 * be a mount point: a plain file replaces it. */
 	if (fd < 0 && errno == ELOOP && unlinkat(pfd, leaf, 0) == 0)
