@@ -354,13 +354,44 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	return reply(res, r, j, e);
 }
 
+/* OpenAI's ?items=true: the answer is the list of input items to append,
+ * the computer_call_output and, after a failed action, a user message that
+ * tells the model why. */
+static int as_items(cJSON **j, const struct desk_tool *t, struct err *e)
+{
+	cJSON *list = cJSON_CreateArray();
+	cJSON *why = t->failed ? desk_openai_reason_item(t->error) : NULL;
+	if (!list || (t->failed && !why)) {
+		cJSON_Delete(list);
+		cJSON_Delete(why);
+		cJSON_Delete(*j);
+		*j = NULL;
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	cJSON_AddItemToArray(list, *j);
+	if (why)
+		cJSON_AddItemToArray(list, why);
+	*j = list;
+	return 0;
+}
+
+/* A true/false query parameter; absent is false. */
+static int query_flag(struct http_request *req, const char *name, int *out, struct err *e)
+{
+	const char *v = http_query(req, name);
+	*out = v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+	if (v && !*out && strcmp(v, "false") != 0 && strcmp(v, "0") != 0)
+		return err_set(e, ERR_INVALID, EINVAL, "query '%s' must be true or false", name);
+	return 0;
+}
+
 /* The tool-format adapters answer with the format's own result, also when
  * the action failed (desktop.h); the frame of its screenshot goes in
  * X-Frame and a failure's reason in X-Action-Error. */
 static int adapter(struct http_request *req, struct http_response *res,
 		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
 			      struct err *),
-		   struct err *e)
+		   int items, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
@@ -372,6 +403,8 @@ static int adapter(struct http_request *req, struct http_response *res,
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	api_release(sb);
 	cJSON_Delete(body);
+	if (r == 0 && items)
+		r = as_items(&j, &t, e);
 	if (reply(res, r, j, e) < 0)
 		return err_code(e);
 	if (t.frame)
@@ -388,10 +421,13 @@ static int adapter(struct http_request *req, struct http_response *res,
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_anthropic, e);
+	return adapter(req, res, desk_anthropic, 0, e);
 }
 
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_openai, e);
+	int items;
+	if (query_flag(req, "items", &items, e) < 0)
+		return err_code(e);
+	return adapter(req, res, desk_openai, items, e);
 }

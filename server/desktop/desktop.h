@@ -63,9 +63,9 @@ int desk_send(struct desk *d, const struct input_seq *seq, struct err *e);
 struct shot_opts {
 	struct capture_rect r; /* real pixels */
 	uint32_t ow, oh;       /* output size */
-	int format;   /* enum capture_format */
-	int quality;  /* JPEG and lossy WebP */
-	int lossless; /* WebP */
+	int format;	       /* enum capture_format */
+	int quality;	       /* JPEG and lossy WebP */
+	int lossless;	       /* WebP */
 	int cursor;
 };
 
@@ -124,5 +124,10 @@ struct desk_tool {
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
+
+/* The input item that tells the model why its computer action failed: a
+ * user message whose input_text holds `reason`, to append after the failed
+ * call's computer_call_output.  NULL when out of memory. */
+cJSON *desk_openai_reason_item(const char *reason);
 
 #endif

@@ -13,7 +13,11 @@
  *
  * The output item has no text field, so a failed action is answered with
  * the item (a screenshot of the screen as it is, "status":"incomplete") and
- * the reason in desk_tool.error, which the API sends as a header. */
+ * the reason in desk_tool.error, which the API sends as a header and, when
+ * the client asks for the items to append (?items=true), as a user message
+ * with the reason as input_text after the item (desk_openai_reason_item),
+ * the way OpenAI's computer-use sample loop extends its input with the list
+ * of items its handler returns. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -264,4 +268,31 @@ int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t
 		cJSON_AddStringToObject(out, "status", "incomplete");
 	free(url);
 	return 0;
+}
+
+cJSON *desk_openai_reason_item(const char *reason)
+{
+	cJSON *m = cJSON_CreateObject();
+	if (!m)
+		return NULL;
+	cJSON_AddStringToObject(m, "type", "message");
+	cJSON_AddStringToObject(m, "role", "user");
+	cJSON *content = cJSON_AddArrayToObject(m, "content");
+	cJSON *part = cJSON_CreateObject();
+	size_t n = strlen(reason) + 128;
+	char *text = malloc(n);
+	if (!content || !part || !text) {
+		cJSON_Delete(part);
+		cJSON_Delete(m);
+		free(text);
+		return NULL;
+	}
+	snprintf(text, n,
+		 "The computer action failed: %s. The screenshot shows the screen as it is now.",
+		 reason);
+	cJSON_AddStringToObject(part, "type", "input_text");
+	cJSON_AddStringToObject(part, "text", text);
+	cJSON_AddItemToArray(content, part);
+	free(text);
+	return m;
 }

@@ -274,6 +274,33 @@ def openai(t, d, xe):
         j, r = call(inp, "error", failed=True)
         t.ok(what in (r.header("X-Action-Error") or ""),
              "X-Action-Error names %r: %s" % (what, r.header("X-Action-Error")))
+    # ?items=true: the items to append, and after a failure a user message
+    # with the reason as input_text, which the model reads
+    path = "/v1/sandboxes/%s/desktop/openai?items=true" % d.sid
+    r = d.srv.request("POST", path, {"type": "computer_call", "call_id": "c5",
+                                     "action": {"type": "screenshot"}})
+    items = r.json() if r.status == 200 else None
+    t.ok(isinstance(items, list) and len(items) == 1 and
+         items[0].get("type") == "computer_call_output" and items[0].get("call_id") == "c5" and
+         "status" not in items[0], "items=true, success: a list of the one output item",
+         r.body[:200])
+    r = d.srv.request("POST", path, {"type": "computer_call", "call_id": "c6",
+                                     "action": {"type": "keypress", "keys": ["CTRL", "NOPE"]}})
+    items = r.json() if r.status == 200 else None
+    ok = isinstance(items, list) and len(items) == 2
+    out, msg = (items if ok else [{}, {}])
+    t.ok(ok and set(out) == {"type", "call_id", "output", "status"} and
+         out["status"] == "incomplete" and out["output"].get("type") == "computer_screenshot",
+         "items=true, failure: the output item first, schema-valid, incomplete", r.body[:200])
+    content = msg.get("content") or [{}]
+    t.ok(set(msg) == {"type", "role", "content"} and msg.get("type") == "message" and
+         msg.get("role") == "user" and len(content) == 1 and
+         set(content[0]) == {"type", "text"} and content[0].get("type") == "input_text" and
+         "unknown key 'NOPE'" in content[0].get("text", ""),
+         "then a user message whose input_text gives the reason", msg)
+    r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/openai?items=maybe" % d.sid,
+                      {"type": "screenshot"})
+    t.eq(r.status, 400, "items=maybe is a 400")
 
 
 def main():
