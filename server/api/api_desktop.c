@@ -431,3 +431,8 @@ int api_desktop_openai(struct http_request *req, struct http_response *res, stru
 		return err_code(e);
 	return adapter(req, res, desk_openai, items, e);
 }
+
+int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return adapter(req, res, desk_gemini, 0, e);
+}

@@ -110,7 +110,8 @@ int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON
  * stops at the first failing action (the error names its index). */
 int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 
-/* The tool-format adapters (desktop_anthropic.c, desktop_openai.c): run one
+/* The tool-format adapters (desktop_anthropic.c, desktop_openai.c,
+ * desktop_gemini.c): run one
  * tool call taken verbatim and fill `out` with exactly what the format's
  * result is (Anthropic: a tool_result block; OpenAI: a
  * computer_call_output item).  A failure of the action itself is such a
@@ -124,6 +125,11 @@ struct desk_tool {
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
+
+/* Gemini (desktop_gemini.c): one computer-use FunctionCall (or a Part
+ * holding it) in, its FunctionResponse out: {name, id?, response: {} or
+ * {"error"}, parts: [{inline_data: {mime_type, data}}]}. */
+int desk_gemini(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
 
 /* The input item that tells the model why its computer action failed: a
  * user message whose input_text holds `reason`, to append after the failed

@@ -321,4 +321,5 @@ def main():
     t.done()
 
 
-main()
+if __name__ == "__main__":
+    main()
