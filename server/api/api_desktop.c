@@ -391,7 +391,7 @@ static int query_flag(struct http_request *req, const char *name, int *out, stru
 static int adapter(struct http_request *req, struct http_response *res,
 		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
 			      struct err *),
-		   int items, struct err *e)
+		   int items, int ack, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
@@ -399,7 +399,8 @@ static int adapter(struct http_request *req, struct http_response *res,
 	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
-	struct desk_tool t;
+	struct desk_tool t = {0};
+	t.ack = ack;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	api_release(sb);
 	cJSON_Delete(body);
@@ -421,18 +422,19 @@ static int adapter(struct http_request *req, struct http_response *res,
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_anthropic, 0, e);
+	return adapter(req, res, desk_anthropic, 0, 0, e);
 }
 
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
 {
-	int items;
-	if (query_flag(req, "items", &items, e) < 0)
+	int items, ack;
+	if (query_flag(req, "items", &items, e) < 0 ||
+	    query_flag(req, "acknowledge_safety_checks", &ack, e) < 0)
 		return err_code(e);
-	return adapter(req, res, desk_openai, items, e);
+	return adapter(req, res, desk_openai, items, ack, e);
 }
 
 int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_gemini, 0, e);
+	return adapter(req, res, desk_gemini, 0, 0, e);
 }

@@ -120,6 +120,8 @@ int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 struct desk_tool {
 	uint64_t frame; /* of the screenshot in the result, 0 when none */
 	int failed;
+	/* In: OpenAI's pending_safety_checks were acknowledged by the user. */
+	int ack;
 	char error[ERR_MSG_MAX];
 };
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,

@@ -251,6 +251,22 @@ static int input_action(struct desk *d, const cJSON *in, const char *act, cJSON 
 	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.*s", UTF8_CUT(act, 64));
 }
 
+/* A tool_use block names its tool: only "computer" is run here; another
+ * name is refused rather than run as the computer tool. */
+static int tool_name(const cJSON *block, struct err *e)
+{
+	const cJSON *name = block ? cJSON_GetObjectItemCaseSensitive(block, "name") : NULL;
+	if (!name || cJSON_IsNull(name))
+		return 0;
+	if (!cJSON_IsString(name))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be a tool name");
+	if (strcmp(name->valuestring, "computer") != 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "unknown tool '%.*s': this adapter runs the 'computer' tool",
+			       UTF8_CUT(name->valuestring, 64));
+	return 0;
+}
+
 /* Runs `act`.  *shot: 0 for no screenshot (cursor_position), 1 after
  * settling, 2 at once (screenshot, zoom); *zoom with `region` filled. */
 static int action(struct desk *d, const cJSON *in, const char *act, cJSON *content, int *shot,
@@ -297,8 +313,11 @@ int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool
 	/* Verbatim tool input, or a whole tool_use block around it. */
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(in, "id");
 	const cJSON *inner = cJSON_GetObjectItemCaseSensitive(in, "input");
-	if (cJSON_IsObject(inner))
+	const cJSON *block = NULL;
+	if (cJSON_IsObject(inner)) {
+		block = in;
 		in = inner;
+	}
 	cJSON_AddStringToObject(out, "type", "tool_result");
 	if (cJSON_IsString(id))
 		cJSON_AddStringToObject(out, "tool_use_id", id->valuestring);
@@ -306,7 +325,9 @@ int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool
 	const char *act;
 	int shot = 1, zoom = 0, r;
 	int64_t region[4];
-	r = args_string(in, "action", 64, ARGS_REQUIRED, &act, e);
+	r = tool_name(block, e);
+	if (r == 0)
+		r = args_string(in, "action", 64, ARGS_REQUIRED, &act, e);
 	if (r == 0)
 		r = action(d, in, act, content, &shot, region, &zoom, e);
 	if (r == 0 && shot == 1)

@@ -236,10 +236,37 @@ static int run_call(struct desk *d, const cJSON *in, struct err *e)
 	return r == 0 && settle ? desk_adapter_settle(d, e) : r;
 }
 
+/* pending_safety_checks: the call runs only when the client acknowledged
+ * them (t->ack, its ?acknowledge_safety_checks=true); they then come back
+ * as the output's acknowledged_safety_checks.  Never dropped silently. */
+static int safety_checks(const cJSON *in, int ack, const cJSON **pending, struct err *e)
+{
+	*pending = cJSON_GetObjectItemCaseSensitive(in, "pending_safety_checks");
+	if (!*pending || cJSON_IsNull(*pending))
+		return 0;
+	if (!cJSON_IsArray(*pending))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'pending_safety_checks' must be an array");
+	if (cJSON_GetArraySize(*pending) == 0 || ack)
+		return 0;
+	const cJSON *first = cJSON_GetArrayItem(*pending, 0);
+	const cJSON *msg =
+	    cJSON_IsObject(first) ? cJSON_GetObjectItemCaseSensitive(first, "message") : NULL;
+	return err_set(e, ERR_CONFLICT, EPERM,
+		       "the call has %d pending safety check(s) (%.*s): ask the user, then send it "
+		       "again with ?acknowledge_safety_checks=true",
+		       cJSON_GetArraySize(*pending),
+		       UTF8_CUT(cJSON_IsString(msg) ? msg->valuestring : "no message", 200));
+}
+
 int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t, struct err *e)
 {
+	int ack = t->ack;
 	memset(t, 0, sizeof(*t));
 	const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(in, "call_id");
+	const cJSON *pending;
+	if (safety_checks(in, ack, &pending, e) < 0)
+		return err_code(e);
 	if (run_call(d, in, e) < 0) {
 		t->failed = 1;
 		snprintf(t->error, sizeof(t->error), "%s",
@@ -264,6 +291,9 @@ int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t
 	cJSON *o = cJSON_AddObjectToObject(out, "output");
 	cJSON_AddStringToObject(o, "type", "computer_screenshot");
 	cJSON_AddStringToObject(o, "image_url", url);
+	if (pending && cJSON_GetArraySize(pending) > 0)
+		cJSON_AddItemToObject(out, "acknowledged_safety_checks",
+				      cJSON_Duplicate(pending, 1));
 	if (t->failed)
 		cJSON_AddStringToObject(out, "status", "incomplete");
 	free(url);

@@ -180,6 +180,19 @@ def anthropic(t, d, xe):
         t.ok(what in text and r.header("X-Action-Error"), "the error names %r: %s" % (what, text))
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % d.sid, b"{not json")
     t.eq(r.status, 400, "a body that is not JSON is still an HTTP 400")
+    # a tool this adapter does not run is refused, not run as `computer`
+    d.sh("rm -f /tmp/notrun.txt")
+    d.ok("move", x=11, y=12)
+    for name, inp in (("str_replace_based_edit_tool",
+                       {"command": "create", "path": "/tmp/notrun.txt", "file_text": "x"}),
+                      ("teleporter", {"action": "mouse_move", "coordinate": [300, 301]})):
+        j, r = call({"type": "tool_use", "id": "toolu_9", "name": name, "input": inp},
+                    "tool %s" % name, is_error=True)
+        text = (j.get("content") or [{}])[0].get("text", "")
+        t.ok("unknown tool '%s'" % name in text, "a tool_use of %s is refused: %s" % (name, text))
+    t.eq(d.pointer(), (11, 12), "the refused tool_use moved nothing")
+    t.ok(d.sh("test -e /tmp/notrun.txt && echo yes || echo no")["stdout"].strip() == "no",
+         "and created no file")
 
 
 def openai(t, d, xe):
@@ -301,6 +314,26 @@ def openai(t, d, xe):
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/openai?items=maybe" % d.sid,
                       {"type": "screenshot"})
     t.eq(r.status, 400, "items=maybe is a 400")
+    # pending safety checks: refused unless the client acknowledges them
+    checks = [{"id": "cu_sc_1", "code": "malicious_instructions",
+               "message": "The page asks to send your password."}]
+    d.ok("move", x=21, y=22)
+    call_sc = {"type": "computer_call", "call_id": "c7", "pending_safety_checks": checks,
+               "action": {"type": "move", "x": 400, "y": 401}}
+    r = d.post("openai", call_sc)
+    msg = r.json().get("error", {}).get("message", "") if r.status == 409 else r.body[:200]
+    t.ok(r.status == 409 and "send your password" in msg and
+         "acknowledge_safety_checks=true" in msg,
+         "pending safety checks without the flag: 409 naming the check", msg)
+    t.eq(d.pointer(), (21, 22), "and the action did not run")
+    r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/openai?acknowledge_safety_checks=true"
+                      % d.sid, call_sc)
+    j = r.json() if r.status == 200 else {}
+    t.ok(r.status == 200 and j.get("acknowledged_safety_checks") == checks and
+         set(j) == {"type", "call_id", "output", "acknowledged_safety_checks"},
+         "with ?acknowledge_safety_checks=true: run, the checks acknowledged in the output",
+         r.body[:300])
+    t.eq(d.pointer((400, 401)), (400, 401), "and the action ran")
 
 
 def main():
