@@ -385,19 +385,35 @@ static int query_flag(struct http_request *req, const char *name, int *out, stru
 	return 0;
 }
 
+/* Anthropic's adapter without a declared agent_display: screenshots at the
+ * recommended size for Claude, coordinates mapped back exactly
+ * (?fit=false: the real screen). */
+static void fit_vendor(struct desk *d, const cJSON *body, const struct sandbox *sb)
+{
+	uint32_t sw = 0, sh = 0, aw, ah;
+	sandbox_agent_display(sb, &sw, &sh);
+	if (sw || cJSON_GetObjectItemCaseSensitive(body, "agent_display"))
+		return;
+	desk_fit(d->w, d->h, DESK_ANTHROPIC_MAX_SIDE, DESK_ANTHROPIC_MAX_PIXELS, &aw, &ah);
+	if (aw != d->w || ah != d->h)
+		desk_init(d, d->cap, d->procs, aw, ah, d->png_level);
+}
+
 /* The tool-format adapters answer with the format's own result, also when
  * the action failed (desktop.h); the frame of its screenshot goes in
  * X-Frame and a failure's reason in X-Action-Error. */
 static int adapter(struct http_request *req, struct http_response *res,
 		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
 			      struct err *),
-		   int items, int ack, struct err *e)
+		   int items, int ack, int fit, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
 	if (enter_json(req, &body, &d, &sb, e) < 0)
 		return err_code(e);
+	if (fit)
+		fit_vendor(&d, body, sb);
 	cJSON *j = cJSON_CreateObject();
 	struct desk_tool t = {0};
 	t.ack = ack;
@@ -422,7 +438,12 @@ static int adapter(struct http_request *req, struct http_response *res,
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_anthropic, 0, 0, e);
+	int nofit;
+	const char *f = http_query(req, "fit");
+	if (query_flag(req, "fit", &nofit, e) < 0)
+		return err_code(e);
+	nofit = f && !nofit;
+	return adapter(req, res, desk_anthropic, 0, 0, !nofit, e);
 }
 
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
@@ -431,10 +452,10 @@ int api_desktop_openai(struct http_request *req, struct http_response *res, stru
 	if (query_flag(req, "items", &items, e) < 0 ||
 	    query_flag(req, "acknowledge_safety_checks", &ack, e) < 0)
 		return err_code(e);
-	return adapter(req, res, desk_openai, items, ack, e);
+	return adapter(req, res, desk_openai, items, ack, 0, e);
 }
 
 int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_gemini, 0, 0, e);
+	return adapter(req, res, desk_gemini, 0, 0, 0, e);
 }

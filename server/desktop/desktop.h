@@ -128,6 +128,16 @@ int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_t
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
 
+/* The largest w x h of the same aspect (rounded down) with no side over
+ * `max_side` and at most `max_pixels` pixels (0: no bound), for a model's
+ * recommended image size; w x h itself when it fits. */
+void desk_fit(uint32_t w, uint32_t h, uint32_t max_side, uint64_t max_pixels, uint32_t *aw,
+	      uint32_t *ah);
+/* Anthropic's recommended image size for Claude: at most 1568 px on the
+ * long side and about 1.15 megapixels. */
+#define DESK_ANTHROPIC_MAX_SIDE	  1568
+#define DESK_ANTHROPIC_MAX_PIXELS 1205862 /* 1.15 * 2^20 */
+
 /* Gemini (desktop_gemini.c): one computer-use FunctionCall (or a Part
  * holding it) in, its FunctionResponse out: {name, id?, response: {} or
  * {"error"}, parts: [{inline_data: {mime_type, data}}]}. */

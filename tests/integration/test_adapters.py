@@ -164,7 +164,7 @@ def anthropic(t, d, xe):
          "wait 0.4 s, then a screenshot")
     j, _ = call({"action": "zoom", "region": [0, 0, 640, 200]}, "zoom")
     zpng = base64.b64decode(j["content"][0]["source"]["data"])
-    t.eq(dbx.png_info(zpng)[:2], (1280, 400), "zoom: the region fitted to the display, aspect kept")
+    t.eq(dbx.png_info(zpng)[:2], (640, 200), "zoom: the region at its own resolution")
     # a whole tool_use block: the tool_use_id comes back
     j, _ = call({"type": "tool_use", "id": "toolu_01", "name": "computer",
                  "input": {"action": "screenshot"}}, "a tool_use block")
@@ -336,6 +336,51 @@ def openai(t, d, xe):
     t.eq(d.pointer((400, 401)), (400, 401), "and the action ran")
 
 
+def map_coord(v, frm, to):
+    """input_map_coord: the centre of agent pixel v, in real pixels."""
+    return min((2 * v + 1) * to // (2 * frm), to - 1)
+
+
+def scaling(t, srv):
+    """A 1920x1080 screen: Anthropic's screenshots come at the size Claude
+    is meant to get (<= 1568 px long side, <= 1.15 MP), clicks map back to
+    the real pixel, zoom gives the real pixels, ?fit=false the real screen."""
+    sid = srv.create({"display": {"width": 1920, "height": 1080}})["id"]
+    d = Desk(srv, sid)
+    warm_up(d)
+    r = d.post("anthropic", {"action": "screenshot"})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"]) if r.status == 200 else b""
+    aw, ah = dbx.png_info(png)[:2] if png else (0, 0)
+    t.ok(aw <= 1568 and ah <= 1568 and aw * ah <= 1.15 * 2 ** 20 and aw * ah > 1.1 * 2 ** 20 and
+         abs(aw / ah - 1920 / 1080) < 0.01,
+         "1920x1080 screen: the screenshot is %dx%d (<= 1568 px, ~1.15 MP, same aspect)"
+         % (aw, ah))
+    for ax, ay in ((0, 0), (aw - 1, ah - 1), (731, 377)):
+        d.post("anthropic", {"action": "mouse_move", "coordinate": [ax, ay]})
+        want = (map_coord(ax, aw, 1920), map_coord(ay, ah, 1080))
+        t.eq(d.pointer(want), want, "mouse_move (%d, %d) lands on real %s" % (ax, ay, want))
+        j = d.post("anthropic", {"action": "cursor_position"}).json()
+        t.eq(j["content"][0]["text"], "X=%d,Y=%d" % (ax, ay),
+             "cursor_position maps it back exactly")
+    r = d.post("anthropic", {"action": "zoom", "region": [100, 100, 500, 400]})
+    zpng = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    zw, zh = dbx.png_info(zpng)[:2]
+    t.ok(abs(zw - 400 * 1920 / aw) <= 1.5 and abs(zh - 300 * 1080 / ah) <= 1.5,
+         "zoom of 400x300 agent pixels: the %dx%d real pixels under it" % (zw, zh))
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic?fit=false" % sid,
+                    {"action": "screenshot"})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    t.eq(dbx.png_info(png)[:2], (1920, 1080), "?fit=false: the real screen")
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % sid,
+                    {"action": "screenshot", "agent_display": {"width": 1280, "height": 720}})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    t.eq(dbx.png_info(png)[:2], (1280, 720), "a declared agent_display wins")
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic?fit=maybe" % sid,
+                    {"action": "screenshot"})
+    t.eq(r.status, 400, "fit=maybe is a 400")
+    srv.request("DELETE", "/v1/sandboxes/" + sid)
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -349,6 +394,9 @@ def main():
         d.sh("pkill -x xev; true")
         xe = Xev(d, "/tmp/xev-adapters-2.log")
         openai(t, d, xe)
+        srv.request("DELETE", "/v1/sandboxes/" + sid)
+        if not os.environ.get("ONLY") or "scaling" in os.environ["ONLY"]:
+            scaling(t, srv)
     finally:
         srv.cleanup()
     t.done()
