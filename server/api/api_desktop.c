@@ -9,6 +9,7 @@
 #include "common/args.h"
 #include "server/desktop/desktop.h"
 #include "api.h"
+#include "internal.h"
 
 /* Enters the {id} sandbox's desktop (api_enter) and sets `d` up for it; the
  * agent display comes from `body`'s "agent_display" (may be NULL) or else
@@ -438,7 +439,11 @@ static int adapter(struct http_request *req, struct http_response *res,
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	int nofit;
+	int nofit, handled;
+	if (api_anthropic_bash(req, res, &handled, e) < 0)
+		return err_code(e);
+	if (handled)
+		return 0;
 	const char *f = http_query(req, "fit");
 	if (query_flag(req, "fit", &nofit, e) < 0)
 		return err_code(e);

@@ -30,6 +30,12 @@ void api_add_output(cJSON *j, const char *name, const char *data, size_t len);
  * duration_ms. */
 cJSON *api_result_json(const struct process_result *pr, int with_output);
 
+/* api_anthropic_bash.c: a tool_use block of Anthropic's bash tool on the
+ * adapter route, answered with its tool_result (*handled = 1); any other
+ * body is left to the computer adapter (*handled = 0). */
+int api_anthropic_bash(struct http_request *req, struct http_response *res, int *handled,
+		       struct err *e);
+
 /* ?stream=1 or Accept: text/event-stream. */
 int api_wants_stream(struct http_request *req);
 

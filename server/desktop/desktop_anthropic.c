@@ -251,8 +251,9 @@ static int input_action(struct desk *d, const cJSON *in, const char *act, cJSON 
 	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.*s", UTF8_CUT(act, 64));
 }
 
-/* A tool_use block names its tool: only "computer" is run here; another
- * name is refused rather than run as the computer tool. */
+/* A tool_use block names its tool: only "computer" is run here ("bash" is
+ * taken by the API layer before); another name is refused rather than run
+ * as the computer tool. */
 static int tool_name(const cJSON *block, struct err *e)
 {
 	const cJSON *name = block ? cJSON_GetObjectItemCaseSensitive(block, "name") : NULL;
@@ -261,9 +262,10 @@ static int tool_name(const cJSON *block, struct err *e)
 	if (!cJSON_IsString(name))
 		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be a tool name");
 	if (strcmp(name->valuestring, "computer") != 0)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "unknown tool '%.*s': this adapter runs the 'computer' tool",
-			       UTF8_CUT(name->valuestring, 64));
+		return err_set(
+		    e, ERR_INVALID, EINVAL,
+		    "unknown tool '%.*s': this adapter runs the 'computer' and 'bash' tools",
+		    UTF8_CUT(name->valuestring, 64));
 	return 0;
 }
 

@@ -180,6 +180,28 @@ def anthropic(t, d, xe):
         t.ok(what in text and r.header("X-Action-Error"), "the error names %r: %s" % (what, text))
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % d.sid, b"{not json")
     t.eq(r.status, 400, "a body that is not JSON is still an HTTP 400")
+    # the companion bash tool: one persistent shell, the reference's results
+    def bash(inp):
+        r = d.post("anthropic", {"type": "tool_use", "id": "toolu_b", "name": "bash",
+                                 "input": inp})
+        j = r.json() if r.status == 200 else {}
+        c = j.get("content") or [{}]
+        ok = r.status == 200 and j.get("type") == "tool_result" and \
+            j.get("tool_use_id") == "toolu_b" and len(c) == 1 and c[0].get("type") == "text"
+        return ok, c[0].get("text"), bool(j.get("is_error")), r
+    got = bash({"command": "cd /tmp && export FOO=bar && echo hi"})
+    t.eq(got[:3], (True, "hi", False), "bash: stdout as text, one trailing newline dropped")
+    got = bash({"command": "pwd; echo $FOO"})
+    t.eq(got[:3], (True, "/tmp\nbar", False), "bash: cd and export persist to the next command")
+    got = bash({"command": "ls /nonexistent-dir"})
+    t.ok(got[0] and got[2] and "No such file" in got[1] and got[3].header("X-Action-Error"),
+         "bash: stderr makes an is_error result with its text", got[:3])
+    got = bash({"restart": True})
+    t.eq(got[:3], (True, "tool has been restarted.", False), "bash: restart")
+    got = bash({"command": "pwd; echo \"[$FOO]\""})
+    t.eq(got[:3], (True, "/workspace\n[]", False), "bash: a fresh shell after the restart")
+    got = bash({})
+    t.eq(got[:3], (True, "no command provided.", True), "bash: no command is an is_error result")
     # a tool this adapter does not run is refused, not run as `computer`
     d.sh("rm -f /tmp/notrun.txt")
     d.ok("move", x=11, y=12)
