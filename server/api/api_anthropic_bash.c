@@ -180,7 +180,9 @@ int api_anthropic_bash(struct http_request *req, struct http_response *res, int 
 		return err_code(e);
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(body, "name");
 	const cJSON *input = cJSON_GetObjectItemCaseSensitive(body, "input");
-	if (!cJSON_IsString(name) || strcmp(name->valuestring, "bash") != 0 || !input) {
+	int edit =
+	    cJSON_IsString(name) && strcmp(name->valuestring, "str_replace_based_edit_tool") == 0;
+	if (!cJSON_IsString(name) || (strcmp(name->valuestring, "bash") != 0 && !edit) || !input) {
 		cJSON_Delete(body);
 		return 0;
 	}
@@ -195,7 +197,10 @@ int api_anthropic_bash(struct http_request *req, struct http_response *res, int 
 	if (cJSON_IsString(id))
 		cJSON_AddStringToObject(out, "tool_use_id", id->valuestring);
 	char why[ERR_MSG_MAX] = "";
-	bash(req, input, out, why, sizeof(why));
+	if (edit)
+		api_anthropic_edit(req, input, out, why, sizeof(why));
+	else
+		bash(req, input, out, why, sizeof(why));
 	cJSON_Delete(body);
 	if (http_reply_json(res, 200, out, e) < 0)
 		return err_code(e);

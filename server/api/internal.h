@@ -35,6 +35,11 @@ cJSON *api_result_json(const struct process_result *pr, int with_output);
  * body is left to the computer adapter (*handled = 0). */
 int api_anthropic_bash(struct http_request *req, struct http_response *res, int *handled,
 		       struct err *e);
+/* api_anthropic_edit.c: the text editor tool's `input` run on the
+ * sandbox's files, its tool_result content (and is_error) added to `out`;
+ * a failure's reason also in `why`.  Returns 0 or the failure's code. */
+int api_anthropic_edit(struct http_request *req, const cJSON *input, cJSON *out, char *why,
+		       size_t why_size);
 
 /* ?stream=1 or Accept: text/event-stream. */
 int api_wants_stream(struct http_request *req);

@@ -262,10 +262,10 @@ static int tool_name(const cJSON *block, struct err *e)
 	if (!cJSON_IsString(name))
 		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be a tool name");
 	if (strcmp(name->valuestring, "computer") != 0)
-		return err_set(
-		    e, ERR_INVALID, EINVAL,
-		    "unknown tool '%.*s': this adapter runs the 'computer' and 'bash' tools",
-		    UTF8_CUT(name->valuestring, 64));
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "unknown tool '%.*s': this adapter runs the 'computer', 'bash' and "
+			       "'str_replace_based_edit_tool' tools",
+			       UTF8_CUT(name->valuestring, 64));
 	return 0;
 }
 

@@ -202,10 +202,55 @@ def anthropic(t, d, xe):
     t.eq(got[:3], (True, "/workspace\n[]", False), "bash: a fresh shell after the restart")
     got = bash({})
     t.eq(got[:3], (True, "no command provided.", True), "bash: no command is an is_error result")
+    # the companion text editor onto the sandbox's files
+    def edit(inp):
+        r = d.post("anthropic", {"type": "tool_use", "id": "toolu_e",
+                                 "name": "str_replace_based_edit_tool", "input": inp})
+        j = r.json() if r.status == 200 else {}
+        c = j.get("content") or [{}]
+        return c[0].get("text"), bool(j.get("is_error"))
+    d.sh("rm -f /tmp/ed.txt")
+    t.eq(edit({"command": "create", "path": "/tmp/ed.txt", "file_text": "one\ntwo\nthree\n"}),
+         ("File created successfully at: /tmp/ed.txt", False), "editor: create")
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\ntwo\nthree\n", "the file holds the text")
+    t.eq(edit({"command": "create", "path": "/tmp/ed.txt", "file_text": "x"}),
+         ("File already exists at: /tmp/ed.txt. Cannot overwrite files using command `create`.",
+          True), "editor: create does not overwrite")
+    t.eq(edit({"command": "view", "path": "/tmp/ed.txt"}),
+         ("Here's the result of running `cat -n` on /tmp/ed.txt:\n     1\tone\n     2\ttwo\n"
+          "     3\tthree\n     4\t\n", False), "editor: view, numbered as cat -n")
+    t.eq(edit({"command": "view", "path": "/tmp/ed.txt", "view_range": [2, 3]}),
+         ("Here's the result of running `cat -n` on /tmp/ed.txt:\n     2\ttwo\n     3\tthree\n",
+          False), "editor: view_range")
+    got = edit({"command": "str_replace", "path": "/tmp/ed.txt", "old_str": "two",
+                "new_str": "TWO"})
+    t.ok(not got[1] and got[0].startswith("The file /tmp/ed.txt has been edited. Here's the "
+                                          "result of running `cat -n` on a snippet of "
+                                          "/tmp/ed.txt:\n     1\tone\n     2\tTWO\n") and
+         got[0].endswith("Review the changes and make sure they are as expected. Edit the file "
+                         "again if necessary."), "editor: str_replace answers a snippet", got)
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\nTWO\nthree\n", "and replaced in the file")
+    got = edit({"command": "str_replace", "path": "/tmp/ed.txt", "old_str": "four",
+                "new_str": "x"})
+    t.ok(got[1] and "did not appear verbatim" in got[0], "editor: a missing old_str", got)
+    d.sh("printf 'a\na\n' > /tmp/ed2.txt")
+    got = edit({"command": "str_replace", "path": "/tmp/ed2.txt", "old_str": "a",
+                "new_str": "b"})
+    t.ok(got[1] and "Multiple occurrences" in got[0], "editor: old_str twice is refused", got)
+    got = edit({"command": "insert", "path": "/tmp/ed.txt", "insert_line": 1,
+                "new_str": "1.5"})
+    t.ok(not got[1] and "has been edited" in got[0], "editor: insert", got)
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\n1.5\nTWO\nthree\n", "inserted after line 1")
+    got = edit({"command": "view", "path": "tmp/ed.txt"})
+    t.ok(got[1] and "is not an absolute path" in got[0], "editor: a relative path", got)
+    got = edit({"command": "view", "path": "/tmp/nope.txt"})
+    t.ok(got[1] and "does not exist" in got[0], "editor: a missing file", got)
+    got = edit({"command": "undo_edit", "path": "/tmp/ed.txt"})
+    t.ok(got[1] and "Unrecognized command" in got[0], "editor: undo_edit is not supported", got)
     # a tool this adapter does not run is refused, not run as `computer`
     d.sh("rm -f /tmp/notrun.txt")
     d.ok("move", x=11, y=12)
-    for name, inp in (("str_replace_based_edit_tool",
+    for name, inp in (("text_editor",
                        {"command": "create", "path": "/tmp/notrun.txt", "file_text": "x"}),
                       ("teleporter", {"action": "mouse_move", "coordinate": [300, 301]})):
         j, r = call({"type": "tool_use", "id": "toolu_9", "name": name, "input": inp},
