@@ -386,6 +386,18 @@ static int query_flag(struct http_request *req, const char *name, int *out, stru
 	return 0;
 }
 
+/* The browser's page URL, where the formats carry one: OpenAI's
+ * output.current_url, Gemini's response.url. */
+static void add_url(struct http_request *req, cJSON *j, int openai)
+{
+	char url[8192];
+	if (api_cdp_page_url(req, url, sizeof(url)) < 0)
+		return;
+	cJSON *at = cJSON_GetObjectItemCaseSensitive(j, openai ? "output" : "response");
+	if (cJSON_IsObject(at))
+		cJSON_AddStringToObject(at, openai ? "current_url" : "url", url);
+}
+
 /* Anthropic's adapter without a declared agent_display: screenshots at the
  * recommended size for Claude, coordinates mapped back exactly
  * (?fit=false: the real screen). */
@@ -406,7 +418,7 @@ static void fit_vendor(struct desk *d, const cJSON *body, const struct sandbox *
 static int adapter(struct http_request *req, struct http_response *res,
 		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
 			      struct err *),
-		   int items, int ack, int fit, struct err *e)
+		   int items, int ack, int fit, int url, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
@@ -419,8 +431,11 @@ static int adapter(struct http_request *req, struct http_response *res,
 	struct desk_tool t = {0};
 	t.ack = ack;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int front = r == 0 && url && desk_browser_in_front(&d);
 	api_release(sb);
 	cJSON_Delete(body);
+	if (front)
+		add_url(req, j, run == desk_openai);
 	if (r == 0 && items)
 		r = as_items(&j, &t, e);
 	if (reply(res, r, j, e) < 0)
@@ -448,7 +463,7 @@ int api_desktop_anthropic(struct http_request *req, struct http_response *res, s
 	if (query_flag(req, "fit", &nofit, e) < 0)
 		return err_code(e);
 	nofit = f && !nofit;
-	return adapter(req, res, desk_anthropic, 0, 0, !nofit, e);
+	return adapter(req, res, desk_anthropic, 0, 0, !nofit, 0, e);
 }
 
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
@@ -457,10 +472,10 @@ int api_desktop_openai(struct http_request *req, struct http_response *res, stru
 	if (query_flag(req, "items", &items, e) < 0 ||
 	    query_flag(req, "acknowledge_safety_checks", &ack, e) < 0)
 		return err_code(e);
-	return adapter(req, res, desk_openai, items, ack, 0, e);
+	return adapter(req, res, desk_openai, items, ack, 0, 1, e);
 }
 
 int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_gemini, 0, 0, 0, e);
+	return adapter(req, res, desk_gemini, 0, 0, 0, 1, e);
 }

@@ -35,6 +35,10 @@ cJSON *api_result_json(const struct process_result *pr, int with_output);
  * body is left to the computer adapter (*handled = 0). */
 int api_anthropic_bash(struct http_request *req, struct http_response *res, int *handled,
 		       struct err *e);
+/* api_cdp.c: the URL of the in-sandbox browser's most recently active page
+ * (over CDP); -1 when the browser does not answer or has none. */
+int api_cdp_page_url(struct http_request *req, char *url, size_t size);
+
 /* api_anthropic_edit.c: the text editor tool's `input` run on the
  * sandbox's files, its tool_result content (and is_error) added to `out`;
  * a failure's reason also in `why`.  Returns 0 or the failure's code. */

@@ -128,6 +128,9 @@ int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_t
 		   struct err *e);
 int desk_openai(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
 
+/* 1 when the focused window is the browser's (chromium), else 0. */
+int desk_browser_in_front(struct desk *d);
+
 /* The largest w x h of the same aspect (rounded down) with no side over
  * `max_side` and at most `max_pixels` pixels (0: no bound), for a model's
  * recommended image size; w x h itself when it fits. */

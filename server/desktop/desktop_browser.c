@@ -184,3 +184,13 @@ int desk_browser(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 	cJSON_AddStringToObject(out, "url", url);
 	return 0;
 }
+
+int desk_browser_in_front(struct desk *d)
+{
+	struct err e = ERR_INIT;
+	cJSON *win = NULL;
+	int front = browser_window(d, &win, &e) == 0 && win &&
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(win, "focused"));
+	cJSON_Delete(win);
+	return front;
+}

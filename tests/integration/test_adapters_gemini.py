@@ -159,6 +159,35 @@ def run(t, d, xe):
         t.ok(what in err and r.header("X-Action-Error"), "the error names %r: %s" % (what, err))
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/gemini" % d.sid, b"{not json")
     t.eq(r.status, 400, "a body that is not JSON is an HTTP 400")
+    browser_url(t, d)
+
+
+def browser_url(t, d):
+    """With chromium in front, Gemini's response.url and OpenAI's
+    output.current_url are its page's URL (read over CDP)."""
+    if not dbx.shutil.which("chromium"):
+        t.skip("page URL", "chromium is not installed")
+        return
+    d.sh("printf '<title>gem</title><body>page</body>' > /tmp/gem.html")
+    url = "file:///tmp/gem.html"
+    r = d.post("browser", {"url": url, "timeout_ms": 100000})
+    t.ok(r.status == 200, "the browser starts", r.body[:200])
+    d.settle(500, 10000)
+    deadline = time.time() + 30
+    got = {}
+    while time.time() < deadline:
+        r = d.post("gemini", {"name": "hover_at", "args": {"x": 500, "y": 500}})
+        got = r.json().get("response", {}) if r.status == 200 else {}
+        if got.get("url") == url:
+            break
+        time.sleep(0.5)
+    t.eq(got, {"url": url}, "gemini: response.url is the page in front")
+    r = d.post("openai", {"type": "computer_call", "call_id": "u1",
+                          "action": {"type": "screenshot"}})
+    out = r.json().get("output", {}) if r.status == 200 else {}
+    t.ok(out.get("current_url") == url and set(out) == {"type", "image_url", "current_url"},
+         "openai: output.current_url is the page in front", str(out)[:200])
+    d.sh("pkill -x chromium; true")
 
 
 def main():
