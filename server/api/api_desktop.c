@@ -390,8 +390,19 @@ static int query_flag(struct http_request *req, const char *name, int *out, stru
  * output.current_url, Gemini's response.url. */
 static void add_url(struct http_request *req, cJSON *j, int openai)
 {
+	/* The browser first (nothing listening answers at once), then
+	 * whether its window is the focused one (a deskbox-xtool run). */
 	char url[8192];
 	if (api_cdp_page_url(req, url, sizeof(url)) < 0)
+		return;
+	struct desk d;
+	struct sandbox *sb;
+	struct err e = ERR_INIT;
+	if (enter(req, NULL, &d, &sb, &e) < 0)
+		return;
+	int front = desk_browser_in_front(&d);
+	api_release(sb);
+	if (!front)
 		return;
 	cJSON *at = cJSON_GetObjectItemCaseSensitive(j, openai ? "output" : "response");
 	if (cJSON_IsObject(at))
@@ -431,10 +442,9 @@ static int adapter(struct http_request *req, struct http_response *res,
 	struct desk_tool t = {0};
 	t.ack = ack;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	int front = r == 0 && url && desk_browser_in_front(&d);
 	api_release(sb);
 	cJSON_Delete(body);
-	if (front)
+	if (r == 0 && url)
 		add_url(req, j, run == desk_openai);
 	if (r == 0 && items)
 		r = as_items(&j, &t, e);

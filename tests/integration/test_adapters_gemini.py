@@ -187,7 +187,12 @@ def browser_url(t, d):
     out = r.json().get("output", {}) if r.status == 200 else {}
     t.ok(out.get("current_url") == url and set(out) == {"type", "image_url", "current_url"},
          "openai: output.current_url is the page in front", str(out)[:200])
-    d.sh("pkill -x chromium; true")
+    r = d.post("launch", {"argv": ["xterm", "-T", "front"], "timeout_ms": 15000})
+    d.settle(300)
+    r = d.post("gemini", {"name": "hover_at", "args": {"x": 10, "y": 10}})
+    t.eq(r.json().get("response") if r.status == 200 else r.body[:200], {},
+         "with another window in front: no url")
+    d.sh("pkill -x chromium; pkill -f 'xterm -T [f]ront'; true")
 
 
 def main():
