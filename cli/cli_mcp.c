@@ -6,6 +6,7 @@
  * issues at initialize goes with every later message, and the session is
  * ended (DELETE) at end of input.  Nothing but answers is written to
  * stdout: diagnostics go to stderr. */
+#include "common/text.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -125,7 +126,8 @@ static void relay(struct mcp_bridge *b, const char *msg)
 	} else if (status != 202) {
 		char why[200];
 		snprintf(why, sizeof(why), "the MCP endpoint answered HTTP %ld", status);
-		fprintf(stderr, "deskbox mcp: %s: %.300s\n", why, answer.data ? answer.data : "");
+		fprintf(stderr, "deskbox mcp: %s: %.*s\n", why,
+			UTF8_CUT(answer.data ? answer.data : "", 300));
 		answer_error(msg, why);
 	}
 	free(answer.data);
@@ -136,7 +138,7 @@ int cli_cmd_mcp(struct cli *c, int argc, char **argv)
 	if (argc != 2)
 		return cli_usage_error("mcp", "give one sandbox id");
 	struct mcp_bridge b = {.c = c};
-	snprintf(b.path, sizeof(b.path), "/v1/sandboxes/%.64s/mcp", argv[1]);
+	snprintf(b.path, sizeof(b.path), "/v1/sandboxes/%.*s/mcp", UTF8_CUT(argv[1], 64));
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;

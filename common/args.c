@@ -1,3 +1,4 @@
+#include "common/text.h"
 #include "args.h"
 
 #include <errno.h>
@@ -129,8 +130,9 @@ int args_only2(const cJSON *obj, const char *where, const char *const *known,
 	cJSON_ArrayForEach(it, obj)
 	{
 		if (!args_listed(known, it->string) && !args_listed(also, it->string))
-			return err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%s%s%.64s'",
-				       where ? where : "", where ? "." : "", it->string);
+			return err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%s%s%.*s'",
+				       where ? where : "", where ? "." : "",
+				       UTF8_CUT(it->string, 64));
 	}
 	return 0;
 }

@@ -1,4 +1,5 @@
 #include "error.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -36,6 +37,18 @@ int err_code(const struct err *e)
 	return -EIO;
 }
 
+/* Formatting goes through a buffer a few bytes longer than the message, so
+ * that a message that does not fit is cut at a character boundary: the bytes
+ * past the cut show whether it falls inside a character. */
+#define CUT_SLACK 4
+
+static void set_msg(struct err *e, const char *buf)
+{
+	size_t n = utf8_cut(buf, sizeof(e->msg) - 1);
+	memcpy(e->msg, buf, n);
+	e->msg[n] = '\0';
+}
+
 static int err_vset(struct err *e, enum err_kind kind, int sys_errno, int add_strerror,
 		    const char *fmt, va_list ap)
 {
@@ -43,9 +56,11 @@ static int err_vset(struct err *e, enum err_kind kind, int sys_errno, int add_st
 		return sys_errno > 0 ? -sys_errno : -EIO;
 	e->kind = kind;
 	e->sys_errno = sys_errno;
-	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	if (add_strerror && sys_errno > 0 && n >= 0 && (size_t)n < sizeof(e->msg))
-		snprintf(e->msg + n, sizeof(e->msg) - (size_t)n, ": %s", strerror(sys_errno));
+	char buf[ERR_MSG_MAX + CUT_SLACK];
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (add_strerror && sys_errno > 0 && n >= 0 && (size_t)n < sizeof(buf))
+		snprintf(buf + n, sizeof(buf) - (size_t)n, ": %s", strerror(sys_errno));
+	set_msg(e, buf);
 	return err_code(e);
 }
 
@@ -71,16 +86,18 @@ int err_wrap(struct err *e, const char *fmt, ...)
 {
 	if (!e)
 		return -EIO;
-	char prefix[ERR_MSG_MAX];
+	char prefix[ERR_MSG_MAX + CUT_SLACK];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	if (e->kind == ERR_NONE)
 		e->kind = ERR_INTERNAL;
-	char old[ERR_MSG_MAX];
-	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	/* The prefix is cut with the whole message below: it holds a few
+	 * bytes more than the message can. */
+	char buf[2 * ERR_MSG_MAX + CUT_SLACK];
+	snprintf(buf, sizeof(buf), "%s: %s", prefix, e->msg);
+	set_msg(e, buf);
 	return err_code(e);
 }
 

@@ -129,3 +129,15 @@ int text_equal_secret(const char *presented, const char *expected)
 		diff |= (unsigned char)(expected[i] ^ (i < lp ? presented[i] : 0));
 	return diff == 0;
 }
+
+size_t utf8_cut(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	if (n < max)
+		return n;
+	/* s[n] is the first byte left out: while it continues a character,
+	 * the character started before the cut (at most 3 bytes back). */
+	for (int k = 0; k < 3 && n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80; k++)
+		n--;
+	return n;
+}

@@ -17,6 +17,16 @@ int utf8_valid(const char *s, size_t len);
  * NUL-terminated, NULL on allocation failure. */
 char *utf8_sanitize(const char *s, size_t len);
 
+/* The length of the longest prefix of NUL-terminated `s` that is at most
+ * `max` bytes and does not end inside a UTF-8 character: where a message
+ * shows a bounded piece of an untrusted string, cut there (a "%.64s" cut in
+ * the middle of "é" made the JSON answer invalid UTF-8). */
+size_t utf8_cut(const char *s, size_t max);
+
+/* printf arguments for "%.*s" showing at most `max` bytes of `s`, cut at a
+ * character boundary: err_set(e, ..., "no key '%.*s'", UTF8_CUT(name, 64)). */
+#define UTF8_CUT(s, max) (int)utf8_cut((s), (max)), (s)
+
 /* Lowercase hex of `len` bytes into `out` (2 * len + 1 bytes), NUL-terminated. */
 void hex_encode(const void *data, size_t len, char *out);
 

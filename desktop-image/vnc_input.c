@@ -26,6 +26,7 @@
  *   them here) join the pool, which gives ~100 keycodes.
  */
 #include <X11/Xatom.h>
+#include <X11/XKBlib.h>
 #include <X11/Xlib.h>
 #include <X11/Xutil.h>
 #include <X11/extensions/XTest.h>
@@ -259,10 +260,13 @@ static struct vnc_spare *spare_bound_to(struct vnc_input *in, KeySym ks)
 	return NULL;
 }
 
-/* The keycode with `ks` on level 1 (preferred) or 2; 0 when none. */
-static KeyCode find_key(const struct vnc_input *in, KeySym ks, int *level)
+/* The keycode with `ks` on level 1 or 2, the level `first` preferred (2
+ * while the client holds Shift: "shift+comma" is the shifted "<" of the
+ * comma key, not the unshifted one of the <LSGT> key); 0 when none. */
+static KeyCode find_key(const struct vnc_input *in, KeySym ks, int first, int *level)
 {
-	for (int want = 0; want < 2; want++)
+	for (int k = 0; k < 2; k++) {
+		int want = k ^ first;
 		for (int code = in->min_code; code <= in->max_code; code++) {
 			KeySym s[2];
 			levels(in, code, &s[0], &s[1]);
@@ -271,6 +275,39 @@ static KeyCode find_key(const struct vnc_input *in, KeySym ks, int *level)
 				return (KeyCode)code;
 			}
 		}
+	}
+	return 0;
+}
+
+/* A modifier keysym only on the second level of a key (Xvfb's keymap has
+ * Meta_L on Alt_L's key and on the otherwise empty <META> key, in mod1):
+ * the empty first level of such a modifier key is given the keysym, so that
+ * pressing it means that modifier and no Shift is needed.  Once per keysym;
+ * the modifier map is per keycode and stays as it is. */
+static void modifier_first_level(struct vnc_input *in, KeySym ks)
+{
+	int level;
+	if (!IsModifierKey(ks) || (find_key(in, ks, 0, &level) && level == 0))
+		return;
+	for (int code = in->min_code; code <= in->max_code; code++) {
+		KeySym *k = row(in, code);
+		if (!bit_get(in->mod_codes, code) || in->per < 2 || k[0] != NoSymbol || k[1] != ks)
+			continue;
+		KeySym syms[2] = {ks, ks};
+		XChangeKeyboardMapping(in->dpy, code, 2, syms, 1);
+		k[0] = ks;
+		vnc_debug("modifier keysym 0x%lx now on level 1 of keycode %d", (unsigned long)ks,
+			  code);
+		return;
+	}
+}
+
+/* Whether the client holds a Shift key through us. */
+static int client_shift(const struct vnc_input *in)
+{
+	for (int i = 0; i < in->n_held; i++)
+		if (in->held[i].keysym == XK_Shift_L || in->held[i].keysym == XK_Shift_R)
+			return 1;
 	return 0;
 }
 
@@ -343,8 +380,10 @@ static void press_tweaked(struct vnc_input *in, KeyCode code, int level, KeySym 
 		if (!shift && (level == 1) != lock)
 			add_shift = 1;
 	} else {
+		/* A held Shift is dropped only where it would pick another
+		 * keysym: "shift+space" keeps it, as xdotool does. */
 		add_shift = level == 1 && !shift;
-		drop_shift = level == 0 && shift;
+		drop_shift = level == 0 && shift && s0 != s1;
 	}
 	if (add_shift && !in->shift_code)
 		add_shift = 0;
@@ -370,13 +409,37 @@ static void press_tweaked(struct vnc_input *in, KeyCode code, int level, KeySym 
 		XTestFakeKeyEvent(in->dpy, dropped[i], True, CurrentTime);
 }
 
+/* The modifier mask Num Lock sets, 0 when the keymap has none. */
+static unsigned int numlock_mask(struct vnc_input *in)
+{
+	return XkbKeysymToModifiers(in->dpy, XK_Num_Lock);
+}
+
+/* Keypad digits and operators are the second level of their keycodes, which
+ * Num Lock selects (level 1 is KP_End, KP_Down, ...): when Num Lock is off,
+ * it is locked on for the press and unlocked after the release, as xdotool
+ * does.  Returns 1 when it locked it. */
+static int numlock_on(struct vnc_input *in, KeySym ks, int level)
+{
+	if (!IsKeypadKey(ks) || level != 1)
+		return 0;
+	unsigned int m = numlock_mask(in);
+	XkbStateRec st;
+	if (!m || XkbGetState(in->dpy, XkbUseCoreKbd, &st) != Success || (st.locked_mods & m))
+		return 0;
+	XkbLockModifiers(in->dpy, XkbUseCoreKbd, m, m);
+	return 1;
+}
+
 static void release_key(struct vnc_input *in, uint32_t keysym)
 {
 	KeyCode code = 0;
+	int numlock = 0;
 	for (int i = in->n_held - 1; i >= 0; i--) {
 		if (in->held[i].keysym != keysym)
 			continue;
 		code = in->held[i].code;
+		numlock = in->held[i].numlock;
 		memmove(&in->held[i], &in->held[i + 1],
 			(size_t)(in->n_held - i - 1) * sizeof(in->held[0]));
 		in->n_held--;
@@ -387,7 +450,7 @@ static void release_key(struct vnc_input *in, uint32_t keysym)
 		 * is now, if anywhere (X ignores releases of keys not down). */
 		struct vnc_spare *s = spare_bound_to(in, keysym);
 		int level;
-		code = s ? s->code : find_key(in, keysym, &level);
+		code = s ? s->code : find_key(in, keysym, 0, &level);
 		if (!code)
 			return;
 	}
@@ -395,6 +458,8 @@ static void release_key(struct vnc_input *in, uint32_t keysym)
 	if (s && s->held > 0)
 		s->held--;
 	XTestFakeKeyEvent(in->dpy, code, False, CurrentTime);
+	if (numlock)
+		XkbLockModifiers(in->dpy, XkbUseCoreKbd, numlock_mask(in), 0);
 	XFlush(in->dpy);
 }
 
@@ -413,7 +478,8 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym)
 	if (s) {
 		code = s->code;
 	} else {
-		code = find_key(in, ks, &level);
+		modifier_first_level(in, ks);
+		code = find_key(in, ks, client_shift(in), &level);
 		tweak = code && is_char_keysym(ks) && !spare_of(in, code);
 	}
 	if (!code) {
@@ -435,10 +501,13 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym)
 		s->used_ns = clock_mono_ns();
 		s->held++;
 	}
+	int numlock = 0;
 	if (tweak)
 		press_tweaked(in, code, level, ks);
-	else
+	else {
+		numlock = numlock_on(in, ks, level);
 		press_plain(in, code);
+	}
 	if (in->n_held == VNC_MAX_HELD) {
 		/* A client that never releases: forget the oldest. */
 		struct vnc_spare *old = spare_of(in, in->held[0].code);
@@ -448,7 +517,8 @@ void vnc_input_key(struct vnc_input *in, int down, uint32_t keysym)
 			(size_t)(VNC_MAX_HELD - 1) * sizeof(in->held[0]));
 		in->n_held--;
 	}
-	in->held[in->n_held++] = (struct vnc_held){.keysym = keysym, .code = code};
+	in->held[in->n_held++] =
+	    (struct vnc_held){.keysym = keysym, .code = code, .numlock = numlock};
 	XFlush(in->dpy);
 }
 
@@ -476,8 +546,11 @@ void vnc_input_pointer(struct vnc_input *in, int mask, int x, int y)
 void vnc_input_release(struct vnc_input *in)
 {
 	if (in->dpy) {
-		for (int i = in->n_held - 1; i >= 0; i--)
+		for (int i = in->n_held - 1; i >= 0; i--) {
 			XTestFakeKeyEvent(in->dpy, in->held[i].code, False, CurrentTime);
+			if (in->held[i].numlock)
+				XkbLockModifiers(in->dpy, XkbUseCoreKbd, numlock_mask(in), 0);
+		}
 		for (int b = 0; b < 8; b++)
 			if (in->buttons & (1 << b))
 				XTestFakeButtonEvent(in->dpy, (unsigned)b + 1, False, CurrentTime);

@@ -22,6 +22,7 @@ struct vnc_spare {
 struct vnc_held {
 	uint32_t keysym;
 	KeyCode code;
+	int numlock; /* we locked Num Lock for it: unlock after the release */
 };
 
 /* Input state of one X display.  Owns `map`; borrows `dpy`. */

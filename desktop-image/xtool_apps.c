@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "xtool.h"
 
 #define MAX_ENTRY_BYTES (64 * 1024)
@@ -339,7 +340,7 @@ static void print_argv(const struct entry *en, const char *mime, const char *tar
 	int files;
 	size_t k = exec_argv(en->exec, target, argv + 2, &files), n = 2 + k;
 	if (k == 0 || !argv[2][0])
-		die("the entry '%.64s' has no program in Exec", en->id);
+		die("the entry '%.*s' has no program in Exec", UTF8_CUT(en->id, 64));
 	if (target && !files && k < MAX_ARGS) {
 		argv[n] = strdup(target);
 		n += argv[n] != NULL;
@@ -397,13 +398,14 @@ int cmd_app_argv(const char *id)
 		for (size_t j = i + 1; j < nentries; j++)
 			if (launchable(&entries[j]) && !entries[j].nodisplay && entries[j].name &&
 			    strcasecmp(entries[j].name, id) == 0)
-				die("bad app '%.64s': entries '%.64s' and '%.64s' both have that "
+				die("bad app '%.*s': entries '%.*s' and '%.*s' both have that "
 				    "name",
-				    id, c->id, entries[j].id);
+				    UTF8_CUT(id, 64), UTF8_CUT(c->id, 64),
+				    UTF8_CUT(entries[j].id, 64));
 		en = c;
 	}
 	if (!en)
-		die("no application '%.64s'", id);
+		die("no application '%.*s'", UTF8_CUT(id, 64));
 	print_argv(en, NULL, NULL);
 	return 0;
 }
@@ -583,12 +585,12 @@ int cmd_open_argv(const char *target)
 		if (is_file)
 			url_path(target, path);
 		else if (target[0] != '/')
-			die("bad target '%.64s': a path must be absolute", target);
+			die("bad target '%.*s': a path must be absolute", UTF8_CUT(target, 64));
 		else
 			snprintf(path, sizeof(path), "%s", target);
 		struct stat st;
 		if (stat(path, &st) != 0)
-			die("no such file '%.200s'", path);
+			die("no such file '%.*s'", UTF8_CUT(path, 200));
 		file_mime(path, &st, types[0]);
 	}
 	load_entries();
@@ -601,5 +603,5 @@ int cmd_open_argv(const char *target)
 		}
 		parents(types[i], types, &n, 16);
 	}
-	die("no application opens '%.200s' (%s)", target, types[0]);
+	die("no application opens '%.*s' (%s)", UTF8_CUT(target, 200), types[0]);
 }

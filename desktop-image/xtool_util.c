@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "xtool.h"
 
 void die(const char *fmt, ...)
@@ -73,7 +74,7 @@ long number(const char *s, long min, long max, const char *what)
 	errno = 0;
 	long v = strtol(s, &end, 0);
 	if (errno || *end || end == s || v < min || v > max)
-		die("bad %s '%.32s'", what, s);
+		die("bad %s '%.*s'", what, UTF8_CUT(s, 32));
 	return v;
 }
 

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <xdo.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "xtool.h"
 
@@ -210,7 +211,7 @@ static const char *regex_arg(const char *s, const char *what)
 	/* xdo compiles the same way and only prints when it cannot. */
 	int r = regcomp(&re, s, REG_EXTENDED | REG_ICASE | REG_NOSUB);
 	if (r != 0)
-		die("bad regular expression for %s '%.64s'", what, s);
+		die("bad regular expression for %s '%.*s'", what, UTF8_CUT(s, 64));
 	regfree(&re);
 	return s;
 }

@@ -1,5 +1,6 @@
 /* input: event lists, buttons, clicks.  Key names live in keys.c, UTF-8 text
  * in text.c. */
+#include "common/text.h"
 #include "input.h"
 
 #include <errno.h>
@@ -80,7 +81,7 @@ int input_button_parse(const char *name, enum input_button *out, struct err *e)
 		return err_set(
 		    e, ERR_INVALID, EINVAL,
 		    "button 'forward' (9) cannot be sent over rfb, which carries buttons 1-8");
-	return err_set(e, ERR_INVALID, EINVAL, "unknown button '%.64s'", name);
+	return err_set(e, ERR_INVALID, EINVAL, "unknown button '%.*s'", UTF8_CUT(name, 64));
 }
 
 /* Between the clicks of a double or triple click. */
@@ -221,14 +222,15 @@ int input_seq_scroll(struct input_seq *s, int32_t x, int32_t y, int32_t dx, int3
 		int32_t c = counts[axis];
 		if (c == 0)
 			continue;
-		/* Horizontal: shift + vertical wheel, which GTK, Qt and the
-		 * browsers read as sideways scrolling.  Buttons 6/7 would be
-		 * the X11 way, but x11vnc passes on buttons 1-5 only. */
-		struct input_event b = {
-		    .type = INPUT_BUTTON,
-		    .button = (uint8_t)(c < 0 ? INPUT_BUTTON_WHEEL_UP : INPUT_BUTTON_WHEEL_DOWN)};
-		if (axis == 1)
-			r = r ? r : input_push_key(s, XK_Shift_L, 1, e);
+		/* Buttons 6/7 sideways, as xdotool and X11 applications
+		 * know them (the default deskbox-vnc passes them on). */
+		struct input_event b = {.type = INPUT_BUTTON};
+		if (axis == 0)
+			b.button =
+			    (uint8_t)(c < 0 ? INPUT_BUTTON_WHEEL_UP : INPUT_BUTTON_WHEEL_DOWN);
+		else
+			b.button =
+			    (uint8_t)(c < 0 ? INPUT_BUTTON_WHEEL_LEFT : INPUT_BUTTON_WHEEL_RIGHT);
 		for (int32_t i = 0; r == 0 && i < (c < 0 ? -c : c); i++) {
 			b.down = 1;
 			r = input_seq_push(s, &b, e);
@@ -236,8 +238,6 @@ int input_seq_scroll(struct input_seq *s, int32_t x, int32_t y, int32_t dx, int3
 			if (r == 0)
 				r = input_seq_push(s, &b, e);
 		}
-		if (axis == 1)
-			r = r ? r : input_push_key(s, XK_Shift_L, 0, e);
 	}
 	return r;
 }

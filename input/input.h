@@ -113,8 +113,8 @@ int input_seq_drag(struct input_seq *s, const int32_t *xy, size_t npts, enum inp
 		   int32_t step, struct err *e);
 
 /* Appends a move to (x, y) and |dy| wheel clicks down (dy > 0) or up, then
- * |dx| clicks right (dx > 0) or left, sent as shift + wheel (x11vnc does not
- * pass on buttons 6/7).  |dx|, |dy| <= INPUT_SCROLL_MAX. */
+ * |dx| clicks right (dx > 0) or left as buttons 7 / 6 (deskbox-vnc passes
+ * them on; x11vnc drops them).  |dx|, |dy| <= INPUT_SCROLL_MAX. */
 #define INPUT_SCROLL_MAX 1000
 int input_seq_scroll(struct input_seq *s, int32_t x, int32_t y, int32_t dx, int32_t dy,
 		     struct err *e);

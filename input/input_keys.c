@@ -39,7 +39,9 @@ static const struct {
     {"windows", XK_Super_L},
     {"cmd", XK_Super_L},
     {"command", XK_Super_L},
-    {"meta", XK_Super_L},
+    /* xdotool's (and so Anthropic's) "meta" is Meta; OpenAI's META is
+     * mapped to Super by its adapter (desktop_openai.c). */
+    {"meta", XK_Meta_L},
     {"enter", XK_Return},
     {"return", XK_Return},
     {"esc", XK_Escape},
@@ -121,7 +123,8 @@ int input_keysym_parse(const char *name, uint32_t *keysym, struct err *e)
 		return err_set(e, ERR_INVALID, EINVAL, "empty key name");
 	size_t len = strlen(name);
 	if (len > KEY_NAME_MAX)
-		return err_set(e, ERR_INVALID, EINVAL, "key name '%.64s...' too long", name);
+		return err_set(e, ERR_INVALID, EINVAL, "key name '%.*s...' too long",
+			       UTF8_CUT(name, 64));
 
 	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
 		if (strcasecmp(name, aliases[i].name) == 0) {
@@ -152,7 +155,8 @@ int input_keysym_parse(const char *name, uint32_t *keysym, struct err *e)
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (c <= 0x20 || c >= 0x7f)
-			return err_set(e, ERR_INVALID, EINVAL, "unknown key '%.64s'", name);
+			return err_set(e, ERR_INVALID, EINVAL, "unknown key '%.*s'",
+				       UTF8_CUT(name, 64));
 	}
 	uint32_t k = x_lookup(name);
 	if (!k && islower((unsigned char)name[0])) {
@@ -187,11 +191,11 @@ static int parse_combo(const char *combo, size_t len, uint32_t *keys, size_t *nk
 				       "empty key name in '%.*s' (write '+' as 'plus')", (int)len,
 				       combo);
 		if (n > KEY_NAME_MAX)
-			return err_set(e, ERR_INVALID, EINVAL, "key name too long in '%.64s...'",
-				       combo);
+			return err_set(e, ERR_INVALID, EINVAL, "key name too long in '%.*s...'",
+				       UTF8_CUT(combo, 64));
 		if (*nkeys == COMBO_MAX)
-			return err_set(e, ERR_INVALID, EINVAL, "more than %d keys in '%.64s'",
-				       COMBO_MAX, combo);
+			return err_set(e, ERR_INVALID, EINVAL, "more than %d keys in '%.*s'",
+				       COMBO_MAX, UTF8_CUT(combo, 64));
 		char name[KEY_NAME_MAX + 1];
 		memcpy(name, combo + start, n);
 		name[n] = '\0';
@@ -204,9 +208,33 @@ static int parse_combo(const char *combo, size_t len, uint32_t *keys, size_t *nk
 	return 0;
 }
 
-static int push_combo(struct input_seq *s, const uint32_t *keys, size_t n, int press, int release,
+/* What Shift makes of a key on the sandbox's US keymap, as xdotool (which
+ * presses the keycode with Shift held) gives it: "shift+1" is "!".  The VNC
+ * server picks a keycode by keysym and drops a held Shift when the keysym is
+ * on the unshifted level, so the shifted keysym is sent instead. */
+static const char shift_pairs[][2] = {
+    {'1', '!'}, {'2', '@'},  {'3', '#'}, {'4', '$'}, {'5', '%'}, {'6', '^'},  {'7', '&'},
+    {'8', '*'}, {'9', '('},  {'0', ')'}, {'-', '_'}, {'=', '+'}, {'[', '{'},  {']', '}'},
+    {';', ':'}, {'\'', '"'}, {',', '<'}, {'.', '>'}, {'/', '?'}, {'\\', '|'}, {'`', '~'},
+};
+
+static uint32_t shifted(uint32_t keysym)
+{
+	for (size_t i = 0; i < sizeof(shift_pairs) / sizeof(shift_pairs[0]); i++)
+		if (keysym == (unsigned char)shift_pairs[i][0])
+			return (unsigned char)shift_pairs[i][1];
+	return keysym;
+}
+
+static int push_combo(struct input_seq *s, uint32_t *keys, size_t n, int press, int release,
 		      struct err *e)
 {
+	int shift = 0;
+	for (size_t i = 0; i < n; i++)
+		if (keys[i] == XK_Shift_L || keys[i] == XK_Shift_R)
+			shift = 1;
+	for (size_t i = 0; shift && i < n; i++)
+		keys[i] = shifted(keys[i]);
 	int r = 0;
 	for (size_t i = 0; r == 0 && press && i < n; i++)
 		r = input_push_key(s, keys[i], 1, e);
@@ -260,8 +288,8 @@ int input_seq_keys_dir(struct input_seq *s, const char *combo, int down, struct 
 	for (size_t i = 0; i < len; i++)
 		if (is_sep(combo[i]))
 			return err_set(e, ERR_INVALID, EINVAL,
-				       "'%.64s' is a sequence; only one combination can be held",
-				       combo);
+				       "'%.*s' is a sequence; only one combination can be held",
+				       UTF8_CUT(combo, 64));
 	if (!len)
 		return err_set(e, ERR_INVALID, EINVAL, "no keys given");
 	uint32_t keys[COMBO_MAX];

@@ -151,6 +151,7 @@ int api_recording_get(struct http_request *req, struct http_response *res, struc
 int api_recording_stop(struct http_request *req, struct http_response *res, struct err *e);
 int api_recording_actions(struct http_request *req, struct http_response *res, struct err *e);
 int api_recording_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_mcp.c (docs/mcp.md) */
 int api_mcp_post(struct http_request *req, struct http_response *res, struct err *e);
@@ -195,8 +196,8 @@ int api_port_token_create(struct http_request *req, struct http_response *res, s
 int api_port_token_revoke(struct http_request *req, struct http_response *res, struct err *e);
 /* http_opts.canon: a sandbox's name in {id} becomes its id, so that
  * names work in every route under /v1/sandboxes/{id} (docs/api.md). */
-void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n,
-			char *buf, size_t size);
+void api_canon_captures(void *app, const char *pattern, const char **captures, size_t n, char *buf,
+			size_t size);
 /* http_opts.rewrite for --ports-domain: "{port}-{id}.DOMAIN" hosts (or
  * "{port}-{name}.DOMAIN"). */
 int api_ports_rewrite(void *app, const char *host, char *prefix, size_t size);

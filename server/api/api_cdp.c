@@ -46,8 +46,9 @@ static int answer_complete(const char *buf, size_t got)
 static int cdp_get(int fd, const char *path, char **body, size_t *len, struct err *e)
 {
 	char req[512];
-	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: " CDP_HOST "\r\nConnection: close\r\n\r\n", path);
+	int n =
+	    snprintf(req, sizeof(req),
+		     "GET %s HTTP/1.1\r\nHost: " CDP_HOST "\r\nConnection: close\r\n\r\n", path);
 	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
 		return err_sys(e, ERR_BAD_GATEWAY, errno, "asking the browser");
 	size_t cap = 64 * 1024, got = 0;
@@ -64,7 +65,8 @@ static int cdp_get(int fd, const char *path, char **body, size_t *len, struct er
 			char *nb = cap < CDP_BODY_MAX ? realloc(buf, cap * 2 + 1) : NULL;
 			if (!nb) {
 				free(buf);
-				return err_set(e, ERR_BAD_GATEWAY, 0, "the browser's answer is too long");
+				return err_set(e, ERR_BAD_GATEWAY, 0,
+					       "the browser's answer is too long");
 			}
 			buf = nb;
 			cap *= 2;
@@ -84,8 +86,8 @@ static int cdp_get(int fd, const char *path, char **body, size_t *len, struct er
 	char *start = strstr(buf, "\r\n\r\n");
 	if (!start || sscanf(buf, "HTTP/1.%*d %d", &code) != 1 || code != 200) {
 		free(buf);
-		return err_set(e, ERR_BAD_GATEWAY, 0, "the browser answered %s with status %d", path,
-			       code);
+		return err_set(e, ERR_BAD_GATEWAY, 0, "the browser answered %s with status %d",
+			       path, code);
 	}
 	start += 4;
 	*len = got - (size_t)(start - buf);
@@ -163,8 +165,7 @@ int api_browser_cdp(struct http_request *req, struct http_response *res, struct 
 	return 0;
 }
 
-int api_browser_devtools_begin(struct http_request *req, struct http_body_sink *sink,
-			       struct err *e)
+int api_browser_devtools_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
 	char target[1024];
 	const char *q = http_raw_query(req);
@@ -185,4 +186,36 @@ int api_browser_devtools_begin(struct http_request *req, struct http_body_sink *
 int api_browser_devtools(struct http_request *req, struct http_response *res, struct err *e)
 {
 	return http_proxy_finish(req, res, e);
+}
+
+int api_cdp_page_url(struct http_request *req, char *url, size_t size)
+{
+	struct err e = ERR_INIT;
+	struct http_proxy_opts o = {0};
+	if (api_proxy_open(req, req->captures[0], CDP_PORT, &o, &e) < 0)
+		return -1;
+	char *body = NULL;
+	size_t len = 0;
+	int r = cdp_get(o.fd, "/json/list", &body, &len, &e);
+	close(o.fd);
+	if (r < 0)
+		return -1;
+	/* Chrome lists its targets most recently active first. */
+	cJSON *list = cJSON_ParseWithLength(body, len), *t;
+	free(body);
+	r = -1;
+	const cJSON *arr = cJSON_IsArray(list) ? list : NULL;
+	cJSON_ArrayForEach(t, arr)
+	{
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(t, "url");
+		if (cJSON_IsString(type) && strcmp(type->valuestring, "page") == 0 &&
+		    cJSON_IsString(u) && strlen(u->valuestring) < size) {
+			snprintf(url, size, "%s", u->valuestring);
+			r = 0;
+			break;
+		}
+	}
+	cJSON_Delete(list);
+	return r;
 }

@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/args.h"
 #include "server/desktop/desktop.h"
 #include "api.h"
+#include "internal.h"
 
 /* Enters the {id} sandbox's desktop (api_enter) and sets `d` up for it; the
  * agent display comes from `body`'s "agent_display" (may be NULL) or else
@@ -351,7 +353,7 @@ int api_desktop_window_op(struct http_request *req, struct http_response *res, s
 	struct desk d;
 	struct sandbox *sb;
 	char name[32];
-	snprintf(name, sizeof(name), "window_%.24s", req->captures[2]);
+	snprintf(name, sizeof(name), "window_%.*s", UTF8_CUT(req->captures[2], 24));
 	if (enter_json(req, name, &body, &d, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
@@ -375,24 +377,99 @@ int api_desktop_actions(struct http_request *req, struct http_response *res, str
 	return reply(res, r, j, e);
 }
 
+/* OpenAI's ?items=true: the answer is the list of input items to append,
+ * the computer_call_output and, after a failed action, a user message that
+ * tells the model why. */
+static int as_items(cJSON **j, const struct desk_tool *t, struct err *e)
+{
+	cJSON *list = cJSON_CreateArray();
+	cJSON *why = t->failed ? desk_openai_reason_item(t->error) : NULL;
+	if (!list || (t->failed && !why)) {
+		cJSON_Delete(list);
+		cJSON_Delete(why);
+		cJSON_Delete(*j);
+		*j = NULL;
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	cJSON_AddItemToArray(list, *j);
+	if (why)
+		cJSON_AddItemToArray(list, why);
+	*j = list;
+	return 0;
+}
+
+/* A true/false query parameter; absent is false. */
+static int query_flag(struct http_request *req, const char *name, int *out, struct err *e)
+{
+	const char *v = http_query(req, name);
+	*out = v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+	if (v && !*out && strcmp(v, "false") != 0 && strcmp(v, "0") != 0)
+		return err_set(e, ERR_INVALID, EINVAL, "query '%s' must be true or false", name);
+	return 0;
+}
+
+/* The browser's page URL, where the formats carry one: OpenAI's
+ * output.current_url, Gemini's response.url. */
+static void add_url(struct http_request *req, cJSON *j, int openai)
+{
+	/* The browser first (nothing listening answers at once), then
+	 * whether its window is the focused one (a deskbox-xtool run). */
+	char url[8192];
+	if (api_cdp_page_url(req, url, sizeof(url)) < 0)
+		return;
+	struct desk d;
+	struct sandbox *sb;
+	struct err e = ERR_INIT;
+	if (enter(req, NULL, &d, &sb, &e) < 0)
+		return;
+	int front = desk_browser_in_front(&d);
+	api_release(sb);
+	if (!front)
+		return;
+	cJSON *at = cJSON_GetObjectItemCaseSensitive(j, openai ? "output" : "response");
+	if (cJSON_IsObject(at))
+		cJSON_AddStringToObject(at, openai ? "current_url" : "url", url);
+}
+
+/* Anthropic's adapter without a declared agent_display: screenshots at the
+ * recommended size for Claude, coordinates mapped back exactly
+ * (?fit=false: the real screen). */
+static void fit_vendor(struct desk *d, const cJSON *body, const struct sandbox *sb)
+{
+	uint32_t sw = 0, sh = 0, aw, ah;
+	sandbox_agent_display(sb, &sw, &sh);
+	if (sw || cJSON_GetObjectItemCaseSensitive(body, "agent_display"))
+		return;
+	desk_fit(d->w, d->h, DESK_ANTHROPIC_MAX_SIDE, DESK_ANTHROPIC_MAX_PIXELS, &aw, &ah);
+	if (aw != d->w || ah != d->h)
+		desk_init(d, d->cap, d->procs, aw, ah, d->png_level);
+}
+
 /* The tool-format adapters answer with the format's own result, also when
  * the action failed (desktop.h); the frame of its screenshot goes in
  * X-Frame and a failure's reason in X-Action-Error. */
 static int adapter(struct http_request *req, struct http_response *res,
 		   int (*run)(struct desk *, const cJSON *, cJSON *, struct desk_tool *,
 			      struct err *),
-		   struct err *e)
+		   int items, int ack, int fit, int url, struct err *e)
 {
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
 	if (enter_json(req, NULL, &body, &d, &sb, e) < 0)
 		return err_code(e);
+	if (fit)
+		fit_vendor(&d, body, sb);
 	cJSON *j = cJSON_CreateObject();
-	struct desk_tool t;
+	struct desk_tool t = {0};
+	t.ack = ack;
 	int r = j ? run(&d, body, j, &t, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	leave(&d, sb);
 	cJSON_Delete(body);
+	if (r == 0 && url)
+		add_url(req, j, run == desk_openai);
+	if (r == 0 && items)
+		r = as_items(&j, &t, e);
 	if (reply(res, r, j, e) < 0)
 		return err_code(e);
 	if (t.frame)
@@ -409,12 +486,30 @@ static int adapter(struct http_request *req, struct http_response *res,
 
 int api_desktop_anthropic(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_anthropic, e);
+	int nofit, handled;
+	if (api_anthropic_bash(req, res, &handled, e) < 0)
+		return err_code(e);
+	if (handled)
+		return 0;
+	const char *f = http_query(req, "fit");
+	if (query_flag(req, "fit", &nofit, e) < 0)
+		return err_code(e);
+	nofit = f && !nofit;
+	return adapter(req, res, desk_anthropic, 0, 0, !nofit, 0, e);
 }
 
 int api_desktop_openai(struct http_request *req, struct http_response *res, struct err *e)
 {
-	return adapter(req, res, desk_openai, e);
+	int items, ack;
+	if (query_flag(req, "items", &items, e) < 0 ||
+	    query_flag(req, "acknowledge_safety_checks", &ack, e) < 0)
+		return err_code(e);
+	return adapter(req, res, desk_openai, items, ack, 0, 1, e);
+}
+
+int api_desktop_gemini(struct http_request *req, struct http_response *res, struct err *e)
+{
+	return adapter(req, res, desk_gemini, 0, 0, 0, 1, e);
 }
 
 /* GET …/desktop/accessibility?window=&max_depth=&max_nodes=&find=. */

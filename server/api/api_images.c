@@ -1,6 +1,7 @@
 /* api_images: /v1/images (docs/images.md): list, import an OCI image
  * (synchronous, 201), build the Debian desktop image (background, 202 and
  * a status to GET), get and delete. */
+#include "common/text.h"
 #include "api.h"
 
 #include <errno.h>

@@ -73,11 +73,11 @@ int api_parse_env(const cJSON *body, struct exec_args *a, struct err *e)
 			return err_set(e, ERR_INVALID, E2BIG, "more than %d env variables",
 				       EXEC_MAX_ENV);
 		if (!cJSON_IsString(it))
-			return err_set(e, ERR_INVALID, EINVAL, "env '%.64s' must be a string",
-				       it->string);
+			return err_set(e, ERR_INVALID, EINVAL, "env '%.*s' must be a string",
+				       UTF8_CUT(it->string, 64));
 		if (!it->string[0] || strchr(it->string, '='))
-			return err_set(e, ERR_INVALID, EINVAL, "bad env variable name '%.64s'",
-				       it->string);
+			return err_set(e, ERR_INVALID, EINVAL, "bad env variable name '%.*s'",
+				       UTF8_CUT(it->string, 64));
 		char *kv;
 		if (asprintf(&kv, "%s=%s", it->string, it->valuestring) < 0)
 			return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -296,8 +296,8 @@ static int parse_pid(struct http_request *req, pid_t *pid, struct err *e)
 {
 	int64_t v;
 	if (req->n_captures < 2 || args_parse_int(req->captures[1], 1, 4194304, &v) < 0)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no process '%.32s'",
-			       req->n_captures < 2 ? "" : req->captures[1]);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no process '%.*s'",
+			       UTF8_CUT(req->n_captures < 2 ? "" : req->captures[1], 32));
 	*pid = (pid_t)v;
 	return 0;
 }

@@ -102,6 +102,7 @@ const struct http_route api_routes[] = {
     ROUTE("POST", SB "/desktop/actions", api_desktop_actions, 0),
     ROUTE("POST", SB "/desktop/anthropic", api_desktop_anthropic, 0),
     ROUTE("POST", SB "/desktop/openai", api_desktop_openai, 0),
+    ROUTE("POST", SB "/desktop/gemini", api_desktop_gemini, 0),
     ROUTE("POST", SB "/desktop/windows/wait", api_desktop_windows_wait, 0),
     ROUTE("POST", SB "/desktop/windows/{wid}/{op}", api_desktop_window_op, 0),
     /* click, move, drag, scroll, key, type_text, wait, launch, ...: see

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/desktop/desktop.h"
+#include "common/text.h"
 #include "api.h"
 #include "common/args.h"
 #include "server/sandbox/sandbox.h"
@@ -163,9 +164,9 @@ static int list_arg(void *cls, const char *name, const char *value)
 	const char *key = name + sizeof(prefix) - 1;
 	if (!sandbox_metadata_key_ok(key))
 		return err_set(q->e, ERR_INVALID, EINVAL,
-			       "query parameter '%.80s': bad metadata key (1-%d of A-Z a-z 0-9 . _ "
+			       "query parameter '%.*s': bad metadata key (1-%d of A-Z a-z 0-9 . _ "
 			       "- /)",
-			       name, SANDBOX_META_KEY_MAX);
+			       UTF8_CUT(name, 80), SANDBOX_META_KEY_MAX);
 	if (q->n >= SANDBOX_META_MAX_KEYS)
 		return err_set(q->e, ERR_INVALID, E2BIG, "more than %d metadata.* parameters",
 			       SANDBOX_META_MAX_KEYS);

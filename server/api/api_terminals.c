@@ -1,6 +1,7 @@
 /* Terminals (docs/terminals.md): PTY sessions in a sandbox, their
  * WebSocket, their xterm.js page and the viewer tokens that open it. */
 #include "common/clock.h"
+#include "common/text.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -185,7 +186,7 @@ int api_terminal_delete(struct http_request *req, struct http_response *res, str
 /* "terminal/<tid>": what a terminal's viewer token opens. */
 static void scope_of(const char *tid, char *out, size_t size)
 {
-	snprintf(out, size, "terminal/%.32s", tid);
+	snprintf(out, size, "terminal/%.*s", UTF8_CUT(tid, 32));
 }
 
 /* The terminal `tid` of the request must exist. */
@@ -260,7 +261,8 @@ int api_terminal_static(struct http_request *req, struct http_response *res, str
 	const char *type;
 	const char *data = vnc_term_static(req->captures[2], &len, &type);
 	if (!data)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no file '%.64s'", req->captures[2]);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no file '%.*s'",
+			       UTF8_CUT(req->captures[2], 64));
 	char *copy = malloc(len + 1);
 	if (!copy)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");

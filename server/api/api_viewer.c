@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/text.h"
 #include "common/cleanup.h"
 #include "internal.h"
 #include "common/args.h"
@@ -245,7 +246,8 @@ int api_vnc_static(struct http_request *req, struct http_response *res, struct e
 		memcpy(data, builtin, len + 1);
 	} else {
 		if (!type || !static_path_ok(path))
-			return err_set(e, ERR_NOT_FOUND, ENOENT, "no file '%.64s'", path);
+			return err_set(e, ERR_NOT_FOUND, ENOENT, "no file '%.*s'",
+				       UTF8_CUT(path, 64));
 		if (read_static(path, &data, &len, e) < 0)
 			return err_code(e);
 	}

@@ -30,6 +30,21 @@ void api_add_output(cJSON *j, const char *name, const char *data, size_t len);
  * duration_ms. */
 cJSON *api_result_json(const struct process_result *pr, int with_output);
 
+/* api_anthropic_bash.c: a tool_use block of Anthropic's bash tool on the
+ * adapter route, answered with its tool_result (*handled = 1); any other
+ * body is left to the computer adapter (*handled = 0). */
+int api_anthropic_bash(struct http_request *req, struct http_response *res, int *handled,
+		       struct err *e);
+/* api_cdp.c: the URL of the in-sandbox browser's most recently active page
+ * (over CDP); -1 when the browser does not answer or has none. */
+int api_cdp_page_url(struct http_request *req, char *url, size_t size);
+
+/* api_anthropic_edit.c: the text editor tool's `input` run on the
+ * sandbox's files, its tool_result content (and is_error) added to `out`;
+ * a failure's reason also in `why`.  Returns 0 or the failure's code. */
+int api_anthropic_edit(struct http_request *req, const cJSON *input, cJSON *out, char *why,
+		       size_t why_size);
+
 /* ?stream=1 or Accept: text/event-stream. */
 int api_wants_stream(struct http_request *req);
 

@@ -133,7 +133,8 @@ int desk_x_action(struct desk *d, const char *name, const char *wid, const cJSON
  * stops at the first failing action (the error names its index). */
 int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 
-/* The tool-format adapters (desktop_anthropic.c, desktop_openai.c): run one
+/* The tool-format adapters (desktop_anthropic.c, desktop_openai.c,
+ * desktop_gemini.c): run one
  * tool call taken verbatim and fill `out` with exactly what the format's
  * result is (Anthropic: a tool_result block; OpenAI: a
  * computer_call_output item).  A failure of the action itself is such a
@@ -142,6 +143,8 @@ int desk_batch(struct desk *d, const cJSON *body, cJSON *out, struct err *e);
 struct desk_tool {
 	uint64_t frame; /* of the screenshot in the result, 0 when none */
 	int failed;
+	/* In: OpenAI's pending_safety_checks were acknowledged by the user. */
+	int ack;
 	char error[ERR_MSG_MAX];
 };
 int desk_anthropic(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t,
@@ -288,5 +291,27 @@ int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out,
  * logged and refused during a takeover like every action. */
 int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON **out,
 		     struct err *e);
+/* 1 when the focused window is the browser's (chromium), else 0. */
+int desk_browser_in_front(struct desk *d);
+
+/* The largest w x h of the same aspect (rounded down) with no side over
+ * `max_side` and at most `max_pixels` pixels (0: no bound), for a model's
+ * recommended image size; w x h itself when it fits. */
+void desk_fit(uint32_t w, uint32_t h, uint32_t max_side, uint64_t max_pixels, uint32_t *aw,
+	      uint32_t *ah);
+/* Anthropic's recommended image size for Claude: at most 1568 px on the
+ * long side and about 1.15 megapixels. */
+#define DESK_ANTHROPIC_MAX_SIDE	  1568
+#define DESK_ANTHROPIC_MAX_PIXELS 1205862 /* 1.15 * 2^20 */
+
+/* Gemini (desktop_gemini.c): one computer-use FunctionCall (or a Part
+ * holding it) in, its FunctionResponse out: {name, id?, response: {} or
+ * {"error"}, parts: [{inline_data: {mime_type, data}}]}. */
+int desk_gemini(struct desk *d, const cJSON *input, cJSON *out, struct desk_tool *t, struct err *e);
+
+/* The input item that tells the model why its computer action failed: a
+ * user message whose input_text holds `reason`, to append after the failed
+ * call's computer_call_output.  NULL when out of memory. */
+cJSON *desk_openai_reason_item(const char *reason);
 
 #endif

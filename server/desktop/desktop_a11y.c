@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "desktop.h"
 #include "internal.h"
 
@@ -68,13 +69,13 @@ static int a11y_run(struct desk *d, const char *const *args, cJSON **out, struct
 		r = err_set(e, ERR_TIMEOUT, ETIMEDOUT, "the accessibility tree took over %d ms",
 			    A11Y_TIMEOUT_MS);
 	else if (cJSON_IsString(msg))
-		r = err_set(e, kind_of(msg->valuestring, &skip), EIO, "%.400s",
-			    msg->valuestring + skip);
+		r = err_set(e, kind_of(msg->valuestring, &skip), EIO, "%.*s",
+			    UTF8_CUT(msg->valuestring + skip, 400));
 	else if (!cJSON_IsObject(j))
 		/* libatspi aborts when the accessibility bus does not answer. */
 		r = err_set(e, ERR_UNAVAILABLE, EPROTO,
-			    "the accessibility bus did not answer (exit %d): %.200s", pr.exit_code,
-			    pr.err);
+			    "the accessibility bus did not answer (exit %d): %.*s", pr.exit_code,
+			    UTF8_CUT(pr.err, 200));
 	process_result_release(&pr);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -164,7 +165,8 @@ int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out,
 int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON **out, struct err *e)
 {
 	if (strlen(node) > 256 || strspn(node, "0123456789.") != strlen(node) || !*node)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no accessible node '%.64s'", node);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no accessible node '%.*s'",
+			       UTF8_CUT(node, 64));
 	if (!*name || strlen(name) > 64)
 		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be an action's name");
 	/* An action like any other: logged, refused during a takeover. */

@@ -48,13 +48,9 @@ int desk_adapter_shot(struct desk *d, const int64_t *region, char **b64, uint64_
 		cJSON_AddNumberToObject(o, "y", (double)region[1]);
 		cJSON_AddNumberToObject(o, "w", (double)(region[2] - region[0]));
 		cJSON_AddNumberToObject(o, "h", (double)(region[3] - region[1]));
-		/* Zoom: the region fitted into the agent display, its
-		 * aspect kept (the other side follows). */
-		double rw = (double)(region[2] - region[0]), rh = (double)(region[3] - region[1]);
-		if (rw * d->ah >= rh * d->aw)
-			cJSON_AddNumberToObject(o, "width", d->aw);
-		else
-			cJSON_AddNumberToObject(o, "height", d->ah);
+		/* Zoom: the region at its own resolution, the real screen's
+		 * pixels under it, neither scaled up nor down. */
+		cJSON_AddNumberToObject(o, "scale", (double)d->w / (double)d->aw);
 	}
 	struct shot_opts so;
 	struct shot s;
@@ -71,4 +67,29 @@ int desk_adapter_shot(struct desk *d, const int64_t *region, char **b64, uint64_
 	cJSON_Delete(j);
 	desk_shot_release(&s);
 	return *b64 ? 0 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+}
+
+/* The square root of v > 0 by Newton's iteration (no libm here). */
+static double root(double v)
+{
+	double x = v > 1 ? v : 1;
+	for (int i = 0; i < 64; i++)
+		x = 0.5 * (x + v / x);
+	return x;
+}
+
+void desk_fit(uint32_t w, uint32_t h, uint32_t max_side, uint64_t max_pixels, uint32_t *aw,
+	      uint32_t *ah)
+{
+	double k = 1.0, side = (double)(w > h ? w : h), px = (double)w * (double)h;
+	if (max_side && side > max_side)
+		k = (double)max_side / side;
+	if (max_pixels && px * k * k > (double)max_pixels)
+		k = root((double)max_pixels / px);
+	*aw = (uint32_t)((double)w * k);
+	*ah = (uint32_t)((double)h * k);
+	if (*aw < 1)
+		*aw = 1;
+	if (*ah < 1)
+		*ah = 1;
 }

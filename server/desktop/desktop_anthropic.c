@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -247,7 +248,25 @@ static int input_action(struct desk *d, const cJSON *in, const char *act, cJSON 
 		cJSON_AddNumberToObject(args, "ms", (double)ms);
 		return desk_adapter_run(d, "wait", args, e);
 	}
-	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.64s", act);
+	return err_set(e, ERR_INVALID, EINVAL, "invalid action: %.*s", UTF8_CUT(act, 64));
+}
+
+/* A tool_use block names its tool: only "computer" is run here ("bash" is
+ * taken by the API layer before); another name is refused rather than run
+ * as the computer tool. */
+static int tool_name(const cJSON *block, struct err *e)
+{
+	const cJSON *name = block ? cJSON_GetObjectItemCaseSensitive(block, "name") : NULL;
+	if (!name || cJSON_IsNull(name))
+		return 0;
+	if (!cJSON_IsString(name))
+		return err_set(e, ERR_INVALID, EINVAL, "field 'name' must be a tool name");
+	if (strcmp(name->valuestring, "computer") != 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "unknown tool '%.*s': this adapter runs the 'computer', 'bash' and "
+			       "'str_replace_based_edit_tool' tools",
+			       UTF8_CUT(name->valuestring, 64));
+	return 0;
 }
 
 /* Runs `act`.  *shot: 0 for no screenshot (cursor_position), 1 after
@@ -308,9 +327,11 @@ int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool
 	/* Verbatim tool input, or a whole tool_use block around it. */
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(in, "id");
 	const cJSON *inner = cJSON_GetObjectItemCaseSensitive(in, "input");
-	const cJSON *block = cJSON_IsObject(inner) ? in : NULL;
-	if (block)
+	const cJSON *block = NULL;
+	if (cJSON_IsObject(inner)) {
+		block = in;
 		in = inner;
+	}
 	cJSON_AddStringToObject(out, "type", "tool_result");
 	if (cJSON_IsString(id))
 		cJSON_AddStringToObject(out, "tool_use_id", id->valuestring);
@@ -319,7 +340,8 @@ int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool
 	int shot = 1, zoom = 0, r;
 	int64_t region[4];
 	const char *const *top = block ? NULL : body_fields;
-	r = args_only2(block, NULL, block_fields, body_fields, e);
+	r = tool_name(block, e);
+	r = r ?: args_only2(block, NULL, block_fields, body_fields, e);
 	r = r ?: args_only2(in, block ? "input" : NULL, input_fields, top, e);
 	r = r ?: args_string(in, "action", 64, ARGS_REQUIRED, &act, e);
 	if (r == 0)

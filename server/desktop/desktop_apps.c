@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -91,7 +92,7 @@ int desk_launch_argv(struct desk *d, const char *const *argv, int64_t timeout, c
 	pid_t pid;
 	if (process_spawn(d->procs, &o, &pid, e) < 0) {
 		free(known);
-		return err_wrap(e, "launching '%.200s'", argv[0]);
+		return err_wrap(e, "launching '%.*s'", UTF8_CUT(argv[0], 200));
 	}
 	char *env_known = NULL;
 	if (asprintf(&env_known, "DESKBOX_XTOOL_KNOWN=%s", known) < 0)
@@ -220,5 +221,5 @@ int desk_apps_action(struct desk *d, const char *name, const cJSON *args, cJSON 
 		return apps(d, out, e);
 	if (strcmp(name, "browser") == 0)
 		return desk_browser(d, args, out, e);
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no desktop action '%.64s'", name);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no desktop action '%.*s'", UTF8_CUT(name, 64));
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/text.h"
 #include "common/clock.h"
 #include "desktop.h"
 
@@ -119,7 +120,7 @@ int desk_batch(struct desk *d, const cJSON *body, cJSON *j, struct err *e)
 		cJSON_AddStringToObject(one, "action", name->valuestring);
 		r = desk_action(d, name->valuestring, a, one, e);
 		if (r < 0) {
-			err_wrap(e, "actions[%d] (%.32s)", i, name->valuestring);
+			err_wrap(e, "actions[%d] (%.*s)", i, UTF8_CUT(name->valuestring, 32));
 			break;
 		}
 		i++;

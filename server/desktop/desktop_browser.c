@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -129,8 +130,8 @@ static int open_tab(struct desk *d, const char *url, struct err *e)
 			    "chromium with another profile run?)",
 			    BROWSER_BIN, BROWSER_HANDOFF_MS);
 	else if (pr.exit_code != 0)
-		r = err_set(e, ERR_UNAVAILABLE, EIO, "%s failed (exit %d): %.200s", BROWSER_BIN,
-			    pr.exit_code, pr.err);
+		r = err_set(e, ERR_UNAVAILABLE, EIO, "%s failed (exit %d): %.*s", BROWSER_BIN,
+			    pr.exit_code, UTF8_CUT(pr.err, 200));
 	process_result_release(&pr);
 	return r;
 }
@@ -182,4 +183,14 @@ int desk_browser(struct desk *d, const cJSON *a, cJSON *out, struct err *e)
 	cJSON_AddBoolToObject(out, "started", started);
 	cJSON_AddStringToObject(out, "url", url);
 	return 0;
+}
+
+int desk_browser_in_front(struct desk *d)
+{
+	struct err e = ERR_INIT;
+	cJSON *win = NULL;
+	int front = browser_window(d, &win, &e) == 0 && win &&
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(win, "focused"));
+	cJSON_Delete(win);
+	return front;
 }

@@ -13,13 +13,19 @@
  *
  * The output item has no text field, so a failed action is answered with
  * the item (a screenshot of the screen as it is, "status":"incomplete") and
- * the reason in desk_tool.error, which the API sends as a header. */
+ * the reason in desk_tool.error, which the API sends as a header and, when
+ * the client asks for the items to append (?items=true), as a user message
+ * with the reason as input_text after the item (desk_openai_reason_item),
+ * the way OpenAI's computer-use sample loop extends its input with the list
+ * of items its handler returns. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "desktop.h"
 #include "internal.h"
@@ -65,6 +71,10 @@ static const char *key_name(const char *name, char *one)
 		one[1] = '\0';
 		return one;
 	}
+	/* OpenAI's META is the Windows/Command key, which X calls Super
+	 * (deskbox's "meta" is xdotool's Meta). */
+	if (strcasecmp(name, "meta") == 0)
+		return "super";
 	return strcmp(name, "+") == 0 ? "plus" : name;
 }
 
@@ -179,7 +189,8 @@ static int one_action(struct desk *d, const cJSON *in, const char *type, cJSON *
 	}
 	if (strcmp(type, "screenshot") == 0)
 		return 0;
-	return err_set(e, ERR_INVALID, EINVAL, "unknown computer_call action type '%.64s'", type);
+	return err_set(e, ERR_INVALID, EINVAL, "unknown computer_call action type '%.*s'",
+		       UTF8_CUT(type, 64));
 }
 
 /* The members OpenAI documents for a computer_call item and for each
@@ -280,10 +291,39 @@ static int run_call(struct desk *d, const cJSON *in, struct err *e)
 	return r == 0 && settle ? desk_adapter_settle(d, e) : r;
 }
 
+/* pending_safety_checks: the call runs only when the client acknowledged
+ * them (t->ack, its ?acknowledge_safety_checks=true); they then come back
+ * as the output's acknowledged_safety_checks.  Never dropped silently. */
+static int safety_checks(const cJSON *in, int ack, const cJSON **pending, struct err *e)
+{
+	*pending = cJSON_GetObjectItemCaseSensitive(in, "pending_safety_checks");
+	if (!*pending || cJSON_IsNull(*pending))
+		return 0;
+	if (!cJSON_IsArray(*pending))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'pending_safety_checks' must be an array");
+	if (cJSON_GetArraySize(*pending) == 0 || ack)
+		return 0;
+	const cJSON *first = cJSON_GetArrayItem(*pending, 0);
+	const cJSON *msg =
+	    cJSON_IsObject(first) ? cJSON_GetObjectItemCaseSensitive(first, "message") : NULL;
+	return err_set(e, ERR_CONFLICT, EPERM,
+		       "the call has %d pending safety check(s) (%.*s): ask the user, then send it "
+		       "again with ?acknowledge_safety_checks=true",
+		       cJSON_GetArraySize(*pending),
+		       UTF8_CUT(cJSON_IsString(msg) ? msg->valuestring : "no message", 200));
+}
+
 int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t, struct err *e)
 {
+	int ack = t->ack;
 	memset(t, 0, sizeof(*t));
 	const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(in, "call_id");
+	const cJSON *pending;
+	if (safety_checks(in, ack, &pending, e) < 0)
+		return err_code(e);
+	/* An unknown member is a failed action the model reads, like one
+	 * that failed running. */
 	if (check_call(in, e) < 0 || run_call(d, in, e) < 0) {
 		t->failed = 1;
 		snprintf(t->error, sizeof(t->error), "%s",
@@ -308,8 +348,38 @@ int desk_openai(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t
 	cJSON *o = cJSON_AddObjectToObject(out, "output");
 	cJSON_AddStringToObject(o, "type", "computer_screenshot");
 	cJSON_AddStringToObject(o, "image_url", url);
+	if (pending && cJSON_GetArraySize(pending) > 0)
+		cJSON_AddItemToObject(out, "acknowledged_safety_checks",
+				      cJSON_Duplicate(pending, 1));
 	if (t->failed)
 		cJSON_AddStringToObject(out, "status", "incomplete");
 	free(url);
 	return 0;
+}
+
+cJSON *desk_openai_reason_item(const char *reason)
+{
+	cJSON *m = cJSON_CreateObject();
+	if (!m)
+		return NULL;
+	cJSON_AddStringToObject(m, "type", "message");
+	cJSON_AddStringToObject(m, "role", "user");
+	cJSON *content = cJSON_AddArrayToObject(m, "content");
+	cJSON *part = cJSON_CreateObject();
+	size_t n = strlen(reason) + 128;
+	char *text = malloc(n);
+	if (!content || !part || !text) {
+		cJSON_Delete(part);
+		cJSON_Delete(m);
+		free(text);
+		return NULL;
+	}
+	snprintf(text, n,
+		 "The computer action failed: %s. The screenshot shows the screen as it is now.",
+		 reason);
+	cJSON_AddStringToObject(part, "type", "input_text");
+	cJSON_AddStringToObject(part, "text", text);
+	cJSON_AddItemToArray(content, part);
+	free(text);
+	return m;
 }

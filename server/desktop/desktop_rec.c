@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "desktop.h"
@@ -342,7 +343,7 @@ static void reap(struct desk_obs *o)
 int desk_rec_stop(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e)
 {
 	if (!desk_rec_id_ok(rid))
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no recording '%.40s'", rid);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no recording '%.*s'", UTF8_CUT(rid, 40));
 	struct desk_rec *r = unlink_rec(o, rid);
 	if (r)
 		stop_join(r);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "desktop.h"
@@ -33,7 +34,7 @@ static int recording_now(struct desk_obs *o, const char *rid)
 int desk_rec_get(struct desk_obs *o, const char *dir, const char *rid, cJSON **out, struct err *e)
 {
 	if (!desk_rec_id_ok(rid))
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no recording '%.40s'", rid);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no recording '%.*s'", UTF8_CUT(rid, 40));
 	char path[PATH_MAX], *text;
 	size_t len;
 	snprintf(path, sizeof(path), "%s/%s.json", dir, rid);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/args.h"
 #include "desktop.h"
@@ -57,10 +58,11 @@ int desk_xtool(struct desk *d, const char *const *args, const char *const *env, 
 		r = err_set(e, ERR_TIMEOUT, ETIMEDOUT, "deskbox-xtool %s took over %d ms", args[0],
 			    timeout_ms);
 	else if (cJSON_IsString(msg))
-		r = err_set(e, xtool_error_kind(msg->valuestring), EIO, "%.300s", msg->valuestring);
+		r = err_set(e, xtool_error_kind(msg->valuestring), EIO, "%.*s",
+			    UTF8_CUT(msg->valuestring, 300));
 	else if (!cJSON_IsObject(j))
-		r = err_set(e, ERR_INTERNAL, EPROTO, "deskbox-xtool %s failed (exit %d): %.200s",
-			    args[0], pr.exit_code, pr.err);
+		r = err_set(e, ERR_INTERNAL, EPROTO, "deskbox-xtool %s failed (exit %d): %.*s",
+			    args[0], pr.exit_code, UTF8_CUT(pr.err, 200));
 	process_result_release(&pr);
 	if (r < 0) {
 		cJSON_Delete(j);
@@ -221,11 +223,13 @@ static int window_op(struct desk *d, const char *op, const char *wid, const cJSO
 	while (k < 6 && strcmp(op, ops[k]) != 0)
 		k++;
 	if (k == 6)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no window operation '%.32s'", op);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no window operation '%.*s'",
+			       UTF8_CUT(op, 32));
 	/* Decimal or 0x hex window ids only: they end up in argv. */
 	size_t n = wid ? strlen(wid) : 0;
 	if (n == 0 || n > WINDOW_ID_MAX_CHARS || strspn(wid, "0123456789abcdefxABCDEFX") != n)
-		return err_set(e, ERR_INVALID, EINVAL, "bad window id '%.32s'", wid ? wid : "");
+		return err_set(e, ERR_INVALID, EINVAL, "bad window id '%.*s'",
+			       UTF8_CUT(wid ? wid : "", 32));
 	char s1[16] = "", s2[16] = "";
 	if ((k == 2 || k == 3) && op_numbers(d, op, a, s1, s2, sizeof(s1), e) < 0)
 		return err_code(e);

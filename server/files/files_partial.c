@@ -28,7 +28,7 @@ struct files_partial {
 	char stage[sizeof(FILES_PARTIAL_PREFIX) + 16];
 	char name[NAME_MAX + 1];
 	char path[PATH_MAX];
-	int done; /* committed or discarded */
+	int done;		 /* committed or discarded */
 	struct files_root owner; /* its fd is not used */
 };
 
@@ -41,7 +41,7 @@ static void stage_name(const char *name, char *out, size_t size)
 	sha256_update(&c, strlen(name), (const uint8_t *)name);
 	sha256_digest(&c, sizeof(d), d);
 	hex_encode(d, 8, hex);
-	snprintf(out, size, "%s%.16s", FILES_PARTIAL_PREFIX, hex);
+	snprintf(out, size, "%s%.*s", FILES_PARTIAL_PREFIX, UTF8_CUT(hex, 16));
 }
 
 /* Removes the staging files in `dirfd` nobody touched for a day. */

@@ -1,5 +1,6 @@
 /* Following requests: the request id every answer and log line carries,
  * and what each request cost (GET /metrics, the debug access log). */
+#include "common/text.h"
 #include "http.h"
 #include "internal.h"
 
@@ -35,9 +36,10 @@ void http_trace_answer(const struct http_route *route, long long t0_ns, unsigned
 	else
 		snprintf(name, sizeof(name), "unmatched");
 	metrics_label_escape(name, esc, sizeof(esc));
-	snprintf(labels, sizeof(labels), "route=\"%.150s\",status=\"%u\"", esc, status);
+	snprintf(labels, sizeof(labels), "route=\"%.*s\",status=\"%u\"", UTF8_CUT(esc, 150),
+		 status);
 	metrics_count("deskbox_http_requests_total", labels, 1);
-	snprintf(labels, sizeof(labels), "route=\"%.150s\"", esc);
+	snprintf(labels, sizeof(labels), "route=\"%.*s\"", UTF8_CUT(esc, 150));
 	metrics_observe("deskbox_http_request_duration_seconds", labels, secs);
 	log_msg(LOG_LEVEL_DEBUG, "%s -> %u in %.1f ms", name, status, secs * 1000);
 }

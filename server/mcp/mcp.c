@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/text.h"
 #include "common/clock.h"
 #include "common/fs.h"
 #include "internal.h"
@@ -99,7 +100,7 @@ int mcp_session_end(struct mcp_sessions *s, const char *sandbox_id, const char *
 		memset(ss, 0, sizeof(*ss));
 	pthread_mutex_unlock(&s->mu);
 	if (!ss)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no MCP session '%.40s'", id);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no MCP session '%.*s'", UTF8_CUT(id, 40));
 	return 0;
 }
 
@@ -310,8 +311,8 @@ static int args_in_schema(const struct mcp_tool *t, const cJSON *args, struct er
 	cJSON_ArrayForEach(it, args)
 	{
 		if (r == 0 && !cJSON_GetObjectItemCaseSensitive(props, it->string)) {
-			r = err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%.64s'",
-				    it->string);
+			r = err_set(e, ERR_UNKNOWN_FIELD, EINVAL, "unknown field '%.*s'",
+				    UTF8_CUT(it->string, 64));
 			break;
 		}
 	}
@@ -328,7 +329,7 @@ static cJSON *tools_call(const struct mcp_message *m, const struct mcp_ctx *ctx)
 	const struct mcp_tool *t = mcp_tool_find(name->valuestring);
 	if (!t) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "unknown tool '%.64s'", name->valuestring);
+		snprintf(msg, sizeof(msg), "unknown tool '%.*s'", UTF8_CUT(name->valuestring, 64));
 		return rpc_error(m->id, RPC_INVALID_PARAMS, msg);
 	}
 	if (args && !cJSON_IsObject(args))

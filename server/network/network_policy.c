@@ -1,5 +1,6 @@
 /* network_policy: the "network" value of a sandbox spec, validated
  * strictly (it becomes nftables elements and dnsmasq arguments). */
+#include "common/text.h"
 #include "network.h"
 
 #include <arpa/inet.h>
@@ -88,9 +89,9 @@ static int rule_parse(const char *s, struct network_rule *r, struct err *e)
 	if (strspn(s, "0123456789./:") == strlen(s) && *s) {
 		if (addr_parse(s, r) < 0)
 			return err_set(e, ERR_INVALID, EINVAL,
-				       "network allow entry '%.80s' is not an IPv4 address, "
+				       "network allow entry '%.*s' is not an IPv4 address, "
 				       "network (A.B.C.D/N) or either with :PORT",
-				       s);
+				       UTF8_CUT(s, 80));
 		return 0;
 	}
 	r->is_name = 1;
@@ -101,9 +102,9 @@ static int rule_parse(const char *s, struct network_rule *r, struct err *e)
 	}
 	if (!name_ok(name, r->name, sizeof(r->name)))
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "network allow entry '%.80s' is not a DNS name (like "
+			       "network allow entry '%.*s' is not a DNS name (like "
 			       "'api.example.com' or '*.example.org'), an IPv4 address or network",
-			       s);
+			       UTF8_CUT(s, 80));
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* process: runs (each in a cgroup of its own, started by the sandbox's
  * exec agent or a crun exec client) and the per-sandbox table that knows
  * them.  Background runs are in process_bg.c, contexts in process_ctx.c. */
+#include "common/text.h"
 #include "process.h"
 #include "internal.h"
 
@@ -414,8 +415,8 @@ static int await_runtime_pid(struct process_run *r, const char *pidfile, const c
 	}
 	r->pid = -1;
 	int code = r->client_done ? exit_code_of(r->status) : -1;
-	return err_set(e, ERR_INVALID, ECHILD, "could not start '%.200s' (runtime exit %d)", argv0,
-		       code);
+	return err_set(e, ERR_INVALID, ECHILD, "could not start '%.*s' (runtime exit %d)",
+		       UTF8_CUT(argv0, 200), code);
 }
 
 /* Starts the program with stdio[] as its stdin, stdout and stderr, in the

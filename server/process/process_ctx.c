@@ -3,6 +3,7 @@
  * over its stdin and stdout.  The interpreter is a run like any other (its
  * own cgroup), so a request past its timeout kills it, with everything it
  * started, and a fresh one takes its place. */
+#include "common/text.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -125,7 +126,7 @@ int process_ctx_create(struct process_table *t, struct process_ctx_info *out, st
 
 static int not_found(struct err *e, const char *id)
 {
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no context '%.64s'", id);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no context '%.*s'", UTF8_CUT(id, 64));
 }
 
 /* The request: {"code","cwd","env","max_output"} framed by its length. */

@@ -156,7 +156,7 @@ static struct process_session *session_find(struct process_table *t, const char 
 
 static int not_found(struct err *e, const char *id)
 {
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.64s'", id);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.*s'", UTF8_CUT(id, 64));
 }
 
 /* The first marker line in buf[0..len): "MARK" then, on stdout, a space

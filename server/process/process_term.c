@@ -7,6 +7,7 @@
  * table outlives its clients).  term->mu guards everything below it; it is
  * never held while taking the table's lock except in term_kill(), and the
  * owner thread never takes it while holding the table's lock. */
+#include "common/text.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -244,7 +245,7 @@ static struct process_term *term_find(struct process_table *t, const char *id)
 
 static int not_found(const char *id, struct err *e)
 {
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no terminal '%.32s'", id);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no terminal '%.*s'", UTF8_CUT(id, 32));
 }
 
 static void info_of(struct process_term *tm, struct process_term_info *info)

@@ -9,6 +9,7 @@
  * through openat2(RESOLVE_IN_ROOT), so a symlink such as `proc -> /etc`
  * resolves inside the image, never on the host. */
 #include "common/clock.h"
+#include "common/text.h"
 #include "runtime.h"
 
 #include <dirent.h>
@@ -194,7 +195,7 @@ int image_lookup(const char *state_dir, const char *name, char *lower, size_t si
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	if (!image_name_valid(name) || strcmp(name, IMAGE_DEFAULT) == 0)
-		return err_set(e, ERR_INVALID, EINVAL, "bad image name '%.64s'", name);
+		return err_set(e, ERR_INVALID, EINVAL, "bad image name '%.*s'", UTF8_CUT(name, 64));
 	image_path(state_dir, "", name, "", dir, sizeof(dir));
 	struct stat st;
 	if (stat(dir, &st) < 0) {
@@ -255,7 +256,7 @@ static cJSON *default_manifest(void)
 int image_get(const char *state_dir, const char *name, cJSON **out, struct err *e)
 {
 	if (!image_name_valid(name))
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no image '%.64s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no image '%.*s'", UTF8_CUT(name, 64));
 	if (strcmp(name, IMAGE_DEFAULT) == 0) {
 		*out = default_manifest();
 		return 0;

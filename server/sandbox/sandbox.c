@@ -1,3 +1,4 @@
+#include "common/text.h"
 #include "sandbox.h"
 #include "internal.h"
 
@@ -382,7 +383,7 @@ int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struc
 		return 0;
 	}
 	pthread_mutex_unlock(&s->mu);
-	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.64s'", id);
+	return err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%.*s'", UTF8_CUT(id, 64));
 }
 
 int sandbox_get_exclusive(struct sandboxes *s, const char *id, struct sandbox **out,

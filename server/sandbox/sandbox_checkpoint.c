@@ -32,6 +32,7 @@
  * new sandbox, with its parent's spec, whose disk.img is a clone of a
  * checkpoint (or of the parent now), its files' owners moved from the
  * parent's uid range into its own. */
+#include "common/text.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -265,9 +266,9 @@ int sandbox_checkpoint_create(struct sandboxes *s, const char *id, const char *n
 {
 	if (!sandbox_checkpoint_name_ok(name))
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "checkpoint name '%.80s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
+			       "checkpoint name '%.*s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
 			       "start with '.' or '-'",
-			       name);
+			       UTF8_CUT(name, 80));
 	struct sandbox *sb;
 	if (sandbox_get(s, id, &sb, e) < 0)
 		return err_code(e);
@@ -290,7 +291,8 @@ static int need_checkpoint(struct sandbox *sb, const char *name, struct err *e)
 {
 	char path[PATH_MAX];
 	if (!sandbox_checkpoint_name_ok(name))
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no checkpoint '%.80s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no checkpoint '%.*s'",
+			       UTF8_CUT(name, 80));
 	checkpoint_path(sb, name, "disk.img", path, sizeof(path));
 	if (access(path, F_OK) < 0)
 		return err_set(e, ERR_NOT_FOUND, ENOENT, "sandbox '%s' has no checkpoint '%s'",
@@ -455,10 +457,11 @@ int sandbox_fork(struct sandboxes *s, const char *id, const char *checkpoint, co
 		 struct sandbox **out, struct err *e)
 {
 	if (checkpoint && !sandbox_checkpoint_name_ok(checkpoint))
-		return err_set(e, ERR_INVALID, EINVAL, "bad checkpoint name '%.80s'", checkpoint);
+		return err_set(e, ERR_INVALID, EINVAL, "bad checkpoint name '%.*s'",
+			       UTF8_CUT(checkpoint, 80));
 	if (name && !sandbox_name_ok(name))
-		return err_set(e, ERR_INVALID, EINVAL, "field 'name': bad sandbox name '%.80s'",
-			       name);
+		return err_set(e, ERR_INVALID, EINVAL, "field 'name': bad sandbox name '%.*s'",
+			       UTF8_CUT(name, 80));
 	struct sandbox *p;
 	if (sandbox_get(s, id, &p, e) < 0)
 		return err_code(e);

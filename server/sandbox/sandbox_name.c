@@ -3,6 +3,7 @@
  * labels a list can filter on) and "read_only_root".  Parsed into the
  * spec, so sandbox.json keeps them like the rest of it (docs/lifecycle.md,
  * "Names and metadata"). */
+#include "common/text.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -83,18 +84,20 @@ static int check_metadata(const cJSON *m, int patch, struct err *e)
 				       SANDBOX_META_MAX_KEYS);
 		if (!sandbox_metadata_key_ok(it->string))
 			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'metadata': bad key '%.80s' (1-%d of A-Z a-z 0-9 . _ "
+				       "field 'metadata': bad key '%.*s' (1-%d of A-Z a-z 0-9 . _ "
 				       "- /)",
-				       it->string, SANDBOX_META_KEY_MAX);
+				       UTF8_CUT(it->string, 80), SANDBOX_META_KEY_MAX);
 		if (!(patch && cJSON_IsNull(it)) &&
 		    (!cJSON_IsString(it) || strlen(it->valuestring) > SANDBOX_META_VALUE_MAX))
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'metadata': '%s' must be a string of at most %d bytes%s",
-				       it->string, SANDBOX_META_VALUE_MAX, patch ? " or null" : "");
+			return err_set(
+			    e, ERR_INVALID, EINVAL,
+			    "field 'metadata': '%s' must be a string of at most %d bytes%s",
+			    it->string, SANDBOX_META_VALUE_MAX, patch ? " or null" : "");
 		for (const cJSON *o = m->child; o != it; o = o->next)
 			if (strcmp(o->string, it->string) == 0)
 				return err_set(e, ERR_INVALID, EINVAL,
-					       "field 'metadata': key '%s' given twice", it->string);
+					       "field 'metadata': key '%s' given twice",
+					       it->string);
 	}
 	return 0;
 }
@@ -156,8 +159,7 @@ void sandbox_labels_json(struct sandbox *sb, cJSON *j)
 		cJSON_AddStringToObject(j, "name", sb->spec.name);
 	/* Under mu: a PATCH replaces the metadata. */
 	pthread_mutex_lock(&sb->mu);
-	cJSON *m = sb->spec.metadata ? cJSON_Duplicate(sb->spec.metadata, 1)
-				     : cJSON_CreateObject();
+	cJSON *m = sb->spec.metadata ? cJSON_Duplicate(sb->spec.metadata, 1) : cJSON_CreateObject();
 	pthread_mutex_unlock(&sb->mu);
 	cJSON_AddItemToObject(j, "metadata", m);
 	cJSON_AddBoolToObject(j, "read_only_root", sb->spec.read_only_root);

@@ -25,13 +25,14 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "common/log.h"
 #include "server/runtime/runtime.h"
 
 /* Fields a PATCH may carry. */
-static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis", "metadata",
-					   "secrets",	NULL};
+static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis",
+					   "metadata",	"secrets",  NULL};
 
 /* Fields of a create that are fixed for the sandbox's life. */
 static const char *const fixed_fields[] = {
@@ -62,7 +63,8 @@ int sandbox_patch_parse(const cJSON *req, struct sandbox_patch *l, struct err *e
 				       "changes " PATCH_FIELDS,
 				       it->string);
 		return err_set(e, ERR_UNKNOWN_FIELD, EINVAL,
-			       "unknown field '%.64s': a PATCH changes " PATCH_FIELDS, it->string);
+			       "unknown field '%.*s': a PATCH changes " PATCH_FIELDS,
+			       UTF8_CUT(it->string, 64));
 	}
 	int64_t v;
 	if (args_int(req, "memory_mb", 128, 1 << 20, 0, 0, &v, e) < 0)

@@ -1,5 +1,6 @@
 /* The typed sandbox spec and its one JSON form, which is both the create
  * request's body (server/api/) and the "spec" part of sandbox.json. */
+#include "common/text.h"
 #include "sandbox.h"
 #include "internal.h"
 
@@ -113,7 +114,8 @@ static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 			if (!env_name_ok(it->string) || strlen(it->string) > 256) {
 				sandbox_spec_release(spec);
 				return err_set(e, ERR_INVALID, EINVAL,
-					       "bad env variable name '%.64s'", it->string);
+					       "bad env variable name '%.*s'",
+					       UTF8_CUT(it->string, 64));
 			}
 			if (!cJSON_IsString(it) || strlen(it->valuestring) > 32768) {
 				sandbox_spec_release(spec);

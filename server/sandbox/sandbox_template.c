@@ -171,7 +171,8 @@ static int check_template(const struct sandbox_templates *ts, const cJSON *t, st
 	char lower[4096];
 	if (image && strcmp(image, "default") != 0) {
 		if (!image_name_valid(image))
-			return err_set(e, ERR_INVALID, EINVAL, "no image '%.64s'", image);
+			return err_set(e, ERR_INVALID, EINVAL, "no image '%.*s'",
+				       UTF8_CUT(image, 64));
 		if (image_lookup(ts->state, image, lower, sizeof(lower), e) < 0) {
 			e->kind = ERR_INVALID; /* a field of the request, not its target */
 			return err_wrap(e, "field 'image'");
@@ -339,9 +340,9 @@ int sandbox_template_put(struct sandbox_templates *t, const char *name, const cJ
 {
 	if (!sandbox_template_name_ok(name))
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "template name '%.80s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
+			       "template name '%.*s' must be 1-64 of A-Z a-z 0-9 . _ - and not "
 			       "start with '.' or '-'",
-			       name);
+			       UTF8_CUT(name, 80));
 	if (check_template(t, given, e) < 0)
 		return err_wrap(e, "template '%s'", name);
 	cJSON *body = cJSON_Duplicate(given, 1);
@@ -369,7 +370,7 @@ int sandbox_template_get(struct sandbox_templates *t, const char *name, cJSON **
 	*out = p ? cJSON_Duplicate(p->body, 1) : NULL;
 	pthread_mutex_unlock(&t->mu);
 	if (!p)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no template '%.80s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no template '%.*s'", UTF8_CUT(name, 80));
 	cJSON_AddStringToObject(*out, "name", name);
 	return 0;
 }
@@ -403,7 +404,7 @@ int sandbox_template_delete(struct sandbox_templates *t, const char *name, struc
 	}
 	pthread_mutex_unlock(&t->mu);
 	if (!p)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no template '%.80s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no template '%.*s'", UTF8_CUT(name, 80));
 	cJSON_Delete(p->body);
 	free(p);
 	return 0;
@@ -475,7 +476,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 		    "field 'warm_pool' belongs to a template (POST /v1/templates), not to a "
 		    "create");
 	if (r == 0 && sandbox_template_get(t, name, &merged, e) < 0)
-		r = err_set(e, ERR_INVALID, ENOENT, "no template '%.80s'", name);
+		r = err_set(e, ERR_INVALID, ENOENT, "no template '%.*s'", UTF8_CUT(name, 80));
 	if (r == 0) {
 		cJSON_DeleteItemFromObjectCaseSensitive(merged, "name");
 		merge(merged, over);
@@ -489,7 +490,7 @@ int sandbox_template_expand(struct sandbox_templates *t, const cJSON *req, cJSON
 	}
 	cJSON_Delete(over);
 	cJSON_Delete(merged);
-	return r < 0 ? err_wrap(e, "template '%.80s'", name) : 0;
+	return r < 0 ? err_wrap(e, "template '%.*s'", UTF8_CUT(name, 80)) : 0;
 }
 
 void sandbox_template_extra_release(struct sandbox_template_extra *x)
@@ -524,7 +525,7 @@ static int place_files(struct sandbox *sb, const cJSON *files, struct err *e)
 		r = r ?: files_upload_commit(u, e);
 		files_upload_free(u);
 		if (r < 0) {
-			err_wrap(e, "placing '%.200s'", path);
+			err_wrap(e, "placing '%.*s'", UTF8_CUT(path, 200));
 			break;
 		}
 	}
@@ -571,8 +572,9 @@ int sandbox_template_apply(struct sandbox *sb, const struct sandbox_template_ext
 		process_result_release(&pr);
 		if (code != 0)
 			return err_set(e, ERR_INVALID, ECHILD,
-				       "startup command %d ('%.80s') exited with %d%s%s", i,
-				       c->valuestring, code, tail[0] ? ": " : "", tail);
+				       "startup command %d ('%.*s') exited with %d%s%s", i,
+				       UTF8_CUT(c->valuestring, 80), code, tail[0] ? ": " : "",
+				       tail);
 	}
 	return 0;
 }

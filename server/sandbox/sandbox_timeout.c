@@ -8,6 +8,7 @@
  * change (a new sandbox, POST /timeout), then scans the registry once: no
  * polling.  The action (stop, delete, pause) runs in a short-lived worker of
  * its own, so a slow stop does not delay the next deadline. */
+#include "common/text.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -276,6 +277,6 @@ void sandbox_timeout_load(struct sandbox *sb, const cJSON *j)
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "expires_at");
 	sb->expires_ms = cJSON_IsString(v) ? clock_parse_rfc3339(v->valuestring) : 0;
 	if (cJSON_IsString(v) && !sb->expires_ms)
-		log_msg(LOG_LEVEL_WARN, "sandbox %s: unreadable expires_at '%.40s'", sb->id,
-			v->valuestring);
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: unreadable expires_at '%.*s'", sb->id,
+			UTF8_CUT(v->valuestring, 40));
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "common/cleanup.h"
 #include "common/clock.h"
@@ -47,11 +48,13 @@ static int host_pattern(const char *in, char *out, struct err *e)
 		name += 2;
 	if (n == 0 || n > SECRETS_HOST_MAX || strchr(name, '*'))
 		return err_set(e, ERR_INVALID, EINVAL,
-			       "field 'hosts': '%.64s' is not a host name or '*.' and one", in);
+			       "field 'hosts': '%.*s' is not a host name or '*.' and one",
+			       UTF8_CUT(in, 64));
 	for (const char *p = name; *p; p++)
 		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.')
 			return err_set(e, ERR_INVALID, EINVAL,
-				       "field 'hosts': '%.64s' is not a host name", in);
+				       "field 'hosts': '%.*s' is not a host name",
+				       UTF8_CUT(in, 64));
 	for (size_t i = 0; i <= n; i++)
 		out[i] = (char)tolower((unsigned char)in[i]);
 	return 0;
@@ -217,7 +220,7 @@ int secrets_delete(struct secrets *s, const char *name, struct err *e)
 	struct secret_rec **slot = find(s, name);
 	if (!slot) {
 		pthread_mutex_unlock(&s->mu);
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.64s'", name);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.*s'", UTF8_CUT(name, 64));
 	}
 	struct secret_rec *r = *slot;
 	*slot = s->recs[--s->n];
@@ -236,7 +239,7 @@ int secrets_get_json(struct secrets *s, const char *name, cJSON **out, struct er
 	if (slot)
 		*out = rec_json(*slot, 0);
 	pthread_mutex_unlock(&s->mu);
-	return slot ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.64s'", name);
+	return slot ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.*s'", UTF8_CUT(name, 64));
 }
 
 cJSON *secrets_list_json(struct secrets *s)
@@ -255,7 +258,8 @@ int secrets_check(struct secrets *s, const char *name, struct err *e)
 	pthread_mutex_lock(&s->mu);
 	int found = find(s, name) != NULL;
 	pthread_mutex_unlock(&s->mu);
-	return found ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.64s'", name);
+	return found ? 0
+		     : err_set(e, ERR_NOT_FOUND, ENOENT, "no secret '%.*s'", UTF8_CUT(name, 64));
 }
 
 static int rec_allows(const struct secret_rec *r, const char *host)

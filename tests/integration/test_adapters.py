@@ -164,7 +164,7 @@ def anthropic(t, d, xe):
          "wait 0.4 s, then a screenshot")
     j, _ = call({"action": "zoom", "region": [0, 0, 640, 200]}, "zoom")
     zpng = base64.b64decode(j["content"][0]["source"]["data"])
-    t.eq(dbx.png_info(zpng)[:2], (1280, 400), "zoom: the region fitted to the display, aspect kept")
+    t.eq(dbx.png_info(zpng)[:2], (640, 200), "zoom: the region at its own resolution")
     # a whole tool_use block: the tool_use_id comes back
     j, _ = call({"type": "tool_use", "id": "toolu_01", "name": "computer",
                  "input": {"action": "screenshot"}}, "a tool_use block")
@@ -199,6 +199,86 @@ def anthropic(t, d, xe):
                  "input": {"action": "cursor_position"}}, "with the block's documented members")
     r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % d.sid, b"{not json")
     t.eq(r.status, 400, "a body that is not JSON is still an HTTP 400")
+    # the companion bash tool: one persistent shell, the reference's results
+    def bash(inp):
+        r = d.post("anthropic", {"type": "tool_use", "id": "toolu_b", "name": "bash",
+                                 "input": inp})
+        j = r.json() if r.status == 200 else {}
+        c = j.get("content") or [{}]
+        ok = r.status == 200 and j.get("type") == "tool_result" and \
+            j.get("tool_use_id") == "toolu_b" and len(c) == 1 and c[0].get("type") == "text"
+        return ok, c[0].get("text"), bool(j.get("is_error")), r
+    got = bash({"command": "cd /tmp && export FOO=bar && echo hi"})
+    t.eq(got[:3], (True, "hi", False), "bash: stdout as text, one trailing newline dropped")
+    got = bash({"command": "pwd; echo $FOO"})
+    t.eq(got[:3], (True, "/tmp\nbar", False), "bash: cd and export persist to the next command")
+    got = bash({"command": "ls /nonexistent-dir"})
+    t.ok(got[0] and got[2] and "No such file" in got[1] and got[3].header("X-Action-Error"),
+         "bash: stderr makes an is_error result with its text", got[:3])
+    got = bash({"restart": True})
+    t.eq(got[:3], (True, "tool has been restarted.", False), "bash: restart")
+    got = bash({"command": "pwd; echo \"[$FOO]\""})
+    t.eq(got[:3], (True, "/workspace\n[]", False), "bash: a fresh shell after the restart")
+    got = bash({})
+    t.eq(got[:3], (True, "no command provided.", True), "bash: no command is an is_error result")
+    # the companion text editor onto the sandbox's files
+    def edit(inp):
+        r = d.post("anthropic", {"type": "tool_use", "id": "toolu_e",
+                                 "name": "str_replace_based_edit_tool", "input": inp})
+        j = r.json() if r.status == 200 else {}
+        c = j.get("content") or [{}]
+        return c[0].get("text"), bool(j.get("is_error"))
+    d.sh("rm -f /tmp/ed.txt")
+    t.eq(edit({"command": "create", "path": "/tmp/ed.txt", "file_text": "one\ntwo\nthree\n"}),
+         ("File created successfully at: /tmp/ed.txt", False), "editor: create")
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\ntwo\nthree\n", "the file holds the text")
+    t.eq(edit({"command": "create", "path": "/tmp/ed.txt", "file_text": "x"}),
+         ("File already exists at: /tmp/ed.txt. Cannot overwrite files using command `create`.",
+          True), "editor: create does not overwrite")
+    t.eq(edit({"command": "view", "path": "/tmp/ed.txt"}),
+         ("Here's the result of running `cat -n` on /tmp/ed.txt:\n     1\tone\n     2\ttwo\n"
+          "     3\tthree\n     4\t\n", False), "editor: view, numbered as cat -n")
+    t.eq(edit({"command": "view", "path": "/tmp/ed.txt", "view_range": [2, 3]}),
+         ("Here's the result of running `cat -n` on /tmp/ed.txt:\n     2\ttwo\n     3\tthree\n",
+          False), "editor: view_range")
+    got = edit({"command": "str_replace", "path": "/tmp/ed.txt", "old_str": "two",
+                "new_str": "TWO"})
+    t.ok(not got[1] and got[0].startswith("The file /tmp/ed.txt has been edited. Here's the "
+                                          "result of running `cat -n` on a snippet of "
+                                          "/tmp/ed.txt:\n     1\tone\n     2\tTWO\n") and
+         got[0].endswith("Review the changes and make sure they are as expected. Edit the file "
+                         "again if necessary."), "editor: str_replace answers a snippet", got)
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\nTWO\nthree\n", "and replaced in the file")
+    got = edit({"command": "str_replace", "path": "/tmp/ed.txt", "old_str": "four",
+                "new_str": "x"})
+    t.ok(got[1] and "did not appear verbatim" in got[0], "editor: a missing old_str", got)
+    d.sh("printf 'a\na\n' > /tmp/ed2.txt")
+    got = edit({"command": "str_replace", "path": "/tmp/ed2.txt", "old_str": "a",
+                "new_str": "b"})
+    t.ok(got[1] and "Multiple occurrences" in got[0], "editor: old_str twice is refused", got)
+    got = edit({"command": "insert", "path": "/tmp/ed.txt", "insert_line": 1,
+                "new_str": "1.5"})
+    t.ok(not got[1] and "has been edited" in got[0], "editor: insert", got)
+    t.eq(d.sh("cat /tmp/ed.txt")["stdout"], "one\n1.5\nTWO\nthree\n", "inserted after line 1")
+    got = edit({"command": "view", "path": "tmp/ed.txt"})
+    t.ok(got[1] and "is not an absolute path" in got[0], "editor: a relative path", got)
+    got = edit({"command": "view", "path": "/tmp/nope.txt"})
+    t.ok(got[1] and "does not exist" in got[0], "editor: a missing file", got)
+    got = edit({"command": "undo_edit", "path": "/tmp/ed.txt"})
+    t.ok(got[1] and "Unrecognized command" in got[0], "editor: undo_edit is not supported", got)
+    # a tool this adapter does not run is refused, not run as `computer`
+    d.sh("rm -f /tmp/notrun.txt")
+    d.ok("move", x=11, y=12)
+    for name, inp in (("text_editor",
+                       {"command": "create", "path": "/tmp/notrun.txt", "file_text": "x"}),
+                      ("teleporter", {"action": "mouse_move", "coordinate": [300, 301]})):
+        j, r = call({"type": "tool_use", "id": "toolu_9", "name": name, "input": inp},
+                    "tool %s" % name, is_error=True)
+        text = (j.get("content") or [{}])[0].get("text", "")
+        t.ok("unknown tool '%s'" % name in text, "a tool_use of %s is refused: %s" % (name, text))
+    t.eq(d.pointer(), (11, 12), "the refused tool_use moved nothing")
+    t.ok(d.sh("test -e /tmp/notrun.txt && echo yes || echo no")["stdout"].strip() == "no",
+         "and created no file")
 
 
 def openai(t, d, xe):
@@ -315,6 +395,54 @@ def openai(t, d, xe):
              "X-Action-Error names it: %s" % r.header("X-Action-Error"))
     t.eq(d.get("cursor").json(), before, "and no action of those calls ran")
 
+    # ?items=true: the items to append, and after a failure a user message
+    # with the reason as input_text, which the model reads
+    path = "/v1/sandboxes/%s/desktop/openai?items=true" % d.sid
+    r = d.srv.request("POST", path, {"type": "computer_call", "call_id": "c5",
+                                     "action": {"type": "screenshot"}})
+    items = r.json() if r.status == 200 else None
+    t.ok(isinstance(items, list) and len(items) == 1 and
+         items[0].get("type") == "computer_call_output" and items[0].get("call_id") == "c5" and
+         "status" not in items[0], "items=true, success: a list of the one output item",
+         r.body[:200])
+    r = d.srv.request("POST", path, {"type": "computer_call", "call_id": "c6",
+                                     "action": {"type": "keypress", "keys": ["CTRL", "NOPE"]}})
+    items = r.json() if r.status == 200 else None
+    ok = isinstance(items, list) and len(items) == 2
+    out, msg = (items if ok else [{}, {}])
+    t.ok(ok and set(out) == {"type", "call_id", "output", "status"} and
+         out["status"] == "incomplete" and out["output"].get("type") == "computer_screenshot",
+         "items=true, failure: the output item first, schema-valid, incomplete", r.body[:200])
+    content = msg.get("content") or [{}]
+    t.ok(set(msg) == {"type", "role", "content"} and msg.get("type") == "message" and
+         msg.get("role") == "user" and len(content) == 1 and
+         set(content[0]) == {"type", "text"} and content[0].get("type") == "input_text" and
+         "unknown key 'NOPE'" in content[0].get("text", ""),
+         "then a user message whose input_text gives the reason", msg)
+    r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/openai?items=maybe" % d.sid,
+                      {"type": "screenshot"})
+    t.eq(r.status, 400, "items=maybe is a 400")
+    # pending safety checks: refused unless the client acknowledges them
+    checks = [{"id": "cu_sc_1", "code": "malicious_instructions",
+               "message": "The page asks to send your password."}]
+    d.ok("move", x=21, y=22)
+    call_sc = {"type": "computer_call", "call_id": "c7", "pending_safety_checks": checks,
+               "action": {"type": "move", "x": 400, "y": 401}}
+    r = d.post("openai", call_sc)
+    msg = r.json().get("error", {}).get("message", "") if r.status == 409 else r.body[:200]
+    t.ok(r.status == 409 and "send your password" in msg and
+         "acknowledge_safety_checks=true" in msg,
+         "pending safety checks without the flag: 409 naming the check", msg)
+    t.eq(d.pointer(), (21, 22), "and the action did not run")
+    r = d.srv.request("POST", "/v1/sandboxes/%s/desktop/openai?acknowledge_safety_checks=true"
+                      % d.sid, call_sc)
+    j = r.json() if r.status == 200 else {}
+    t.ok(r.status == 200 and j.get("acknowledged_safety_checks") == checks and
+         set(j) == {"type", "call_id", "output", "acknowledged_safety_checks"},
+         "with ?acknowledge_safety_checks=true: run, the checks acknowledged in the output",
+         r.body[:300])
+    t.eq(d.pointer((400, 401)), (400, 401), "and the action ran")
+
 
 def batch(t, d):
     """A batch with an unknown member in its last action runs none of them."""
@@ -344,6 +472,51 @@ def batch(t, d):
          "a drag point's unknown member too", r.body[:200])
 
 
+def map_coord(v, frm, to):
+    """input_map_coord: the centre of agent pixel v, in real pixels."""
+    return min((2 * v + 1) * to // (2 * frm), to - 1)
+
+
+def scaling(t, srv):
+    """A 1920x1080 screen: Anthropic's screenshots come at the size Claude
+    is meant to get (<= 1568 px long side, <= 1.15 MP), clicks map back to
+    the real pixel, zoom gives the real pixels, ?fit=false the real screen."""
+    sid = srv.create({"display": {"width": 1920, "height": 1080}})["id"]
+    d = Desk(srv, sid)
+    warm_up(d)
+    r = d.post("anthropic", {"action": "screenshot"})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"]) if r.status == 200 else b""
+    aw, ah = dbx.png_info(png)[:2] if png else (0, 0)
+    t.ok(aw <= 1568 and ah <= 1568 and aw * ah <= 1.15 * 2 ** 20 and aw * ah > 1.1 * 2 ** 20 and
+         abs(aw / ah - 1920 / 1080) < 0.01,
+         "1920x1080 screen: the screenshot is %dx%d (<= 1568 px, ~1.15 MP, same aspect)"
+         % (aw, ah))
+    for ax, ay in ((0, 0), (aw - 1, ah - 1), (731, 377)):
+        d.post("anthropic", {"action": "mouse_move", "coordinate": [ax, ay]})
+        want = (map_coord(ax, aw, 1920), map_coord(ay, ah, 1080))
+        t.eq(d.pointer(want), want, "mouse_move (%d, %d) lands on real %s" % (ax, ay, want))
+        j = d.post("anthropic", {"action": "cursor_position"}).json()
+        t.eq(j["content"][0]["text"], "X=%d,Y=%d" % (ax, ay),
+             "cursor_position maps it back exactly")
+    r = d.post("anthropic", {"action": "zoom", "region": [100, 100, 500, 400]})
+    zpng = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    zw, zh = dbx.png_info(zpng)[:2]
+    t.ok(abs(zw - 400 * 1920 / aw) <= 1.5 and abs(zh - 300 * 1080 / ah) <= 1.5,
+         "zoom of 400x300 agent pixels: the %dx%d real pixels under it" % (zw, zh))
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic?fit=false" % sid,
+                    {"action": "screenshot"})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    t.eq(dbx.png_info(png)[:2], (1920, 1080), "?fit=false: the real screen")
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic" % sid,
+                    {"action": "screenshot", "agent_display": {"width": 1280, "height": 720}})
+    png = base64.b64decode(r.json()["content"][0]["source"]["data"])
+    t.eq(dbx.png_info(png)[:2], (1280, 720), "a declared agent_display wins")
+    r = srv.request("POST", "/v1/sandboxes/%s/desktop/anthropic?fit=maybe" % sid,
+                    {"action": "screenshot"})
+    t.eq(r.status, 400, "fit=maybe is a 400")
+    srv.request("DELETE", "/v1/sandboxes/" + sid)
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -358,9 +531,13 @@ def main():
         d.sh("pkill -x xev; true")
         xe = Xev(d, "/tmp/xev-adapters-2.log")
         openai(t, d, xe)
+        srv.request("DELETE", "/v1/sandboxes/" + sid)
+        if not os.environ.get("ONLY") or "scaling" in os.environ["ONLY"]:
+            scaling(t, srv)
     finally:
         srv.cleanup()
     t.done()
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -62,7 +62,7 @@ int main(void)
 	is_int(key("super"), XK_Super_L, "super");
 	is_int(key("win"), XK_Super_L, "win");
 	is_int(key("cmd"), XK_Super_L, "cmd");
-	is_int(key("meta"), XK_Super_L, "meta");
+	is_int(key("meta"), XK_Meta_L, "meta is xdotool's Meta");
 	is_int(key("esc"), XK_Escape, "esc");
 	is_int(key("del"), XK_Delete, "del");
 	is_int(key("Delete"), XK_Delete, "Delete");
@@ -100,6 +100,16 @@ int main(void)
 	input_seq_release(&s);
 	ok(input_seq_keys(&s, "ctrl+plus", &e) == 0, "ctrl+plus");
 	is_str(render(&s), "+ffe3 +2b -2b -ffe3", "ctrl+plus keys");
+	input_seq_release(&s);
+	ok(input_seq_keys(&s, "shift+1 ctrl+shift+minus shift+space", &e) == 0, "shifted digits");
+	is_str(render(&s),
+	       "+ffe1 +21 -21 -ffe1 +ffe3 +ffe1 +5f -5f -ffe1 -ffe3 +ffe1 +20 -20 -ffe1",
+	       "shift+1 sends \"!\", ctrl+shift+minus \"_\", shift+space a space");
+	input_seq_release(&s);
+	ok(input_seq_keys_dir(&s, "shift+slash", 1, &e) == 0 &&
+	       input_seq_keys_dir(&s, "shift+slash", 0, &e) == 0,
+	   "held shift+slash");
+	is_str(render(&s), "+ffe1 +3f -3f -ffe1", "held shift+slash is \"?\" down and up");
 	input_seq_release(&s);
 	ok(input_seq_keys(&s, "+", &e) == 0, "lone + is the plus key");
 	input_seq_release(&s);

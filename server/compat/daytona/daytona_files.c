@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "internal.h"
 #include "server/files/files.h"
 
@@ -89,8 +90,8 @@ static int part_begin(struct dt_upload *u, const char *name, struct err *e)
 	if (!ends_with(name, ".file"))
 		return 0;
 	if (!u->dest[0])
-		return err_set(e, ERR_INVALID, EINVAL, "part '%.40s' has no '.path' before it",
-			       name);
+		return err_set(e, ERR_INVALID, EINVAL, "part '%.*s' has no '.path' before it",
+			       UTF8_CUT(name, 40));
 	char canon[PATH_MAX];
 	const char *d = u->dest;
 	char joined[PATH_MAX];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "internal.h"
 
@@ -75,7 +76,8 @@ int daytona_daemon_error(struct http_response *res, int status, const char *code
 int dt_unsupported(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char msg[256];
-	snprintf(msg, sizeof(msg), "%s %.160s is not supported by deskbox", req->method, req->path);
+	snprintf(msg, sizeof(msg), "%s %.*s is not supported by deskbox", req->method,
+		 UTF8_CUT(req->path, 160));
 	error_body(res, 501, "NOT_SUPPORTED", msg, NULL);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "common/clock.h"
 #include "internal.h"
@@ -59,7 +60,7 @@ static int lookup(struct api *api, const char *sid, const char *name, char *id, 
 	snprintf(key, sizeof(key), DT_SESSION_KEY "%s", name);
 	const char *v = cJSON_GetStringValue(
 	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "metadata"), key));
-	int r = v ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.64s'", name);
+	int r = v ? 0 : err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.*s'", UTF8_CUT(name, 64));
 	if (v)
 		snprintf(id, size, "%s", v);
 	cJSON_Delete(s);
@@ -181,7 +182,8 @@ int dt_session_get(struct http_request *req, struct http_response *res, struct e
 	if (want) {
 		cJSON_Delete(list);
 		if (!one)
-			return err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.64s'", want);
+			return err_set(e, ERR_NOT_FOUND, ENOENT, "no session '%.*s'",
+				       UTF8_CUT(want, 64));
 		return http_reply_json(res, 200, one, e);
 	}
 	return http_reply_json(res, 200, list, e);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "server/compat/internal.h"
 #include "server/files/files.h"
 
@@ -156,8 +157,8 @@ int compat_env(const cJSON *obj, char ***out, size_t max, struct err *e)
 	{
 		if (!cJSON_IsString(it) || !it->string[0] || strchr(it->string, '=')) {
 			compat_env_free(env);
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "environment variable '%.64s' is bad", it->string);
+			return err_set(e, ERR_INVALID, EINVAL, "environment variable '%.*s' is bad",
+				       UTF8_CUT(it->string, 64));
 		}
 		if (asprintf(&env[i], "%s=%s", it->string, it->valuestring) < 0) {
 			env[i] = NULL;

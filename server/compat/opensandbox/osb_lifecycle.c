@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "common/clock.h"
 #include "internal.h"
@@ -46,7 +47,8 @@ int osb_unsupported(struct http_request *req, struct http_response *res, struct 
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "code", "NOT_SUPPORTED");
 	char msg[256];
-	snprintf(msg, sizeof(msg), "%s %.160s is not supported by deskbox", req->method, req->path);
+	snprintf(msg, sizeof(msg), "%s %.*s is not supported by deskbox", req->method,
+		 UTF8_CUT(req->path, 160));
 	cJSON_AddStringToObject(j, "message", msg);
 	return http_reply_json(res, 501, j, e);
 }
@@ -148,8 +150,8 @@ static int map_resources(const cJSON *rl, cJSON *spec, struct err *e)
 		int cpu = strcmp(it->string, "cpu") == 0;
 		if (!cpu && strcmp(it->string, "memory") != 0)
 			return err_set(e, ERR_INVALID, ENOTSUP,
-				       "resource '%.32s' is not supported by deskbox (cpu, memory)",
-				       it->string);
+				       "resource '%.*s' is not supported by deskbox (cpu, memory)",
+				       UTF8_CUT(it->string, 32));
 		double v = cJSON_IsString(it) ? quantity(it->valuestring, cpu) : -1;
 		if (v < (cpu ? 10 : 64) || v > (cpu ? 256000 : 1 << 20))
 			return err_set(e, ERR_INVALID, EINVAL, "bad %s quantity", it->string);
@@ -437,7 +439,8 @@ static int osb_endpoint(struct http_request *req, struct http_response *res, str
 	char *end;
 	long port = strtol(req->captures[1], &end, 10);
 	if (*end || port < 1 || port > 65535)
-		return err_set(e, ERR_INVALID, EINVAL, "bad port '%.16s'", req->captures[1]);
+		return err_set(e, ERR_INVALID, EINVAL, "bad port '%.*s'",
+			       UTF8_CUT(req->captures[1], 16));
 	const char *host = http_header(req, "Host");
 	char ep[512];
 	cJSON *j = cJSON_CreateObject();

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/args.h"
 #include "common/clock.h"
 #include "internal.h"
@@ -326,7 +327,8 @@ static int sp_checkpoints(struct http_request *req, struct http_response *res, s
 	cJSON_Delete(list);
 	cJSON_Delete(meta);
 	if (!j)
-		return err_set(e, ERR_NOT_FOUND, ENOENT, "no checkpoint '%.64s'", want);
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no checkpoint '%.*s'",
+			       UTF8_CUT(want, 64));
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -341,7 +343,7 @@ static int sp_restore(struct http_request *req, struct http_response *res, struc
 		return err_code(e);
 	sandbox_put(sb);
 	char msg[96];
-	snprintf(msg, sizeof(msg), "Restored checkpoint %.64s", req->captures[1]);
+	snprintf(msg, sizeof(msg), "Restored checkpoint %.*s", UTF8_CUT(req->captures[1], 64));
 	return reply_ndjson(res, "complete", msg, e);
 }
 
@@ -425,7 +427,8 @@ static int sp_policy_set(struct http_request *req, struct http_response *res, st
 static int sp_unsupported(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char msg[256];
-	snprintf(msg, sizeof(msg), "%s %.160s is not supported by deskbox", req->method, req->path);
+	snprintf(msg, sizeof(msg), "%s %.*s is not supported by deskbox", req->method,
+		 UTF8_CUT(req->path, 160));
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "error", "not_supported");
 	cJSON_AddStringToObject(j, "message", msg);
