@@ -25,6 +25,7 @@ static const char *const kind_names[] = {
     [ERR_BAD_GATEWAY] = "bad_gateway",
     [ERR_PAUSED] = "sandbox_paused",
     [ERR_NAME_TAKEN] = "name_taken",
+    [ERR_NOT_IMPLEMENTED] = "not_implemented",
 };
 
 int err_code(const struct err *e)

@@ -85,6 +85,19 @@ static int parse_image(const cJSON *req, struct sandbox_spec *spec, struct err *
 	return 0;
 }
 
+/* "isolation": "container" | "vm"; absent or null: the server's default.
+ * Whether this host can provide it is checked at create. */
+static int parse_isolation(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *iso = cJSON_GetObjectItemCaseSensitive(req, "isolation");
+	if (!iso || cJSON_IsNull(iso))
+		return 0;
+	if (!cJSON_IsString(iso) || runtime_isolation_parse(iso->valuestring, &spec->isolation) < 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'isolation' must be \"container\" or \"vm\"");
+	return 0;
+}
+
 /* "env": {K: V} into spec->env; on failure what was added is released. */
 static int parse_env(const cJSON *req, struct sandbox_spec *spec, struct err *e)
 {
@@ -165,7 +178,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	if (parse_image(req, spec, e) < 0 || parse_env(req, spec, e) < 0)
+	if (parse_image(req, spec, e) < 0 || parse_isolation(req, spec, e) < 0 ||
+	    parse_env(req, spec, e) < 0)
 		return err_code(e);
 	if (sandbox_spec_parse_labels(req, spec, e) < 0) {
 		sandbox_spec_release(spec);
