@@ -12,7 +12,8 @@ shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
 umoci skopeo debootstrap
-chromium"
+chromium
+qemu-system-x86 linux-image-amd64 busybox-static cpio"
 
 # The browser tests' driver (tests/browser) runs on node; Debian's nodejs
 # and npm are used only when no node is on the PATH already.
