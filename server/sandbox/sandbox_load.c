@@ -89,7 +89,11 @@ static int load_one(struct sandboxes *s, const char *id)
 		const cJSON *ca = cJSON_GetObjectItemCaseSensitive(j, "created_at");
 		sb->created_at = cJSON_IsNumber(ca) ? (long long)ca->valuedouble : 0;
 		sandbox_disk_loaded(sb);
-		/* Kept when its isolation is unavailable now: a start says why. */
+		/* Made before isolations existed: a container, whatever the
+		 * default is now.  Kept when its isolation is unavailable now:
+		 * a start says why. */
+		if (!sb->spec.isolation)
+			sb->spec.isolation = RUNTIME_ISOLATION_CONTAINER;
 		if (sandbox_backend_set(sb, &e) < 0) {
 			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
 			err_clear(&e);

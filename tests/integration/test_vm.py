@@ -6,6 +6,7 @@ this host, or what this deskboxd cannot yet do in a VM: docs/isolation.md),
 never a container in its place; a template may carry "isolation" and a
 create from a "vm" one is refused the same way."""
 
+import json
 import os
 import sys
 
@@ -90,11 +91,23 @@ def main():
 
         # Kept across a restart: sandbox.json has it.
         srv.stop()
+        # One made before isolations existed has no "isolation" in its
+        # sandbox.json: it is a container whatever the default is now.
+        path = os.path.join(state, "sandboxes", sb2["id"], "sandbox.json")
+        with open(path) as f:
+            saved = json.load(f)
+        t.eq(saved.get("isolation"), "container", "sandbox.json keeps the isolation")
+        del saved["isolation"]
+        with open(path, "w") as f:
+            json.dump(saved, f)
         srv = dbx.Server(state_dir=state, args=["--default-isolation", "vm"])
         servers.append(srv)
         r = srv.request("GET", "/v1/sandboxes/" + sid)
         t.eq(r.json().get("isolation"), "container",
              "after a restart with --default-isolation vm the old sandbox is still a container")
+        r = srv.request("GET", "/v1/sandboxes/" + sb2["id"])
+        t.eq(r.json().get("isolation"), "container",
+             "and one persisted without an isolation is a container too")
         r = srv.request("POST", "/v1/sandboxes/%s/start" % sid)
         t.ok(r.status == 200, "and it starts as one", r.body[:200])
         r = srv.request("POST", "/v1/sandboxes", {})
