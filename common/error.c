@@ -28,6 +28,7 @@ static const char *const kind_names[] = {
     [ERR_NAME_TAKEN] = "name_taken",
     [ERR_UNKNOWN_FIELD] = "unknown_field",
     [ERR_TAKEN_OVER] = "taken_over",
+    [ERR_NOT_IMPLEMENTED] = "not_implemented",
 };
 
 int err_code(const struct err *e)

@@ -20,26 +20,27 @@
 /* What kind of failure this is, with its code name (err_kind_name()). */
 enum err_kind {
 	ERR_NONE = 0,
-	ERR_INVALID,	   /* invalid_argument: the request is wrong */
-	ERR_UNAUTHORIZED,  /* unauthorized: no or a wrong credential */
-	ERR_FORBIDDEN,	   /* forbidden: the credential does not allow it */
-	ERR_NOT_FOUND,	   /* not_found */
-	ERR_METHOD,	   /* method_not_allowed */
-	ERR_CONFLICT,	   /* conflict: wrong state for this operation */
-	ERR_TOO_LARGE,	   /* payload_too_large */
-	ERR_UNSUPPORTED,   /* unsupported_media_type */
-	ERR_RANGE,	   /* range_not_satisfiable: a byte range past the end */
-	ERR_LIMIT,	   /* limit_exceeded: a configured cap was hit */
-	ERR_INTERNAL,	   /* internal */
-	ERR_UNAVAILABLE,   /* unavailable: retry later (e.g. VNC reconnecting) */
-	ERR_TIMEOUT,	   /* timeout */
-	ERR_NO_SPACE,	   /* insufficient_storage: quota */
-	ERR_NOT_RUNNING,   /* sandbox_not_running: stopped or failed; start it first */
-	ERR_BAD_GATEWAY,   /* bad_gateway: a service in the sandbox did not answer */
-	ERR_PAUSED,	   /* sandbox_paused: frozen; resume it first */
-	ERR_NAME_TAKEN,	   /* name_taken: another sandbox has that name */
-	ERR_UNKNOWN_FIELD, /* unknown_field: a request member deskbox does not know */
-	ERR_TAKEN_OVER,	   /* taken_over: a person holds the desktop; agent actions wait */
+	ERR_INVALID,	     /* invalid_argument: the request is wrong */
+	ERR_UNAUTHORIZED,    /* unauthorized: no or a wrong credential */
+	ERR_FORBIDDEN,	     /* forbidden: the credential does not allow it */
+	ERR_NOT_FOUND,	     /* not_found */
+	ERR_METHOD,	     /* method_not_allowed */
+	ERR_CONFLICT,	     /* conflict: wrong state for this operation */
+	ERR_TOO_LARGE,	     /* payload_too_large */
+	ERR_UNSUPPORTED,     /* unsupported_media_type */
+	ERR_RANGE,	     /* range_not_satisfiable: a byte range past the end */
+	ERR_LIMIT,	     /* limit_exceeded: a configured cap was hit */
+	ERR_INTERNAL,	     /* internal */
+	ERR_UNAVAILABLE,     /* unavailable: retry later (e.g. VNC reconnecting) */
+	ERR_TIMEOUT,	     /* timeout */
+	ERR_NO_SPACE,	     /* insufficient_storage: quota */
+	ERR_NOT_RUNNING,     /* sandbox_not_running: stopped or failed; start it first */
+	ERR_BAD_GATEWAY,     /* bad_gateway: a service in the sandbox did not answer */
+	ERR_PAUSED,	     /* sandbox_paused: frozen; resume it first */
+	ERR_NAME_TAKEN,	     /* name_taken: another sandbox has that name */
+	ERR_UNKNOWN_FIELD,   /* unknown_field: a request member deskbox does not know */
+	ERR_TAKEN_OVER,	     /* taken_over: a person holds the desktop; agent actions wait */
+	ERR_NOT_IMPLEMENTED, /* not_implemented: this server or host cannot do it */
 };
 
 #define ERR_MSG_MAX 512

@@ -251,6 +251,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .disk_store = o->disk_store,
 	    .disk_store_mb = (uint64_t)o->disk_store_mb,
 	    .default_timeout_s = o->default_timeout_s,
+	    .default_isolation = o->default_isolation,
 	    .userns_base = h->userns_base,
 	};
 	if (sandboxes_open(&s->sbx, &sc, e) < 0) {

@@ -193,6 +193,8 @@ int http_error_status(enum err_kind kind)
 		return 416;
 	case ERR_LIMIT:
 		return 429;
+	case ERR_NOT_IMPLEMENTED:
+		return 501;
 	case ERR_BAD_GATEWAY:
 		return 502;
 	case ERR_UNAVAILABLE:

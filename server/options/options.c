@@ -27,6 +27,7 @@ static const char usage_text[] =
     "                [--userns-base ID] [--allow-shared-uid]\n"
     "                [--default-network none|internet] [--sandbox-subnet CIDR]\n"
     "                [--uplink IFACE] [--dns-server IP]...\n"
+    "                [--default-isolation container|vm]\n"
     "\n"
     "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
     "                     port 0 picks a free port, printed at start)\n"
@@ -50,6 +51,8 @@ static const char usage_text[] =
     "                     the state dir's filesystem's size, at least 300)\n"
     "  --default-timeout  seconds a sandbox lives when its create names no\n"
     "                     timeout_s, then its on_timeout happens (default 0: none)\n"
+    "  --default-isolation  a sandbox's isolation when its create names none:\n"
+    "                     container (default, crun) or vm (KVM; docs/isolation.md)\n"
     "  --templates-dir    load sandbox templates from DIR/*.json at start\n"
     "                     (docs/lifecycle.md)\n"
     "  --png-level        screenshots' PNG deflate level, 1-9 (default 1: deskbox's\n"
@@ -268,10 +271,12 @@ static int set_network_option(int c, const char *arg, struct options *o)
 	return 0;
 }
 
-/* --on-exit keep|stop and --disk-store auto|pool|direct; -1 for anything
- * else. */
+/* --on-exit keep|stop, --disk-store auto|pool|direct and
+ * --default-isolation container|vm; -1 for anything else. */
 static int parse_word_option(int c, const char *arg, struct options *o)
 {
+	if (c == 'I')
+		return runtime_isolation_parse(arg, &o->default_isolation) < 0 ? -1 : 0;
 	if (c == 'K') {
 		static const char *const modes[] = {
 		    [DISK_STORE_AUTO] = "auto",
@@ -444,6 +449,7 @@ static const struct option longopts[] = {
     {"dns-server", required_argument, NULL, 'd'},
     {"egress-ca-file", required_argument, NULL, 'A'},
     {"egress-proxy", required_argument, NULL, 'E'},
+    {"default-isolation", required_argument, NULL, 'I'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -506,7 +512,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		default:
 			if (set_string_option(c, optarg, o))
 				break;
-			if (c == 'X' || c == 'K') {
+			if (c == 'X' || c == 'K' || c == 'I') {
 				if (parse_word_option(c, optarg, o) < 0)
 					goto bad;
 				break;

@@ -25,6 +25,8 @@ struct options {
 	enum disk_store_mode disk_store; /* --disk-store auto|pool|direct */
 	long long disk_store_mb;	 /* --disk-store-size; 0: the state fs's size */
 	long long default_timeout_s;
+	/* --default-isolation; 0: container. */
+	enum runtime_isolation default_isolation;
 	int png_level; /* --png-level: screenshots' deflate level, 1-9 */
 	long long userns_base;
 	int allow_shared_uid;

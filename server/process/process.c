@@ -68,6 +68,12 @@ void process_table_set_run_dir(struct process_table *t, const char *run)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* Before the sandbox is listed, so before any run reads it. */
+void process_table_set_backend(struct process_table *t, const struct runtime_backend *be)
+{
+	t->host.be = be;
+}
+
 void process_table_ref(struct process_table *t)
 {
 	atomic_fetch_add(&t->refs, 1);
@@ -388,7 +394,7 @@ static int start_via_runtime(struct process_table *t, struct process_run *r,
 	    .cgroup = r->cg.name,
 	};
 	r->start_ms = clock_mono_ms();
-	return runtime_exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
+	return t->host.be->exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
 }
 
 /* Waits for crun's pid file, learns the program's pid inside the sandbox

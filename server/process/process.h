@@ -39,6 +39,8 @@ struct process_table;
  * nothing else of it (server/sandbox/ owns the table and this handle). */
 struct process_host {
 	struct runtime *rt;
+	/* The sandbox's isolation backend (runtime.h), its calls on rt. */
+	const struct runtime_backend *be;
 	enum runtime_cgroup_mode cgroup_mode;
 	const char *container_id;
 	/* The sandbox's state directory: <dir>/run holds the exec agent's
@@ -61,6 +63,8 @@ void process_table_unref(struct process_table *t);
  * deskboxd re-adopted after a restart names the directory through its
  * init's root ("/proc/PID/root/run/deskbox"). */
 void process_table_set_run_dir(struct process_table *t, const char *run);
+/* The sandbox's backend once its isolation is known (the create's). */
+void process_table_set_backend(struct process_table *t, const struct runtime_backend *be);
 /* Kills every run of the sandbox (their owners then see them end); with
  * `foreground_only` only the runs someone waits for, so that background
  * runs and launched programs go on (a deskboxd leaving its sandboxes

@@ -162,6 +162,51 @@ int runtime_exec_spawn(struct runtime *rt, const char *id, const struct runtime_
  * (blocking, O_CLOEXEC, TCP_NODELAY) is the caller's. */
 int runtime_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e);
 
+/* ---- isolation backends (runtime_backend.c) ---- */
+
+/* How a sandbox is isolated: "container" (crun, the default) or "vm" (a
+ * KVM virtual machine with a kernel of its own). */
+enum runtime_isolation {
+	RUNTIME_ISOLATION_CONTAINER = 1,
+	RUNTIME_ISOLATION_VM = 2,
+};
+
+/* "container" | "vm" ("container" for anything else). */
+const char *runtime_isolation_name(enum runtime_isolation iso);
+/* The isolation called `name`; -EINVAL when there is none. */
+int runtime_isolation_parse(const char *name, enum runtime_isolation *out);
+
+/* 0 when /dev/kvm opens and speaks KVM_API_VERSION; else
+ * ERR_NOT_IMPLEMENTED saying what is missing. */
+int runtime_kvm_probe(struct err *e);
+
+/* What the sandbox and process layers do with a sandbox's isolation,
+ * whatever it is: each backend fills every field (the container's are the
+ * crun calls above, with the same contracts).  The callers never test
+ * which backend they hold. */
+struct runtime_backend {
+	enum runtime_isolation isolation;
+	int (*start)(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
+		     pid_t *init_pid, struct err *e);
+	int (*kill)(struct runtime *rt, const char *id, int sig, int all, struct err *e);
+	int (*remove)(struct runtime *rt, const char *id, int force, struct err *e);
+	int (*state)(struct runtime *rt, const char *id, int *running, pid_t *init_pid,
+		     struct err *e);
+	int (*update)(struct runtime *rt, const char *id, const struct runtime_limits *l,
+		      struct err *e);
+	int (*exec_spawn)(struct runtime *rt, const char *id, const struct runtime_exec *x,
+			  pid_t *client_pid, struct err *e);
+	int (*connect_inside)(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e);
+};
+
+/* The backend of isolation `iso` (static, never freed).  "vm":
+ * ERR_NOT_IMPLEMENTED naming the reason (no /dev/kvm, or what this
+ * deskboxd cannot do in a VM yet). */
+int runtime_backend_get(enum runtime_isolation iso, const struct runtime_backend **out,
+			struct err *e);
+/* The container backend (cannot fail). */
+const struct runtime_backend *runtime_backend_container(void);
+
 /* ---- the root filesystem (runtime_image.c) ---- */
 
 /* image: the sandbox's root filesystem.

@@ -20,6 +20,10 @@ struct sandbox {
 	/* Host id of its container's root: its ids are host_base..+65535
 	 * (sandbox_userns.c); 0: no user namespace. */
 	uint32_t host_base;
+	/* Its isolation's backend (runtime.h): every runtime call goes
+	 * through it.  The container's until the spec is known
+	 * (sandbox_backend_set). */
+	const struct runtime_backend *be;
 
 	/* Guards status, cap, init_pid, init_gen and reason. */
 	pthread_mutex_t mu;
@@ -126,6 +130,11 @@ int sandbox_persist(struct sandbox *sb, enum sandbox_status status, struct err *
 char *sandbox_persist_text(struct sandbox *sb, enum sandbox_status status);
 /* The error for an operation that needs `sb` running while it is `st`. */
 int sandbox_not_running(struct sandbox *sb, enum sandbox_status st, struct err *e);
+
+/* Resolves the spec's isolation (the server's default when it names
+ * none) and sets sb->be; ERR_NOT_IMPLEMENTED naming the reason when this
+ * host or deskboxd cannot provide it. */
+int sandbox_backend_set(struct sandbox *sb, struct err *e);
 
 /* ---- warm-pool claims (sandbox_claim.c) ---- */
 /* Makes the claim record of a new pool member: <dir>/claim.json, zeros,

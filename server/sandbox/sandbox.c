@@ -100,6 +100,7 @@ static cJSON *spec_json(struct sandbox *sb, enum sandbox_status status, const ch
 	cJSON_AddNumberToObject(j, "cpu_millis", sb->spec.cpu_millis);
 	cJSON_AddNumberToObject(j, "disk_mb", (double)sb->spec.disk_mb);
 	cJSON_AddStringToObject(j, "image", sb->spec.image[0] ? sb->spec.image : IMAGE_DEFAULT);
+	cJSON_AddStringToObject(j, "isolation", runtime_isolation_name(sb->spec.isolation));
 	if (sb->spec.agent_width) {
 		cJSON *ad = cJSON_AddObjectToObject(j, "agent_display");
 		cJSON_AddNumberToObject(ad, "width", sb->spec.agent_width);
@@ -177,8 +178,10 @@ struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id)
 	snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", s->cfg.state_dir, id);
 	sb->owner = s;
 	sb->disk_pooled = s->store_new; /* a load finds out (sandbox_disk_loaded) */
+	sb->be = runtime_backend_container();
 	struct process_host host = {
 	    .rt = s->rt,
+	    .be = sb->be,
 	    .cgroup_mode = s->cfg.cgroup_mode,
 	    .container_id = sb->container_id,
 	    .dir = sb->dir,
@@ -263,6 +266,19 @@ static int registry_add(struct sandboxes *s, struct sandbox *sb, int pooled, str
 	return r;
 }
 
+int sandbox_backend_set(struct sandbox *sb, struct err *e)
+{
+	if (!sb->spec.isolation)
+		sb->spec.isolation =
+		    sb->owner->cfg.default_isolation ?: RUNTIME_ISOLATION_CONTAINER;
+	const struct runtime_backend *be;
+	if (runtime_backend_get(sb->spec.isolation, &be, e) < 0)
+		return err_code(e);
+	sb->be = be;
+	process_table_set_backend(sb->procs, be);
+	return 0;
+}
+
 /* `pooled`: 0, POOLED_BARE (no network until the claim) or POOLED_OWN_NET. */
 enum { POOLED_BARE = 1, POOLED_OWN_NET = 2 };
 
@@ -289,7 +305,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	sb->status = SANDBOX_CREATING;
 	sb->pooled = pooled != 0;
 	sb->net_at_claim = pooled == POOLED_BARE;
-	if (sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
+	if (sandbox_backend_set(sb, e) < 0 || sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
 	    sandbox_secrets_resolve(sb, e) < 0 || sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);
@@ -364,12 +380,14 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 	 * as is the restart policy. */
 	uint64_t disk =
 	    req->disk_mb == SANDBOX_DISK_DEFAULT ? sb->owner->cfg.disk_mb : req->disk_mb;
+	enum runtime_isolation iso = req->isolation ?: sb->owner->cfg.default_isolation
+							  ?: RUNTIME_ISOLATION_CONTAINER;
 	return req->width == sb->spec.width && req->height == sb->spec.height &&
 	       disk == sb->spec.disk_mb && req->memory_mb == sb->spec.memory_mb &&
 	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
 	       !req->env[0] && !sb->spec.env[0] && !req->n_secrets &&
 	       strcmp(req->image, sb->spec.image) == 0 &&
-	       req->read_only_root == sb->spec.read_only_root;
+	       req->read_only_root == sb->spec.read_only_root && iso == sb->spec.isolation;
 }
 
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)

@@ -103,6 +103,9 @@ struct sandbox_spec {
 	 * its placeholder (docs/secrets.md). */
 	size_t n_secrets;
 	struct sandbox_secret secrets[SECRETS_PER_SANDBOX];
+	/* "isolation": "container" | "vm"; 0 when the request named none
+	 * (the server's default, resolved at create). */
+	enum runtime_isolation isolation;
 };
 
 #define SANDBOX_TIMEOUT_DEFAULT (-1)
@@ -137,6 +140,9 @@ struct sandboxes_config {
 	/* Seconds a sandbox lives when its spec names no timeout_s; 0: no
 	 * limit (--default-timeout). */
 	int64_t default_timeout_s;
+	/* A sandbox's isolation when its spec names none; 0: container
+	 * (--default-isolation). */
+	enum runtime_isolation default_isolation;
 	/* The host-wide network manager (server/network/network.h); NULL:
 	 * every sandbox has network none. */
 	struct network *network;
@@ -177,7 +183,8 @@ void sandboxes_kill_runs(struct sandboxes *s, int foreground_only);
  * (sandbox_spec.c: {"display":{"width","height"}, "memory_mb", "pids_max",
  * "cpu_millis", "agent_display":{"width","height"}, "disk_mb", "env":{K:V},
  * "restart":"no"|"on-failure", "network": see network.h, "image", "name",
- * "metadata", "read_only_root" (sandbox_name.c)}); on failure nothing is
+ * "metadata", "read_only_root" (sandbox_name.c), "isolation":
+ * "container"|"vm"}); on failure nothing is
  * left to release. */
 int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *e);
 

@@ -62,7 +62,7 @@ int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e)
 {
 	int running = 0;
 	pid_t pid = 0;
-	if (runtime_state(sb->owner->rt, sb->container_id, &running, &pid, e) < 0)
+	if (sb->be->state(sb->owner->rt, sb->container_id, &running, &pid, e) < 0)
 		return err_code(e);
 	if (!running || pid <= 0)
 		return err_set(e, ERR_NOT_RUNNING, ESRCH, "its container ended meanwhile");

@@ -107,7 +107,7 @@ int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, stru
 	pid_t pid = sb->init_pid;
 	pthread_mutex_unlock(&sb->mu);
 	int fd = -1;
-	int r = runtime_connect_inside(pid, port, timeout_ms, &fd, e);
+	int r = sb->be->connect_inside(pid, port, timeout_ms, &fd, e);
 	return r < 0 ? r : fd;
 }
 
@@ -184,7 +184,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	/* Every run's own cgroup, before crun removes the sandbox's. */
 	process_table_kill_all(sb->procs, 0);
 	sandbox_net_detach(sb);
-	if (runtime_delete(sb->owner->rt, sb->container_id, 1, &e) < 0)
+	if (sb->be->remove(sb->owner->rt, sb->container_id, 1, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
 	err_clear(&e);
 	sandbox_log_close(sb);
@@ -441,11 +441,11 @@ int sandbox_start_container(struct sandbox *sb, struct err *e)
 	    write_bundle(sb, bundle, rootfs, run, sb->host_base ? userns : NULL, e) < 0)
 		return runtime_userns_drop(userns), err_code(e);
 	/* A container left over by a crash of a previous deskboxd. */
-	runtime_delete(s->rt, sb->container_id, 1, NULL);
+	sb->be->remove(s->rt, sb->container_id, 1, NULL);
 	_cleanup_fd_ int logfd = -1;
 	if (sandbox_log_open(sb, &logfd, e) < 0)
 		return runtime_userns_drop(userns), err_code(e);
-	int r = runtime_start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e);
+	int r = sb->be->start(s->rt, sb->container_id, bundle, logfd, &sb->init_pid, e);
 	runtime_userns_drop(userns); /* the container's processes keep it */
 	if (r < 0 || sandbox_monitor_watch(sb, e) < 0 || sandbox_net_attach(sb, e) < 0)
 		return err_code(e);

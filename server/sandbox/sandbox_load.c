@@ -93,6 +93,15 @@ static int load_one(struct sandboxes *s, const char *id)
 				 : cJSON_IsString(ca) ? clock_parse_rfc3339(ca->valuestring) / 1000
 						      : 0;
 		sandbox_disk_loaded(sb);
+		/* Made before isolations existed: a container, whatever the
+		 * default is now.  Kept when its isolation is unavailable now:
+		 * a start says why. */
+		if (!sb->spec.isolation)
+			sb->spec.isolation = RUNTIME_ISOLATION_CONTAINER;
+		if (sandbox_backend_set(sb, &e) < 0) {
+			log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", id, e.msg);
+			err_clear(&e);
+		}
 		sandbox_timeout_load(sb, j);
 		load_userns_base(s, sb, cJSON_GetObjectItemCaseSensitive(j, "userns_base"));
 		if (load_adopt(sb, st, j) == 0) {

@@ -135,7 +135,7 @@ static void put_back(struct sandbox *sb, const struct sandbox_patch *before)
 {
 	struct runtime_limits back = runtime_form(before);
 	struct err e = ERR_INIT;
-	if (runtime_update(sb->owner->rt, sb->container_id, &back, &e) < 0)
+	if (sb->be->update(sb->owner->rt, sb->container_id, &back, &e) < 0)
 		log_msg(LOG_LEVEL_WARN, "sandbox %s: putting the limits back: %s", sb->id, e.msg);
 }
 
@@ -163,7 +163,7 @@ static int update_locked(struct sandbox *sb, enum sandbox_status st, const struc
 		   (l->memory_mb || l->pids_max || l->has_cpu);
 	struct sandbox_patch before = current(sb);
 	struct runtime_limits rl = runtime_form(l);
-	if (live && runtime_update(sb->owner->rt, sb->container_id, &rl, e) < 0) {
+	if (live && sb->be->update(sb->owner->rt, sb->container_id, &rl, e) < 0) {
 		cJSON_Delete(meta);
 		/* The runtime writes one file after another: a refusal may
 		 * come after some of them took. */

@@ -14,7 +14,7 @@
 const char *const sandbox_create_fields[] = {
     "display", "agent_display", "memory_mb",	  "pids_max",	 "cpu_millis", "disk_mb", "env",
     "restart", "timeout_s",	"on_timeout",	  "auto_resume", "template",   "network", "image",
-    "name",    "metadata",	"read_only_root", "secrets",	 NULL,
+    "name",    "metadata",	"read_only_root", "secrets",	 "isolation",  NULL,
 };
 
 /* The members of "display" and "agent_display". */
@@ -92,6 +92,19 @@ static int parse_image(const cJSON *req, struct sandbox_spec *spec, struct err *
 			       "field 'image' must be \"default\" or an image name "
 			       "([a-z0-9][a-z0-9._-]{0,62})");
 	snprintf(spec->image, sizeof(spec->image), "%s", im->valuestring);
+	return 0;
+}
+
+/* "isolation": "container" | "vm"; absent or null: the server's default.
+ * Whether this host can provide it is checked at create. */
+static int parse_isolation(const cJSON *req, struct sandbox_spec *spec, struct err *e)
+{
+	const cJSON *iso = cJSON_GetObjectItemCaseSensitive(req, "isolation");
+	if (!iso || cJSON_IsNull(iso))
+		return 0;
+	if (!cJSON_IsString(iso) || runtime_isolation_parse(iso->valuestring, &spec->isolation) < 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'isolation' must be \"container\" or \"vm\"");
 	return 0;
 }
 
@@ -180,7 +193,8 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
 			return err_wrap(e, "agent_display");
 		spec->agent_height = (uint32_t)v;
 	}
-	if (parse_image(req, spec, e) < 0 || parse_env(req, spec, e) < 0)
+	if (parse_image(req, spec, e) < 0 || parse_isolation(req, spec, e) < 0 ||
+	    parse_env(req, spec, e) < 0)
 		return err_code(e);
 	if (sandbox_spec_parse_labels(req, spec, e) < 0 ||
 	    sandbox_spec_parse_secrets(req, spec, e) < 0) {

@@ -158,7 +158,7 @@ static int stop_running(struct sandboxes *s, struct sandbox *sb, struct err *e)
 	sandbox_init_disown(sb);
 	/* SIGTERM first: the init stops the desktop (Xvfb removes its
 	 * lock, programs save) and gets STOP_GRACE before the kill. */
-	runtime_kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
+	sb->be->kill(s->rt, sb->container_id, SIGTERM, 0, NULL);
 	long long deadline = clock_mono_ms() + SANDBOX_STOP_GRACE_MS;
 	while (sb->init_pid > 0 && pid_alive(sb->init_pid) && clock_mono_ms() < deadline)
 		clock_sleep_ms(20);
@@ -180,6 +180,9 @@ int sandbox_start_locked(struct sandbox *sb, struct err *e)
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status was = sb->status;
 	pthread_mutex_unlock(&sb->mu);
+	/* One loaded with an isolation this host could not provide then. */
+	if (sb->be->isolation != sb->spec.isolation && sandbox_backend_set(sb, e) < 0)
+		return err_code(e);
 	/* What a failed init left, if the monitor's worker did not get to it. */
 	if (was == SANDBOX_FAILED)
 		sandbox_teardown_ex(sb, 0);

@@ -5,7 +5,8 @@
  * "network", "env", "files" [{"path","content","mode"}] (text content),
  * "startup" ["shell command", …], "timeout_s", "on_timeout", "auto_resume",
  * "restart", "warm_pool" (how many desktops made from it are kept ready,
- * sandbox_pool.c).  Any other field is refused, naming it.  POST /v1/sandboxes
+ * sandbox_pool.c), "isolation" ("container" | "vm").  Any other field is
+ * refused, naming it.  POST /v1/sandboxes
  * {"template":N, …} expands it into the create request (the request's own
  * fields win; "env" is merged key by key), validated like any create; once
  * the desktop is up, the files are written as the sandbox's user and the
@@ -56,9 +57,9 @@ struct sandbox_templates {
 };
 
 const char *const sandbox_template_fields[] = {
-    "image",   "display",   "agent_display", "resources",   "network", "env",	    "files",
-    "startup", "timeout_s", "on_timeout",    "auto_resume", "restart", "warm_pool", "secrets",
-    NULL,
+    "image",	 "display", "agent_display", "resources",  "network",	  "env",
+    "files",	 "startup", "timeout_s",     "on_timeout", "auto_resume", "restart",
+    "warm_pool", "secrets", "isolation",     NULL,
 };
 
 int sandbox_template_name_ok(const char *name)

@@ -340,10 +340,40 @@ static void test_host_setup(struct ctx *c, const char *ns_before)
 		   "host setup: hybrid host's v2 hierarchy hidden from crun");
 }
 
+/* The isolation names, and the backends behind them: the container's is
+ * the crun calls; "vm" is refused saying why (ERR_NOT_IMPLEMENTED). */
+static void test_backends(void)
+{
+	enum runtime_isolation iso = 0;
+	ok(runtime_isolation_parse("container", &iso) == 0 && iso == RUNTIME_ISOLATION_CONTAINER,
+	   "isolation: \"container\" parses");
+	ok(runtime_isolation_parse("vm", &iso) == 0 && iso == RUNTIME_ISOLATION_VM,
+	   "isolation: \"vm\" parses");
+	ok(runtime_isolation_parse("kvm", &iso) == -EINVAL &&
+	       runtime_isolation_parse("", &iso) < 0 && runtime_isolation_parse(NULL, &iso) < 0,
+	   "isolation: anything else is -EINVAL");
+	ok(strcmp(runtime_isolation_name(RUNTIME_ISOLATION_VM), "vm") == 0 &&
+	       strcmp(runtime_isolation_name(RUNTIME_ISOLATION_CONTAINER), "container") == 0 &&
+	       strcmp(runtime_isolation_name(0), "container") == 0,
+	   "isolation: names");
+	const struct runtime_backend *be = NULL;
+	struct err e = ERR_INIT;
+	ok(runtime_backend_get(RUNTIME_ISOLATION_CONTAINER, &be, &e) == 0 &&
+	       be == runtime_backend_container() && be->start == runtime_start &&
+	       be->exec_spawn == runtime_exec_spawn && be->remove == runtime_delete,
+	   "backend: the container's is the crun calls");
+	be = NULL;
+	int r = runtime_backend_get(RUNTIME_ISOLATION_VM, &be, &e);
+	ok(r < 0 && !be && e.kind == ERR_NOT_IMPLEMENTED && strstr(e.msg, "vm"),
+	   "backend: vm is refused with not_implemented, saying why");
+	note("vm: %s", e.msg);
+}
+
 int main(void)
 {
 	if (geteuid() != 0)
 		skip_all("needs root (mount namespaces, overlayfs, crun)");
+	test_backends();
 	struct ctx c = {0};
 	struct err e = ERR_INIT;
 	snprintf(c.id, sizeof(c.id), "rt-test-%d", (int)getpid());
