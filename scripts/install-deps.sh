@@ -86,7 +86,7 @@ npm_ci() {
 npm_ci browser playwright-core
 npm_ci mcp @modelcontextprotocol/sdk
 npm_ci openapi @apidevtools/swagger-parser
-# The compatibility front-ends' official clients (docs/compat-*.md).
+# The compatibility front-ends' official clients (docs/compat.md).
 npm_ci compat-daytona @daytonaio/sdk
 npm_ci compat-sprites @fly/sprites
 npm_ci compat-opensandbox @alibaba-group/opensandbox

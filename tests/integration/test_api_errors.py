@@ -21,7 +21,7 @@ def unknown_fields(t, srv):
     a silent default; the body is checked before the target, so no sandbox
     is needed (and none is made)."""
     sb = "/v1/sandboxes/" + "0" * 32
-    cases = [("POST", "/v1/sandboxes", {"isolation": "vm"}, "isolation"),
+    cases = [("POST", "/v1/sandboxes", {"isolaton": "vm"}, "isolaton"),
              ("POST", "/v1/sandboxes", {"display": {"width": 1280, "depth": 24}},
               "display.depth"),
              ("POST", "/v1/sandboxes", {"agent_display": {"width": 640, "height": 400,

@@ -1,4 +1,4 @@
-"""Daytona's front-end (docs/compat-daytona.md) driven by the official
+"""Daytona's front-end (docs/compat.md) driven by the official
 TypeScript SDK @daytonaio/sdk, unchanged, pinned in tests/compat-daytona
 (tests/compat-daytona/daytona.test.mjs): DAYTONA_API_URL is
 http://HOST:PORT/daytona/api, DAYTONA_API_KEY deskbox's token.  The script

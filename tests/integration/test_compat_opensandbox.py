@@ -1,4 +1,4 @@
-"""OpenSandbox's front-end (docs/compat-opensandbox.md) driven by the official
+"""OpenSandbox's front-end (docs/compat.md) driven by the official
 JavaScript SDK @alibaba-group/opensandbox, unchanged, pinned in
 tests/compat-opensandbox (tests/compat-opensandbox/opensandbox.test.mjs):
 `domain` is HOST:PORT/opensandbox, the API key deskbox's token.  The script

@@ -1,4 +1,4 @@
-"""Sprites' front-end (docs/compat-sprites.md) driven by the official
+"""Sprites' front-end (docs/compat.md) driven by the official
 JavaScript SDK @fly/sprites, unchanged, pinned in tests/compat-sprites
 (tests/compat-sprites/sprites.test.mjs): baseURL is http://HOST:PORT/sprites,
 the token deskbox's.  The script creates a sprite, runs commands over the

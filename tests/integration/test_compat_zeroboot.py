@@ -1,4 +1,4 @@
-"""Zeroboot's REST shape (docs/compat-zeroboot.md): POST /zeroboot/v1/exec
+"""Zeroboot's REST shape (docs/compat.md): POST /zeroboot/v1/exec
 {"code"} with a bearer key runs the code in a fresh sandbox and answers
 {id, stdout, stderr, exit_code, fork_time_ms, exec_time_ms, total_time_ms};
 the sandbox is gone afterwards (checked through deskbox's own API) and one

@@ -1,5 +1,5 @@
 /* Daytona's routes: the control plane under /daytona/api, the toolbox
- * under /daytona/toolbox/{id} (docs/compat-daytona.md).  Credentials are
+ * under /daytona/toolbox/{id} (docs/compat.md).  Credentials are
  * deskbox's API token as Daytona's API key (Authorization: Bearer), checked
  * by the http layer; the socket.io channel checks the key it carries. */
 #include "internal.h"

@@ -1,4 +1,4 @@
-/* Daytona's front-end (docs/compat-daytona.md): the control plane
+/* Daytona's front-end (docs/compat.md): the control plane
  * (daytona_sandbox.c), the toolbox's process and file calls
  * (daytona_toolbox.c, daytona_files.c), computer use (daytona_computer.c),
  * the socket.io event channel (daytona_socketio.c) and the route table

@@ -1,4 +1,4 @@
-/* OpenSandbox's front-end (docs/compat-opensandbox.md): the lifecycle API
+/* OpenSandbox's front-end (docs/compat.md): the lifecycle API
  * and the routes (osb_lifecycle.c), execd (osb_execd.c).  Shared by those
  * files only. */
 #ifndef DESKBOX_SERVER_COMPAT_OPENSANDBOX_INTERNAL_H

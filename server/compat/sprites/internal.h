@@ -1,4 +1,4 @@
-/* Sprites' front-end (docs/compat-sprites.md): sprites, checkpoints and the
+/* Sprites' front-end (docs/compat.md): sprites, checkpoints and the
  * routes (sprites_api.c), exec over a WebSocket (sprites_exec.c).  Shared
  * by those files only. */
 #ifndef DESKBOX_SERVER_COMPAT_SPRITES_INTERNAL_H

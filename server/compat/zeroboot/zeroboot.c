@@ -1,4 +1,4 @@
-/* Zeroboot's REST shape (docs/compat-zeroboot.md): POST /v1/exec runs a
+/* Zeroboot's REST shape (docs/compat.md): POST /v1/exec runs a
  * piece of code in a fresh sandbox that is deleted afterwards, the way
  * Zeroboot forks a VM per request; a warm desktop (--warm-pool) makes the
  * "fork" a claim.  Errors are {"error":"..."}. */
