@@ -547,13 +547,19 @@ int api_desktop_accessibility_action(struct http_request *req, struct http_respo
 	cJSON *body;
 	struct desk d;
 	struct sandbox *sb;
+	static const char *const fields[] = {"name", "sensitive", "agent_display", NULL};
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	if (args_only(body, NULL, fields, e) < 0) {
+		cJSON_Delete(body);
+		return err_code(e);
+	}
+	cJSON_Delete(body);
 	if (enter_json(req, NULL, &body, &d, &sb, e) < 0)
 		return err_code(e);
-	static const char *const fields[] = {"name", "sensitive", NULL};
 	const char *name;
 	cJSON *j = NULL;
-	int r = args_only(body, NULL, fields, e);
-	r = r ?: args_string(body, "name", 64, 0, &name, e);
+	int r = args_string(body, "name", 64, 0, &name, e);
 	if (r == 0)
 		r = desk_a11y_action(&d, req->captures[1], name ? name : "click", &j, e);
 	leave(&d, sb);

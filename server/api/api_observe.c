@@ -65,9 +65,11 @@ int api_desktop_takeover(struct http_request *req, struct http_response *res, st
 	cJSON *body;
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
+	static const char *const fields[] = {"ttl_s", "by", NULL};
 	int64_t ttl;
 	const char *by;
-	if (args_int(body, "ttl_s", 1, DESK_TAKEOVER_MAX_S, DEFAULT_TTL_S, 0, &ttl, e) < 0 ||
+	if (args_only(body, NULL, fields, e) < 0 ||
+	    args_int(body, "ttl_s", 1, DESK_TAKEOVER_MAX_S, DEFAULT_TTL_S, 0, &ttl, e) < 0 ||
 	    args_string(body, "by", 60, 0, &by, e) < 0) {
 		cJSON_Delete(body);
 		return err_code(e);

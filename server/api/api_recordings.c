@@ -52,9 +52,11 @@ static void rec_leave(struct sandbox *sb, struct desk_obs *o)
 static int parse_opts(const cJSON *body, struct desk_rec_opts *ro, struct err *e)
 {
 	static const char *const formats[] = {"mp4", "webm", NULL};
+	static const char *const fields[] = {"fps", "format", NULL};
 	int64_t fps;
 	int fmt;
-	if (args_int(body, "fps", 1, DESK_REC_MAX_FPS, 10, 0, &fps, e) < 0 ||
+	if (args_only(body, NULL, fields, e) < 0 ||
+	    args_int(body, "fps", 1, DESK_REC_MAX_FPS, 10, 0, &fps, e) < 0 ||
 	    args_enum(body, "format", formats, 0, 0, &fmt, e) < 0)
 		return err_code(e);
 	ro->fps = (int)fps;

@@ -319,7 +319,7 @@ static const char *const input_fields[] = {
     "duration", "scroll_direction", "scroll_amount",	"region", NULL};
 static const char *const block_fields[] = {"type", "id", "name", "input", "cache_control", NULL};
 /* What every desktop body may carry at its top (api_desktop.c reads it). */
-static const char *const body_fields[] = {"agent_display", NULL};
+static const char *const body_fields[] = {"agent_display", "sensitive", NULL};
 
 int desk_anthropic(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t, struct err *e)
 {

@@ -61,8 +61,10 @@ static int batch_then(struct desk *d, const cJSON *then, cJSON *out, struct err 
  * ones done. */
 int desk_batch_check(const cJSON *body, struct err *e)
 {
-	static const char *const fields[] = {"actions", "then", "agent_display", NULL};
-	static const char *const item[] = {"action", NULL};
+	/* "sensitive": the whole batch's typed text redacted in the action log,
+	 * or one action's (docs/observation.md). */
+	static const char *const fields[] = {"actions", "then", "agent_display", "sensitive", NULL};
+	static const char *const item[] = {"action", "sensitive", NULL};
 	static const char *const then_fields[] = {"wait", "screenshot", NULL};
 	if (args_only(body, NULL, fields, e) < 0)
 		return err_code(e);

@@ -304,6 +304,23 @@ static const cJSON *the_call(const cJSON *in)
 	return cJSON_IsObject(c) ? c : in;
 }
 
+/* The members a FunctionCall, and a Part around one, may have (Google's
+ * types); anything else is refused, naming it, before the call runs. */
+static int check_call(const cJSON *in, const cJSON *call, struct err *e)
+{
+	static const char *const call_fields[] = {"name", "args", "id", NULL};
+	static const char *const part_fields[] = {"function_call", "functionCall",
+						  "thought_signature", "thoughtSignature", NULL};
+	static const char *const body_fields[] = {"agent_display", "sensitive", NULL};
+	if (call != in)
+		return args_only2(in, NULL, part_fields, body_fields, e) ?:
+			   args_only(call, cJSON_GetObjectItemCaseSensitive(in, "function_call")
+					       ? "function_call"
+					       : "functionCall",
+				     call_fields, e);
+	return args_only2(in, NULL, call_fields, body_fields, e);
+}
+
 static int run_call(struct desk *d, const cJSON *call, const char **name, struct err *e)
 {
 	if (!cJSON_IsObject(call))
@@ -326,7 +343,7 @@ int desk_gemini(struct desk *d, const cJSON *in, cJSON *out, struct desk_tool *t
 	memset(t, 0, sizeof(*t));
 	const cJSON *call = the_call(in);
 	const char *name = NULL;
-	if (run_call(d, call, &name, e) < 0) {
+	if (check_call(in, call, e) < 0 || run_call(d, call, &name, e) < 0) {
 		t->failed = 1;
 		snprintf(t->error, sizeof(t->error), "%s",
 			 e->msg[0] ? e->msg : "the action failed");

@@ -201,7 +201,7 @@ static int one_action(struct desk *d, const cJSON *in, const char *type, cJSON *
 static const char *const call_fields[] = {
     "type", "id", "call_id", "action", "actions", "status", "pending_safety_checks", NULL};
 /* What every desktop body may carry at its top (api_desktop.c reads it). */
-static const char *const body_fields[] = {"agent_display", NULL};
+static const char *const body_fields[] = {"agent_display", "sensitive", NULL};
 static const struct {
 	const char *type;
 	const char *const fields[7];

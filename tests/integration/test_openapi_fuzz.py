@@ -416,7 +416,8 @@ UNKNOWN = "deskbox_unknown_field"
 # arguments are checked against their inputSchema, test_mcp.py).
 LENIENT = {"mcpPost"}
 # The tool-format adapters answer a refused member in their own format.
-ADAPTERS = {"anthropic": {"action": "cursor_position"}, "openai": {"type": "wait"}}
+ADAPTERS = {"anthropic": {"action": "cursor_position"}, "openai": {"type": "wait"},
+            "gemini": {"name": "hover_at", "args": {"x": 1, "y": 1}}}
 
 
 def sample(schema):
