@@ -14,6 +14,9 @@ struct files_root;
 /* Looks sandbox `id` up and enters an operation on it (sandbox_use): on
  * success the caller must compat_release(). */
 int compat_enter(struct api *api, const char *id, struct sandbox **sb, struct err *e);
+/* A sandbox for a create in deskbox's own form (`spec_json`, the
+ * caller's): a warm one from the pool when it matches, else a new one. */
+int compat_create(struct api *api, const cJSON *spec_json, struct sandbox **out, struct err *e);
 void compat_release(struct sandbox *sb);
 
 /* A command line (`sh -c`) or a piece of code run to its end in sandbox
@@ -46,9 +49,6 @@ int compat_path(struct sandbox *sb, const char *path, const char *base, struct f
  * caller, freed with compat_env_free). */
 int compat_env(const cJSON *obj, char ***out, size_t max, struct err *e);
 void compat_env_free(char **env);
-
-/* A milliseconds timestamp as RFC 3339 UTC with milliseconds. */
-void compat_iso_time(long long ms, char *buf, size_t size);
 
 /* Per front-end: its routes and its error shape. */
 extern const struct http_route zeroboot_routes[];

@@ -77,14 +77,6 @@ static struct secret_rec **find(struct secrets *s, const char *name)
 	return NULL;
 }
 
-static void iso(long long ms, char *out, size_t size)
-{
-	time_t secs = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static cJSON *rec_json(const struct secret_rec *r, int with_value)
 {
 	cJSON *j = cJSON_CreateObject();
@@ -100,10 +92,10 @@ static cJSON *rec_json(const struct secret_rec *r, int with_value)
 		return j;
 	}
 	char when[32];
-	iso(r->created_ms, when, sizeof(when));
+	clock_rfc3339(r->created_ms, when, sizeof(when));
 	cJSON_AddStringToObject(j, "created_at", when);
 	if (r->last_used_ms) {
-		iso(r->last_used_ms, when, sizeof(when));
+		clock_rfc3339(r->last_used_ms, when, sizeof(when));
 		cJSON_AddStringToObject(j, "last_used_at", when);
 	} else {
 		cJSON_AddNullToObject(j, "last_used_at");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/text.h"
 #include "common/args.h"
 #include "internal.h"
@@ -166,7 +167,7 @@ static cJSON *dto(struct http_request *req, const cJSON *s)
 	cJSON_AddBoolToObject(j, "networkBlockAll",
 			      cJSON_IsString(net) && strcmp(net->valuestring, "none") == 0);
 	char when[40], url[320];
-	compat_iso_time((long long)num(s, "created_at") * 1000, when, sizeof(when));
+	clock_rfc3339((long long)num(s, "created_at") * 1000, when, sizeof(when));
 	cJSON_AddStringToObject(j, "createdAt", when);
 	cJSON_AddStringToObject(j, "updatedAt", when);
 	toolbox_url(req, url, sizeof(url));
@@ -301,20 +302,11 @@ int dt_sandbox_create(struct http_request *req, struct http_response *res, struc
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
-	struct sandbox_spec spec;
-	r = sandbox_spec_parse(spec_json, &spec, e);
+	struct sandbox *sb;
+	r = compat_create(api, spec_json, &sb, e);
 	cJSON_Delete(spec_json);
 	if (r < 0)
 		return r;
-	struct sandbox *sb;
-	r = pool_take(api->pool, &spec, &sb, e);
-	if (r != 0) {
-		sandbox_spec_release(&spec);
-		if (r < 0)
-			return r;
-	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
-		return err_code(e);
-	}
 	/* deskbox's create returns a running desktop: "started" at once. */
 	return reply_sandbox(req, res, 200, sb, e);
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/args.h"
 #include "internal.h"
 #include "server/files/files.h"
@@ -172,8 +173,8 @@ static cJSON *file_info(const cJSON *f, const char *dir)
 		 m & 0200 ? 'w' : '-', m & 0100 ? 'x' : '-', m & 040 ? 'r' : '-',
 		 m & 020 ? 'w' : '-', m & 010 ? 'x' : '-', m & 04 ? 'r' : '-', m & 02 ? 'w' : '-',
 		 m & 01 ? 'x' : '-');
-	compat_iso_time(cJSON_IsNumber(mtime) ? (long long)mtime->valuedouble * 1000 : 0, when,
-			sizeof(when));
+	clock_rfc3339(cJSON_IsNumber(mtime) ? (long long)mtime->valuedouble * 1000 : 0, when,
+		      sizeof(when));
 	cJSON_AddStringToObject(j, "name", name ? name : "");
 	if (dir) {
 		char full[PATH_MAX];

@@ -178,12 +178,15 @@ void compat_env_free(char **env)
 	free(env);
 }
 
-void compat_iso_time(long long ms, char *buf, size_t size)
+int compat_create(struct api *api, const cJSON *spec_json, struct sandbox **out, struct err *e)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	char s[32];
-	strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, size, "%s.%03lldZ", s, ms % 1000);
+	struct sandbox_spec spec;
+	if (sandbox_spec_parse(spec_json, &spec, e) < 0)
+		return err_code(e);
+	int r = pool_take(api->pool, &spec, out, e);
+	if (r != 0) {
+		sandbox_spec_release(&spec);
+		return r < 0 ? r : 0;
+	}
+	return sandbox_create(api->sandboxes, &spec, out, e);
 }

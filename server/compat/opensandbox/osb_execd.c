@@ -437,7 +437,7 @@ static int info_one(void *cls, const char *name, const char *value)
 				: S_ISLNK(st.st_mode) ? "symlink"
 						      : "other");
 	cJSON_AddNumberToObject(j, "size", (double)st.st_size);
-	compat_iso_time((long long)st.st_mtime * 1000, when, sizeof(when));
+	clock_rfc3339((long long)st.st_mtime * 1000, when, sizeof(when));
 	cJSON_AddStringToObject(j, "modified_at", when);
 	cJSON_AddStringToObject(j, "created_at", when);
 	cJSON_AddStringToObject(j, "owner", "user");

@@ -92,8 +92,8 @@ static cJSON *sandbox_info(const cJSON *s)
 	cJSON_AddItemToArray(ep, cJSON_CreateString("/dev/null"));
 	char when[40];
 	const cJSON *ca = cJSON_GetObjectItemCaseSensitive(s, "created_at");
-	compat_iso_time(cJSON_IsNumber(ca) ? (long long)ca->valuedouble * 1000 : 0, when,
-			sizeof(when));
+	clock_rfc3339(cJSON_IsNumber(ca) ? (long long)ca->valuedouble * 1000 : 0, when,
+		      sizeof(when));
 	cJSON_AddStringToObject(j, "createdAt", when);
 	const char *exp = str(s, "expires_at");
 	if (exp)
@@ -265,20 +265,11 @@ static int osb_create(struct http_request *req, struct http_response *res, struc
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
-	struct sandbox_spec spec;
-	r = sandbox_spec_parse(spec_json, &spec, e);
+	struct sandbox *sb;
+	r = compat_create(api, spec_json, &sb, e);
 	cJSON_Delete(spec_json);
 	if (r < 0)
 		return r;
-	struct sandbox *sb;
-	r = pool_take(api->pool, &spec, &sb, e);
-	if (r != 0) {
-		sandbox_spec_release(&spec);
-		if (r < 0)
-			return r;
-	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
-		return err_code(e);
-	}
 	return reply_sandbox(res, 202, sb, e);
 }
 

@@ -59,7 +59,7 @@ static cJSON *sprite_json(struct http_request *req, const cJSON *s)
 	cJSON_AddStringToObject(cfg, "region", "local");
 	cJSON_AddItemToObject(j, "environment", cJSON_CreateObject());
 	char when[40], url[320];
-	compat_iso_time((long long)num(s, "created_at") * 1000, when, sizeof(when));
+	clock_rfc3339((long long)num(s, "created_at") * 1000, when, sizeof(when));
 	cJSON_AddStringToObject(j, "created_at", when);
 	cJSON_AddStringToObject(j, "updated_at", when);
 	const char *host = http_header(req, "Host");
@@ -147,20 +147,11 @@ static int sp_create(struct http_request *req, struct http_response *res, struct
 	cJSON_Delete(body);
 	if (r < 0)
 		return r;
-	struct sandbox_spec spec;
-	r = sandbox_spec_parse(spec_json, &spec, e);
+	struct sandbox *sb;
+	r = compat_create(api, spec_json, &sb, e);
 	cJSON_Delete(spec_json);
 	if (r < 0)
 		return r;
-	struct sandbox *sb;
-	r = pool_take(api->pool, &spec, &sb, e);
-	if (r != 0) {
-		sandbox_spec_release(&spec);
-		if (r < 0)
-			return r;
-	} else if (sandbox_create(api->sandboxes, &spec, &sb, e) < 0) {
-		return err_code(e);
-	}
 	return reply_sprite(req, res, 201, sb, e);
 }
 
@@ -244,7 +235,7 @@ static int checkpoints(struct api *api, const char *id, cJSON **list, cJSON **me
 static int reply_ndjson(struct http_response *res, const char *type, const char *msg, struct err *e)
 {
 	char when[40];
-	compat_iso_time(clock_wall_ms(), when, sizeof(when));
+	clock_rfc3339(clock_wall_ms(), when, sizeof(when));
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "type", type);
 	cJSON_AddStringToObject(j, "data", msg);

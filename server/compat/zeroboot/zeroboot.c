@@ -28,18 +28,10 @@ void zeroboot_error(struct http_response *res, int status, const char *message)
 static int fresh_sandbox(struct api *api, struct sandbox **sb, struct err *e)
 {
 	cJSON *none = cJSON_CreateObject();
-	struct sandbox_spec spec;
-	int r = none ? sandbox_spec_parse(none, &spec, e)
+	int r = none ? compat_create(api, none, sb, e)
 		     : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	cJSON_Delete(none);
-	if (r < 0)
-		return r;
-	r = pool_take(api->pool, &spec, sb, e);
-	if (r != 0) {
-		sandbox_spec_release(&spec);
-		return r < 0 ? r : 0;
-	}
-	return sandbox_create(api->sandboxes, &spec, sb, e);
+	return r;
 }
 
 static double ms_since(long long t0_ns)
