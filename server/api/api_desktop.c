@@ -423,7 +423,7 @@ static void add_url(struct http_request *req, cJSON *j, int openai)
 	if (enter(req, NULL, &d, &sb, &e) < 0)
 		return;
 	int front = desk_browser_in_front(&d);
-	api_release(sb);
+	leave(&d, sb);
 	if (!front)
 		return;
 	cJSON *at = cJSON_GetObjectItemCaseSensitive(j, openai ? "output" : "response");
