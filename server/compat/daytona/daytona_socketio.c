@@ -107,9 +107,9 @@ static int on_packet(struct sio *s)
 static int on_text(void *cls, const unsigned char *p, size_t n, int end)
 {
 	struct sio *s = cls;
-	if (s->msg_len + n > SIO_MSG_MAX)
+	if (s->msg_len + n > SIO_MSG_MAX) {
 		s->too_long = 1;
-	else {
+	} else if (n) { /* an empty frame may come with no buffer */
 		memcpy(s->msg + s->msg_len, p, n);
 		s->msg_len += n;
 	}
