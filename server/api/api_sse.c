@@ -8,7 +8,7 @@
 
 void api_sse_append(struct api_sse *s, const char *data, size_t n)
 {
-	if (s->failed)
+	if (s->failed || n == 0) /* nothing, perhaps into no buffer yet */
 		return;
 	if (s->len + n > s->cap) {
 		size_t ncap = s->cap ? s->cap : 8192;
