@@ -94,8 +94,8 @@ def test_example(t, d):
                DESKBOX_TOKEN=d.srv.token)
     ex = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "agent_loop.py")
     for flavour in ("anthropic", "openai"):
-        p = subprocess.run([sys.executable, ex, flavour, d.sid], env=env, capture_output=True,
-                           timeout=300)
+        p = subprocess.run([sys.executable, ex, flavour, d.sid, "--scripted"], env=env,
+                           capture_output=True, timeout=300)
         out = p.stdout.decode(errors="replace")
         t.ok(p.returncode == 0 and "done: the file holds what the agent typed" in out,
              "examples/agent_loop.py %s writes the file through the terminal" % flavour,
