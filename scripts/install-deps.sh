@@ -43,6 +43,8 @@ command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 # dialog, and npm for the node projects below.
 if [ "$TEST" = 1 ]; then
 	PKGS="$PKGS python3-yaml python3-jsonschema python3-hypothesis imagemagick ffmpeg zenity"
+	# The cluster tests' etcd (a cluster node needs only its address).
+	PKGS="$PKGS etcd-server"
 	command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi
 
