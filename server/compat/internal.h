@@ -7,9 +7,8 @@
 
 #include "compat.h"
 #include "server/api/api.h"
+#include "server/files/files.h"
 #include "server/process/process.h"
-
-struct files_root;
 
 /* Looks sandbox `id` up and enters an operation on it (sandbox_use): on
  * success the caller must compat_release(). */
@@ -49,6 +48,26 @@ int compat_path(struct sandbox *sb, const char *path, const char *base, struct f
  * caller, freed with compat_env_free). */
 int compat_env(const cJSON *obj, char ***out, size_t max, struct err *e);
 void compat_env_free(char **env);
+
+/* A multipart upload into sandbox req->captures[0] (edge/compat_upload.c),
+ * the first member of a front-end's calloc'd state: begin sets the body
+ * sink (on failure it frees `u`), the front-end's `on_part` (called with
+ * `u`) opens the file with compat_upload_open and writes it with
+ * compat_upload_write (quota kept); compat_upload_commit renames it into
+ * place.  compat_upload_free calls `free_extra` for the rest of the state. */
+struct compat_upload {
+	struct sandbox *sb;
+	struct files_root root;
+	struct http_multipart *mp;
+	struct files_upload *fu;			/* the file being written */
+	void (*free_extra)(struct compat_upload *u); /* may be NULL */
+};
+int compat_upload_begin(struct http_request *req, struct compat_upload *u, http_part_fn on_part,
+			struct http_body_sink *sink, struct err *e);
+int compat_upload_open(struct compat_upload *u, const char *canon, int mode, struct err *e);
+int compat_upload_write(struct compat_upload *u, const char *data, size_t size, struct err *e);
+int compat_upload_commit(struct compat_upload *u, struct err *e);
+void compat_upload_free(struct compat_upload *u);
 
 /* Per front-end: its routes and its error shape. */
 extern const struct http_route zeroboot_routes[];

@@ -7,18 +7,13 @@ stops and starts, and checks each effect through deskbox's own API; then
 raw HTTP checks Daytona's error shape for bad input and the socket.io
 channel's handshake."""
 
-import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import compat_node  # noqa: E402
 import dbx  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT_DIR = os.path.join(HERE, "..", "compat-daytona")
 
 
 def dt_error(t, r, status, name, word=None):
@@ -142,30 +137,11 @@ def raw_checks(t, srv):
 
 
 def sdk_script(t, srv):
-    node = shutil.which("node")
-    if not node:
-        t.skip("the Daytona SDK script", "node is not installed")
-        return
-    if not os.path.isdir(os.path.join(CLIENT_DIR, "node_modules", "@daytonaio", "sdk")):
-        t.skip("the Daytona SDK script", "tests/compat-daytona has no node_modules "
-               "(run scripts/install-deps.sh)")
-        return
-    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
+    env = dict(DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
                DAYTONA_API_URL="http://127.0.0.1:%d/daytona/api" % srv.port,
                DAYTONA_API_KEY=srv.token, DAYTONA_OTEL_ENABLED="false")
-    env.pop("DAYTONA_USE_DEPRECATED_POLLING", None)
-    r = subprocess.run([node, "daytona.test.mjs"], cwd=CLIENT_DIR, env=env, timeout=300,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = r.stdout.decode(errors="replace")
-    results = 0
-    for line in out.splitlines():
-        if line.startswith("ok ") or line.startswith("not ok "):
-            t.ok(line.startswith("ok "), "sdk: " + line.split(" - ", 1)[-1])
-            results += 1
-        elif line.startswith("#"):
-            print(line, flush=True)
-    t.ok(r.returncode == 0 and results > 0, "the SDK script ran to its end and exited (exit %d)"
-         % r.returncode, out[-2000:])
+    compat_node.run_script(t, "daytona", "@daytonaio/sdk", "daytona.test.mjs", env,
+                           unset=["DAYTONA_USE_DEPRECATED_POLLING"])
 
 
 def main():

@@ -9,16 +9,13 @@ checking each effect through deskbox's own API.  Then raw HTTP checks
 OpenSandbox's error shape for bad input."""
 
 import os
-import shutil
 import socket
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import compat_node  # noqa: E402
 import dbx  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT_DIR = os.path.join(HERE, "..", "compat-opensandbox")
 KEY = {"OPEN-SANDBOX-API-KEY": dbx.TOKEN}
 
 
@@ -74,28 +71,10 @@ def raw_checks(t, srv):
 
 
 def sdk_script(t, srv):
-    node = shutil.which("node")
-    if not node:
-        t.skip("the OpenSandbox SDK script", "node is not installed")
-        return
-    if not os.path.isdir(os.path.join(CLIENT_DIR, "node_modules", "@alibaba-group", "opensandbox")):
-        t.skip("the OpenSandbox SDK script", "tests/compat-opensandbox has no node_modules "
-               "(run scripts/install-deps.sh)")
-        return
-    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
+    env = dict(DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
                OSB_DOMAIN="127.0.0.1:%d/opensandbox" % srv.port)
-    r = subprocess.run([node, "opensandbox.test.mjs"], cwd=CLIENT_DIR, env=env, timeout=300,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = r.stdout.decode(errors="replace")
-    results = 0
-    for line in out.splitlines():
-        if line.startswith("ok ") or line.startswith("not ok "):
-            t.ok(line.startswith("ok "), "sdk: " + line.split(" - ", 1)[-1])
-            results += 1
-        elif line.startswith("#"):
-            print(line, flush=True)
-    t.ok(r.returncode == 0 and results > 0, "the SDK script ran to its end (exit %d)" % r.returncode,
-         out[-2000:])
+    compat_node.run_script(t, "opensandbox", "@alibaba-group/opensandbox", "opensandbox.test.mjs",
+                           env)
 
 
 def main():

@@ -8,15 +8,11 @@ effect through deskbox's own API; one command stays quiet for 50 s to
 prove the keep-alive.  Then raw HTTP checks Sprites' error shape."""
 
 import os
-import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import compat_node  # noqa: E402
 import dbx  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-CLIENT_DIR = os.path.join(HERE, "..", "compat-sprites")
 
 
 def sp_error(t, r, status, name, word=None):
@@ -52,34 +48,11 @@ def raw_checks(t, srv):
 
 
 def sdk_script(t, srv):
-    node = shutil.which("node")
-    if not node:
-        t.skip("the Sprites SDK script", "node is not installed")
-        return
-    if not os.path.isdir(os.path.join(CLIENT_DIR, "node_modules", "@fly", "sprites")):
-        t.skip("the Sprites SDK script", "tests/compat-sprites has no node_modules "
-               "(run scripts/install-deps.sh)")
-        return
-    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
+    env = dict(DESKBOX_URL="http://127.0.0.1:%d" % srv.port, DESKBOX_TOKEN=srv.token,
                SPRITES_BASE_URL="http://127.0.0.1:%d/sprites" % srv.port, SPRITES_SLOW="1")
     # The SDK wants Node 24's WebSocket; Node 20 and 22 have it behind a flag.
-    args = [node]
-    major = int(subprocess.run([node, "-p", "process.versions.node.split('.')[0]"],
-                               capture_output=True, text=True).stdout.strip() or 0)
-    if major < 22:
-        args.append("--experimental-websocket")
-    r = subprocess.run(args + ["sprites.test.mjs"], cwd=CLIENT_DIR, env=env, timeout=400,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = r.stdout.decode(errors="replace")
-    results = 0
-    for line in out.splitlines():
-        if line.startswith("ok ") or line.startswith("not ok "):
-            t.ok(line.startswith("ok "), "sdk: " + line.split(" - ", 1)[-1])
-            results += 1
-        elif line.startswith("#"):
-            print(line, flush=True)
-    t.ok(r.returncode == 0 and results > 0, "the SDK script ran to its end (exit %d)" % r.returncode,
-         out[-2000:])
+    compat_node.run_script(t, "sprites", "@fly/sprites", "sprites.test.mjs", env, timeout=400,
+                           websocket=True)
 
 
 def main():

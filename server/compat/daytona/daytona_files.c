@@ -23,34 +23,17 @@
 /* ---- upload ---- */
 
 struct dt_upload {
-	struct sandbox *sb;
-	struct files_root root;
-	struct http_multipart *mp;
-	char part[64];	     /* the name of the part being read */
-	char dest[PATH_MAX]; /* the last ".path" field's value */
+	struct compat_upload up; /* first: the sandbox, its root, the parser, the file */
+	char part[64];		 /* the name of the part being read */
+	char dest[PATH_MAX];	 /* the last ".path" field's value */
 	size_t dest_len;
-	struct files_upload *fu; /* the file being written */
-	cJSON *done;		 /* [{"path","bytes"}] */
+	cJSON *done; /* [{"path","bytes"}] */
 	uint64_t bytes;
 };
 
-static void upload_free(struct dt_upload *u)
+static void upload_free_extra(struct compat_upload *up)
 {
-	if (!u)
-		return;
-	http_multipart_free(u->mp);
-	files_upload_free(u->fu);
-	if (u->root.fd >= 0)
-		close(u->root.fd);
-	if (u->sb)
-		sandbox_put(u->sb);
-	cJSON_Delete(u->done);
-	free(u);
-}
-
-static void upload_abort(void *cls)
-{
-	upload_free(cls);
+	cJSON_Delete(((struct dt_upload *)up)->done);
 }
 
 static int ends_with(const char *s, const char *tail)
@@ -62,13 +45,10 @@ static int ends_with(const char *s, const char *tail)
 /* The file being written is complete: renamed into place. */
 static int upload_commit(struct dt_upload *u, struct err *e)
 {
-	if (!u->fu)
+	if (!u->up.fu)
 		return 0;
-	int r = files_upload_commit(u->fu, e);
-	files_upload_free(u->fu);
-	u->fu = NULL;
-	if (r < 0)
-		return r;
+	if (compat_upload_commit(&u->up, e) < 0)
+		return err_code(e);
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "path", u->dest);
 	cJSON_AddNumberToObject(f, "bytes", (double)u->bytes);
@@ -102,7 +82,7 @@ static int part_begin(struct dt_upload *u, const char *name, struct err *e)
 		return err_code(e);
 	snprintf(u->dest, sizeof(u->dest), "%s", canon);
 	u->bytes = 0;
-	return files_upload_begin(&u->root, canon, 1, -1, &u->fu, e);
+	return compat_upload_open(&u->up, canon, -1, e);
 }
 
 static int upload_part(void *cls, const char *name, const char *filename, const char *data,
@@ -121,55 +101,32 @@ static int upload_part(void *cls, const char *name, const char *filename, const 
 		u->dest[u->dest_len] = '\0';
 		return 0;
 	}
-	if (!u->fu || !size)
-		return 0;
-	if (sandbox_disk_reserve(u->sb, size, e) < 0)
+	if (compat_upload_write(&u->up, data, size, e) < 0)
 		return err_wrap(e, "upload of '%s'", u->dest);
-	int r = files_upload_write(u->fu, data, size, e);
-	sandbox_disk_release(u->sb, size);
 	u->bytes += size;
-	return r;
-}
-
-static int upload_write(void *cls, const char *data, size_t len, struct err *e)
-{
-	struct dt_upload *u = cls;
-	return http_multipart_feed(u->mp, data, len, e);
+	return 0;
 }
 
 int dt_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
-	struct api *api = req->app;
 	struct dt_upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	u->root.fd = -1;
+	u->up.free_extra = upload_free_extra;
 	u->done = cJSON_CreateArray();
-	int r = sandbox_get(api->sandboxes, req->captures[0], &u->sb, e);
-	if (r == 0)
-		r = sandbox_open_root(u->sb, &u->root, e);
-	if (r == 0)
-		r = http_multipart_new(req, upload_part, u, &u->mp, e);
-	if (r < 0) {
-		upload_free(u);
-		return r;
-	}
-	sink->write = upload_write;
-	sink->abort = upload_abort;
-	sink->cls = u;
-	return 0;
+	return compat_upload_begin(req, &u->up, upload_part, sink, e);
 }
 
 int dt_upload(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct dt_upload *u = req->stream;
 	/* On failure the http layer calls upload_abort(), which frees. */
-	if (http_multipart_finish(u->mp, e) < 0 || upload_commit(u, e) < 0)
+	if (http_multipart_finish(u->up.mp, e) < 0 || upload_commit(u, e) < 0)
 		return err_code(e);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddItemToObject(j, "files", u->done);
 	u->done = NULL;
-	upload_free(u);
+	compat_upload_free(&u->up);
 	return http_reply_json(res, 200, j, e);
 }
 

@@ -210,32 +210,11 @@ int osb_command(struct http_request *req, struct http_response *res, struct err 
 /* POST /files/upload: part "metadata" ({"path","mode":644,...}) then part
  * "file", streamed to disk (parents made). */
 struct osb_upload {
-	struct sandbox *sb;
-	struct files_root root;
-	struct http_multipart *mp;
+	struct compat_upload up; /* first: the sandbox, its root, the parser, the file */
 	char meta[OSB_META_MAX + 1];
 	size_t meta_len;
-	struct files_upload *fu;
 	int file_seen;
 };
-
-static void upload_free(struct osb_upload *u)
-{
-	if (!u)
-		return;
-	http_multipart_free(u->mp);
-	files_upload_free(u->fu);
-	if (u->root.fd >= 0)
-		close(u->root.fd);
-	if (u->sb)
-		sandbox_put(u->sb);
-	free(u);
-}
-
-static void upload_abort(void *cls)
-{
-	upload_free(cls);
-}
 
 /* The file part begins: where it goes comes from the metadata. */
 static int upload_open(struct osb_upload *u, struct err *e)
@@ -261,7 +240,7 @@ static int upload_open(struct osb_upload *u, struct err *e)
 	if (r == 0)
 		r = files_path_normalize(path, strlen(path), canon, sizeof(canon), e);
 	if (r == 0)
-		r = files_upload_begin(&u->root, canon, 1, octal, &u->fu, e);
+		r = compat_upload_open(&u->up, canon, octal, e);
 	cJSON_Delete(m);
 	return r;
 }
@@ -284,56 +263,30 @@ static int upload_part(void *cls, const char *name, const char *filename, const 
 		if (upload_open(u, e) < 0)
 			return err_code(e);
 	}
-	if (!size)
-		return 0;
-	if (sandbox_disk_reserve(u->sb, size, e) < 0)
-		return err_code(e);
-	int r = files_upload_write(u->fu, data, size, e);
-	sandbox_disk_release(u->sb, size);
-	return r;
-}
-
-static int upload_write(void *cls, const char *data, size_t len, struct err *e)
-{
-	struct osb_upload *u = cls;
-	return http_multipart_feed(u->mp, data, len, e);
+	return compat_upload_write(&u->up, data, size, e);
 }
 
 int osb_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
-	struct api *api = req->app;
 	if (osb_auth(req, e) < 0)
 		return err_code(e);
 	http_request_trusted(req);
 	struct osb_upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	u->root.fd = -1;
-	int r = sandbox_get(api->sandboxes, req->captures[0], &u->sb, e);
-	if (r == 0)
-		r = sandbox_open_root(u->sb, &u->root, e);
-	if (r == 0)
-		r = http_multipart_new(req, upload_part, u, &u->mp, e);
-	if (r < 0) {
-		upload_free(u);
-		return r;
-	}
-	sink->write = upload_write;
-	sink->abort = upload_abort;
-	sink->cls = u;
-	return 0;
+	return compat_upload_begin(req, &u->up, upload_part, sink, e);
 }
 
 int osb_upload(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct osb_upload *u = req->stream;
-	if (http_multipart_finish(u->mp, e) < 0)
+	if (http_multipart_finish(u->up.mp, e) < 0)
 		return err_code(e);
 	if (!u->file_seen && upload_open(u, e) < 0) /* an empty file */
 		return err_code(e);
-	if (files_upload_commit(u->fu, e) < 0)
+	if (compat_upload_commit(&u->up, e) < 0)
 		return err_code(e);
-	upload_free(u);
+	compat_upload_free(&u->up);
 	return http_reply_json(res, 200, cJSON_CreateObject(), e);
 }
 
