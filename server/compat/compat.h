@@ -42,12 +42,15 @@ struct http_route *compat_routes_join(const struct http_route *base, size_t n_ba
 
 struct sandboxes;
 
-/* A program a front-end started and streams: its sandbox, its pid inside
- * it and how it was started (a JSON object, malloc'd). */
+/* A program a front-end started (E2B's process list): its sandbox, its
+ * pid inside it, its tag, the terminal it runs on (a PTY) and how it was
+ * started (a JSON object, malloc'd). */
 #define COMPAT_MAX_PROCS 256
 struct compat_proc {
 	char sandbox[40]; /* "" for a free slot */
 	int pid;
+	char tag[64];
+	char term[24]; /* a terminal's id, "" for a background run */
 	char *config;
 };
 
@@ -66,7 +69,7 @@ struct compat {
 	int exec_timeout_max_s; /* the longest run a front-end may ask for */
 	size_t exec_max_output; /* output kept of a run that is not streamed */
 	pthread_mutex_t mu;	/* guards what follows; compat_init() */
-	/* Programs being streamed to a client (E2B's process list). */
+	/* Programs started through a front-end (E2B's process list). */
 	struct compat_proc procs[COMPAT_MAX_PROCS];
 	struct compat_default_ctx default_ctx[COMPAT_MAX_DEFAULT_CTX];
 	unsigned next_evict; /* the slot a full table gives up next */

@@ -21,6 +21,7 @@ struct process_stream_buf {
 struct process_ring {
 	char *buf;
 	size_t cap, len, head; /* head: where the next byte goes */
+	uint64_t written;      /* bytes put in all (process_bg_follow's positions) */
 };
 
 struct process_run {
@@ -72,6 +73,7 @@ struct process_table {
 	struct process_session *sessions; /* shell sessions (process_session.c) */
 	int bg_threads;		  /* background owners still running, under mu */
 	pthread_cond_t bg_done;	  /* signalled when bg_threads drops */
+	pthread_cond_t bg_output; /* signalled on a background run's output or end */
 	atomic_int refs;
 };
 

@@ -54,6 +54,7 @@ struct process_table *process_table_new(const struct process_host *host)
 	snprintf(t->run, sizeof(t->run), "%s/run", host->dir);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->bg_done, NULL);
+	pthread_cond_init(&t->bg_output, NULL);
 	atomic_init(&t->refs, 1);
 	return t;
 }
@@ -94,6 +95,7 @@ void process_table_unref(struct process_table *t)
 	}
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->bg_done);
+	pthread_cond_destroy(&t->bg_output);
 	free(t);
 }
 

@@ -167,6 +167,15 @@ struct process_logs {
 int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *logs,
 		    struct process_info *info, struct err *e);
 void process_logs_release(struct process_logs *l);
+/* Follows background run `pid`: its output from the byte positions pos[0]
+ * (stdout) and pos[1] (stderr) on, counted from its start, waiting at most
+ * `wait_ms` for some or for its end.  logs->out/err hold the new bytes,
+ * pos[] moves past them; logs->*_total count the bytes that fell out of
+ * the logs before they were read (lost).  A position past the end is the
+ * end: UINT64_MAX follows only what comes next.  `info` says whether the
+ * run goes on. */
+int process_bg_follow(struct process_table *t, pid_t pid, uint64_t pos[2], int wait_ms,
+		      struct process_logs *logs, struct process_info *info, struct err *e);
 
 /* Writes `len` bytes to the stdin of background run `pid` (started with
  * keep_stdin_open), waiting at most `timeout_ms` for the program to take

@@ -21,6 +21,7 @@
 
 static void ring_put(struct process_ring *g, const char *data, size_t n)
 {
+	g->written += n;
 	if (!g->buf || !g->cap)
 		return;
 	if (n >= g->cap) {
@@ -57,6 +58,7 @@ static void bg_output(void *cls, enum process_stream s, const char *data, size_t
 	struct process_run *r = cls;
 	pthread_mutex_lock(&r->table->mu);
 	ring_put(&r->ring[s - 1], data, len);
+	pthread_cond_broadcast(&r->table->bg_output);
 	pthread_mutex_unlock(&r->table->mu);
 }
 
@@ -113,6 +115,7 @@ static void *bg_thread(void *arg)
 	struct process_run *dropped = evict_locked(t);
 	t->bg_threads--;
 	pthread_cond_broadcast(&t->bg_done);
+	pthread_cond_broadcast(&t->bg_output);
 	pthread_mutex_unlock(&t->mu);
 	destroy_list(dropped);
 	process_table_unref(t); /* the run's */
@@ -256,6 +259,63 @@ int process_bg_logs(struct process_table *t, pid_t pid, struct process_logs *log
 		logs->err = ring_copy(&r->ring[1], &logs->err_len);
 		logs->out_total = r->total[0];
 		logs->err_total = r->total[1];
+	}
+	pthread_mutex_unlock(&t->mu);
+	if (!r)
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no background process %d", (int)pid);
+	if (!logs->out || !logs->err) {
+		process_logs_release(logs);
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* The ring's bytes from position *pos on (malloc'd; *pos moves to the
+ * end, *lost adds what fell out before it was read). */
+static char *ring_since(const struct process_ring *g, uint64_t *pos, size_t *len, uint64_t *lost)
+{
+	uint64_t oldest = g->written - g->len;
+	if (*pos > g->written)
+		*pos = g->written;
+	if (*pos < oldest) {
+		*lost += oldest - *pos;
+		*pos = oldest;
+	}
+	size_t want = (size_t)(g->written - *pos), all;
+	char *held = ring_copy(g, &all);
+	if (!held)
+		return NULL;
+	memmove(held, held + all - want, want);
+	held[want] = '\0';
+	*len = want;
+	*pos = g->written;
+	return held;
+}
+
+int process_bg_follow(struct process_table *t, pid_t pid, uint64_t pos[2], int wait_ms,
+		      struct process_logs *logs, struct process_info *info, struct err *e)
+{
+	memset(logs, 0, sizeof(*logs));
+	struct timespec until = clock_wall_after(wait_ms);
+	pthread_mutex_lock(&t->mu);
+	struct process_run *r;
+	for (;;) {
+		r = find_locked(t, pid);
+		if (!r)
+			break;
+		for (int i = 0; i < 2; i++)
+			if (pos[i] > r->ring[i].written)
+				pos[i] = r->ring[i].written;
+		if (r->bg_finished || pos[0] < r->ring[0].written ||
+		    pos[1] < r->ring[1].written || wait_ms <= 0)
+			break;
+		if (pthread_cond_timedwait(&t->bg_output, &t->mu, &until) == ETIMEDOUT)
+			wait_ms = 0;
+	}
+	if (r) {
+		info_locked(r, info);
+		logs->out = ring_since(&r->ring[0], &pos[0], &logs->out_len, &logs->out_total);
+		logs->err = ring_since(&r->ring[1], &pos[1], &logs->err_len, &logs->err_total);
 	}
 	pthread_mutex_unlock(&t->mu);
 	if (!r)

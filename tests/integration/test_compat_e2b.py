@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""E2B's official JavaScript SDKs (npm e2b, @e2b/code-interpreter), unchanged,
+"""E2B's official JavaScript SDKs (npm e2b, @e2b/code-interpreter, @e2b/desktop), unchanged,
 against a real deskboxd: E2B_API_URL and E2B_SANDBOX_URL point at
 http://HOST:PORT/e2b.  The node scripts in tests/compat-e2b use only the
 official clients and check every effect through deskbox's own API; this
@@ -126,6 +126,28 @@ def bad_envd_input(t, srv):
     connect_error(t, raw(srv, "POST", "/e2b/filesystem.Filesystem/Stat", b'{"path":"/"}',
                          dict(uh, **{"E2b-Sandbox-Id": ""})), 400, "invalid_argument",
                   "no E2b-Sandbox-Id: invalid_argument")
+    for proc, body, status, code, name in [
+        ("SendInput", b'{"process":{"pid":999999},"input":{"stdin":"eA=="}}', 404, "not_found",
+         "SendInput to a pid not started here: not_found"),
+        ("SendInput", b'{"process":{},"input":{"stdin":"eA=="}}', 400, "invalid_argument",
+         "SendInput naming no process: invalid_argument"),
+        ("CloseStdin", b'{"process":{"tag":"nope"}}', 404, "not_found",
+         "CloseStdin of an unknown tag: not_found"),
+        ("Update", b'{"process":{"pid":1},"pty":{"size":{"cols":0}}}', 400, "invalid_argument",
+         "Update with a zero-column PTY: invalid_argument"),
+        ("SendSignal", b'{"process":{"pid":1},"signal":"SIGNAL_SIGKILL","x":1}', 400,
+         "invalid_argument", "SendSignal with an unknown member: invalid_argument"),
+    ]:
+        connect_error(t, raw(srv, "POST", "/e2b/process.Process/" + proc, body, uh), status, code,
+                      name)
+    connect_error(t, raw(srv, "POST", "/e2b/process.Process/Start",
+                         envelope(b'{"process":{"cmd":"/bin/true"},"pty":{"size":{"rows":99999}}}'),
+                         h), 400, "invalid_argument", "Start with a PTY of 99999 rows: invalid_argument")
+    st, ctype, data = raw(srv, "POST", "/e2b/process.Process/Connect",
+                          envelope(b'{"process":{"pid":999999}}'), h)
+    t.ok(st == 200 and ctype.startswith("application/connect+json") and data[:1] == b"\x02" and
+         json.loads(data[5:])["error"]["code"] == "not_found",
+         "Connect to an unknown pid: a stream ending in not_found", (st, ctype, data[:200]))
     st, _, data = raw(srv, "POST", "/e2b/files?path=/tmp/x", b"not a form",
                       {"X-Access-Token": srv.token, "E2b-Sandbox-Id": sid,
                        "Content-Type": "text/plain"})
@@ -171,6 +193,7 @@ def main():
         bad_envd_input(t, srv)
         sdk_script(t, srv, "control.test.mjs")
         sdk_script(t, srv, "envd.test.mjs")
+        sdk_script(t, srv, "process.test.mjs")
         sdk_script(t, srv, "code.test.mjs")
     finally:
         srv.cleanup()

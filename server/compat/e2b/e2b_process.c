@@ -1,175 +1,122 @@
 /* compat/e2b: envd's process.Process service over Connect JSON, onto
  * server/process.
  *
- * Start is a server stream: {"event":{"start":{"pid"}}}, then
- * {"event":{"data":{"stdout"|"stderr":base64}}} as output comes (and
- * {"event":{"keepalive":{}}} when idle), {"event":{"end":{"exitCode",
- * "exited","status"}}}, and the end-of-stream envelope.  The run is a
- * deskbox foreground run: its deadline is the Connect-Timeout-Ms header
- * (else --exec-timeout-max), and it ends when the client goes away. */
+ * Start runs the program as a deskbox background run (or, with "pty", on a
+ * deskbox terminal), so that it outlives its stream as in E2B's envd: its
+ * deadline is the Connect-Timeout-Ms header (none without it, at most
+ * --exec-timeout-max), and Connect, SendInput, CloseStdin, Update and
+ * SendSignal reach it later by pid or tag.  The stream itself is
+ * e2b_pstream.c; the programs started here are listed in compat's table
+ * (c->procs) until they end. */
 #include <errno.h>
+#include <nettle/base64.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "common/args.h"
-#include "common/clock.h"
-#include "common/text.h"
 #include "server/process/process.h"
 #include "server/sandbox/sandbox.h"
 
 #define START_MAX_ARGS 256
 #define START_MAX_ENV  128
-#define KEEPALIVE_MS   30000
+#define INPUT_WAIT_MS  10000
+#define PTY_SIZE_MAX   1000
 
-struct pstream {
-	struct compat *c;
-	int slot;     /* in c->procs once started, else -1 */
-	char *config; /* the request's "process", until registered */
-	char sandbox[40];
-	struct process_run *run;
-	struct http_frames out, early; /* early: output before the start event */
-	int started, finished;
-	long long last_ms;
-};
+/* ---- the table of programs started here ---- */
 
-static void event(struct http_frames *f, const char *kind, cJSON *body)
+/* Whether the program of slot `p` still runs (the caller holds c->mu). */
+static int proc_alive(struct sandbox *sb, const struct compat_proc *p)
 {
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddItemToObject(cJSON_AddObjectToObject(j, "event"), kind, body);
-	http_frames_connect(f, 0, j);
-	cJSON_Delete(j);
-}
-
-static void output(void *cls, enum process_stream id, const char *data, size_t n)
-{
-	struct pstream *s = cls;
-	char *b64 = base64_encode(data, n);
-	if (!b64) {
-		s->out.failed = 1;
-		return;
+	struct err e = ERR_INIT;
+	if (p->term[0]) {
+		struct process_term_info ti;
+		return process_term_get(sandbox_procs(sb), p->term, &ti, &e) == 0 && ti.running;
 	}
-	cJSON *d = cJSON_CreateObject();
-	cJSON_AddStringToObject(d, id == PROCESS_STDOUT ? "stdout" : "stderr", b64);
-	free(b64);
-	event(s->started ? &s->out : &s->early, "data", d);
+	struct process_info in;
+	return process_bg_info(sandbox_procs(sb), p->pid, &in, &e) == 0 && in.running;
 }
 
-/* Listed (List, SendSignal) while it streams. */
-static void register_proc(struct pstream *s, pid_t pid)
+static void proc_drop_locked(struct sandbox *sb, struct compat_proc *p)
 {
-	if (pid <= 0 || !s->sandbox[0])
-		return;
-	pthread_mutex_lock(&s->c->mu);
-	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
-		struct compat_proc *p = &s->c->procs[i];
-		if (p->sandbox[0])
-			continue;
-		memcpy(p->sandbox, s->sandbox, sizeof(p->sandbox));
-		p->pid = pid;
-		p->config = s->config;
-		s->config = NULL;
-		s->slot = i;
-		break;
+	if (p->term[0]) {
+		struct err e = ERR_INIT;
+		struct process_term_info ti;
+		process_term_delete(sandbox_procs(sb), p->term, &ti, &e);
 	}
-	pthread_mutex_unlock(&s->c->mu);
-}
-
-static void unregister_proc(struct pstream *s)
-{
-	if (s->slot < 0)
-		return;
-	pthread_mutex_lock(&s->c->mu);
-	struct compat_proc *p = &s->c->procs[s->slot];
 	free(p->config);
 	*p = (struct compat_proc){0};
-	pthread_mutex_unlock(&s->c->mu);
-	s->slot = -1;
 }
 
-static void start_event(struct pstream *s)
+/* Forgets the programs of `sb` that ended. */
+static void proc_prune(struct compat *c, struct sandbox *sb)
 {
-	cJSON *st = cJSON_CreateObject();
-	pid_t pid = process_pid(s->run);
-	cJSON_AddNumberToObject(st, "pid", pid > 0 ? pid : 0);
-	event(&s->out, "start", st);
-	register_proc(s, pid);
-	if (s->early.len > s->early.off)
-		http_frames_add(&s->out, s->early.buf + s->early.off, s->early.len - s->early.off);
-	http_frames_release(&s->early);
-	s->started = 1;
-}
-
-static void end_events(struct pstream *s)
-{
-	struct process_result pr;
-	struct err e = ERR_INIT;
-	cJSON *end = cJSON_CreateObject();
-	cJSON *tail = cJSON_CreateObject();
-	if (process_finish(s->run, &pr, &e) == 0) {
-		char status[64];
-		if (pr.killed || pr.timed_out || pr.exit_code < 0)
-			snprintf(status, sizeof(status), "signal: killed");
-		else
-			snprintf(status, sizeof(status), "exit status %d", pr.exit_code);
-		cJSON_AddNumberToObject(end, "exitCode", pr.exit_code);
-		cJSON_AddBoolToObject(end, "exited", !(pr.killed || pr.timed_out));
-		cJSON_AddStringToObject(end, "status", status);
-		if (pr.timed_out)
-			cJSON_AddStringToObject(end, "error", "deadline exceeded");
-		else if (pr.oom_killed)
-			cJSON_AddStringToObject(end, "error", "out of memory");
-		process_result_release(&pr);
-		event(&s->out, "end", end);
-	} else {
-		cJSON_Delete(end);
-		cJSON *er = cJSON_AddObjectToObject(tail, "error");
-		cJSON_AddStringToObject(er, "code", "internal");
-		cJSON_AddStringToObject(er, "message", e.msg);
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
+		struct compat_proc *p = &c->procs[i];
+		if (strcmp(p->sandbox, sandbox_id(sb)) == 0 && !proc_alive(sb, p))
+			proc_drop_locked(sb, p);
 	}
-	http_frames_connect(&s->out, HTTP_CONNECT_END_STREAM, tail);
-	cJSON_Delete(tail);
-	s->finished = 1;
+	pthread_mutex_unlock(&c->mu);
 }
 
-static long pstream_read(void *cls, uint64_t pos, char *buf, size_t max)
+static int proc_add(struct compat *c, struct sandbox *sb, const struct compat_proc *in,
+		    struct err *e)
 {
-	struct pstream *s = cls;
-	size_t n;
-	while ((n = http_frames_take(&s->out, buf, max)) == 0) {
-		if (s->out.failed || s->early.failed)
-			return HTTP_STREAM_ERROR;
-		if (s->finished)
-			return HTTP_STREAM_END;
-		if (!s->started && process_pid(s->run) > 0) {
-			start_event(s);
+	proc_prune(c, sb);
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
+		if (c->procs[i].sandbox[0])
 			continue;
-		}
-		if (process_step(s->run, s->started ? 1000 : 10, output, s)) {
-			if (!s->started)
-				start_event(s);
-			end_events(s);
-		} else if (s->started && clock_mono_ms() - s->last_ms > KEEPALIVE_MS) {
-			event(&s->out, "keepalive", cJSON_CreateObject());
-		}
+		c->procs[i] = *in;
+		snprintf(c->procs[i].sandbox, sizeof(c->procs[i].sandbox), "%s", sandbox_id(sb));
+		pthread_mutex_unlock(&c->mu);
+		return 0;
 	}
-	s->last_ms = clock_mono_ms();
-	return (long)n;
+	pthread_mutex_unlock(&c->mu);
+	return err_set(e, ERR_LIMIT, EAGAIN, "%d processes run already", COMPAT_MAX_PROCS);
 }
 
-static void pstream_release(void *cls)
+/* The program a ProcessSelector ({"pid"} or {"tag"}) names: its pid and
+ * terminal (term: room for compat_proc.term). */
+static int proc_find(struct compat *c, struct sandbox *sb, const cJSON *msg, pid_t *pid,
+		     char *term, struct err *e)
 {
-	struct pstream *s = cls;
-	unregister_proc(s);
-	free(s->config);
-	process_run_free(s->run);
-	http_frames_release(&s->out);
-	http_frames_release(&s->early);
-	free(s);
+	const cJSON *sel = cJSON_GetObjectItemCaseSensitive(msg, "process");
+	static const char *const fields[] = {"pid", "tag", NULL};
+	const char *tag = NULL;
+	int64_t want = 0;
+	if (!cJSON_IsObject(sel))
+		return err_set(e, ERR_INVALID, EINVAL, "'process' must be an object");
+	if (args_only(sel, "process", fields, e) < 0 ||
+	    args_int(sel, "pid", 1, INT32_MAX, 0, 0, &want, e) < 0 ||
+	    args_string(sel, "tag", 63, 0, &tag, e) < 0)
+		return err_code(e);
+	if (!want && !tag)
+		return err_set(e, ERR_INVALID, EINVAL, "'process' names neither a pid nor a tag");
+	int found = 0;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < COMPAT_MAX_PROCS && !found; i++) {
+		const struct compat_proc *p = &c->procs[i];
+		if (strcmp(p->sandbox, sandbox_id(sb)) != 0 ||
+		    (want ? p->pid != want : strcmp(p->tag, tag) != 0))
+			continue;
+		found = 1;
+		*pid = p->pid;
+		memcpy(term, p->term, sizeof(p->term));
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!found && tag)
+		return err_set(e, ERR_NOT_FOUND, ESRCH, "no process tagged '%s'", tag);
+	if (!found)
+		return err_set(e, ERR_NOT_FOUND, ESRCH, "no process %lld started here",
+			       (long long)want);
+	return 0;
 }
+
+/* ---- Start ---- */
 
 /* argv/env of a Start request, pointing into its JSON. */
 struct start_args {
@@ -177,7 +124,8 @@ struct start_args {
 	const char *env[START_MAX_ENV + 1];
 	char *env_owned[START_MAX_ENV];
 	size_t n_env;
-	const char *cwd;
+	struct process_opts o;
+	const char *tag;
 };
 
 static void start_args_release(struct start_args *a)
@@ -186,31 +134,9 @@ static void start_args_release(struct start_args *a)
 		free(a->env_owned[i]);
 }
 
-static int parse_start(const cJSON *req, struct start_args *a, struct err *e)
+static int parse_envs(const cJSON *p, struct start_args *a, struct err *e)
 {
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "process");
-	if (!cJSON_IsObject(p))
-		return err_set(e, ERR_INVALID, EINVAL, "'process' must be an object");
-	if (cJSON_GetObjectItemCaseSensitive(req, "pty"))
-		return err_set(e, ERR_INVALID, ENOTSUP, "PTY processes are not offered here");
-	if (args_string(p, "cmd", 4096, ARGS_REQUIRED, &a->argv[0], e) < 0)
-		return err_wrap(e, "process");
-	if (!a->argv[0][0])
-		return err_set(e, ERR_INVALID, EINVAL, "'process.cmd' is empty");
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(p, "args");
-	size_t n = 1;
-	const cJSON *v;
-	if (args && !cJSON_IsArray(args))
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "'process.args' must be an array of strings");
-	cJSON_ArrayForEach(v, args)
-	{
-		if (!cJSON_IsString(v) || n > START_MAX_ARGS)
-			return err_set(e, ERR_INVALID, EINVAL,
-				       "'process.args' must be up to %d strings", START_MAX_ARGS);
-		a->argv[n++] = v->valuestring;
-	}
-	const cJSON *envs = cJSON_GetObjectItemCaseSensitive(p, "envs");
+	const cJSON *envs = cJSON_GetObjectItemCaseSensitive(p, "envs"), *v;
 	if (envs && !cJSON_IsObject(envs))
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "'process.envs' must be an object of strings");
@@ -226,17 +152,76 @@ static int parse_start(const cJSON *req, struct start_args *a, struct err *e)
 		a->env[a->n_env] = a->env_owned[a->n_env];
 		a->n_env++;
 	}
-	if (args_string(p, "cwd", 4096, 0, &a->cwd, e) < 0)
-		return err_wrap(e, "process");
-	if (a->cwd && !a->cwd[0])
-		a->cwd = NULL;
 	return 0;
 }
 
-/* The deadline: Connect-Timeout-Ms, at most the server's longest run. */
+static int parse_process(const cJSON *p, struct start_args *a, struct err *e)
+{
+	static const char *const fields[] = {"cmd", "args", "envs", "cwd", NULL};
+	if (!cJSON_IsObject(p))
+		return err_set(e, ERR_INVALID, EINVAL, "'process' must be an object");
+	if (args_only(p, "process", fields, e) < 0 ||
+	    args_string(p, "cmd", 4096, ARGS_REQUIRED, &a->argv[0], e) < 0 ||
+	    args_string(p, "cwd", 4096, 0, &a->o.cwd, e) < 0)
+		return err_code(e);
+	if (!a->argv[0][0])
+		return err_set(e, ERR_INVALID, EINVAL, "'process.cmd' is empty");
+	if (a->o.cwd && !a->o.cwd[0])
+		a->o.cwd = NULL;
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(p, "args"), *v;
+	size_t n = 1;
+	if (args && !cJSON_IsArray(args))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "'process.args' must be an array of strings");
+	cJSON_ArrayForEach(v, args)
+	{
+		if (!cJSON_IsString(v) || n > START_MAX_ARGS)
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "'process.args' must be up to %d strings", START_MAX_ARGS);
+		a->argv[n++] = v->valuestring;
+	}
+	return parse_envs(p, a, e);
+}
+
+static int parse_pty(const cJSON *req, struct start_args *a, struct err *e)
+{
+	const cJSON *pty = cJSON_GetObjectItemCaseSensitive(req, "pty");
+	if (!pty || cJSON_IsNull(pty))
+		return 0;
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(pty, "size");
+	int64_t cols, rows;
+	if (!cJSON_IsObject(pty) || (size && !cJSON_IsObject(size)))
+		return err_set(e, ERR_INVALID, EINVAL, "'pty' must be {\"size\":{\"cols\",\"rows\"}}");
+	if (args_int(size, "cols", 1, PTY_SIZE_MAX, 80, 0, &cols, e) < 0 ||
+	    args_int(size, "rows", 1, PTY_SIZE_MAX, 24, 0, &rows, e) < 0)
+		return err_wrap(e, "pty.size");
+	a->o.pty = 1;
+	a->o.cols = (unsigned short)cols;
+	a->o.rows = (unsigned short)rows;
+	return 0;
+}
+
+static int parse_start(const cJSON *req, struct start_args *a, struct err *e)
+{
+	static const char *const fields[] = {"process", "pty", "tag", "stdin", NULL};
+	int stdin_on = 1;
+	if (args_only(req, NULL, fields, e) < 0 ||
+	    parse_process(cJSON_GetObjectItemCaseSensitive(req, "process"), a, e) < 0 ||
+	    parse_pty(req, a, e) < 0 || args_string(req, "tag", 63, 0, &a->tag, e) < 0 ||
+	    args_bool(req, "stdin", 1, &stdin_on, e) < 0)
+		return err_code(e);
+	a->o.argv = a->argv;
+	a->o.env = a->env;
+	/* envd: without "stdin" the pipe is kept, with false it is /dev/null */
+	a->o.keep_stdin_open = stdin_on && !a->o.pty;
+	return 0;
+}
+
+/* The deadline: Connect-Timeout-Ms, at most the server's longest run;
+ * none without the header (envd's programs live until they end). */
 static int timeout_of(struct http_request *req, const struct compat *c, int *ms, struct err *e)
 {
-	int64_t max = (int64_t)c->exec_timeout_max_s * 1000, t = max;
+	int64_t max = (int64_t)c->exec_timeout_max_s * 1000, t = 0;
 	const char *h = http_header(req, "Connect-Timeout-Ms");
 	if (h && args_parse_int(h, 1, INT32_MAX, &t) < 0)
 		return err_set(e, ERR_INVALID, EINVAL, "bad Connect-Timeout-Ms header");
@@ -244,67 +229,89 @@ static int timeout_of(struct http_request *req, const struct compat *c, int *ms,
 	return 0;
 }
 
-static int start_run(struct http_request *req, const cJSON *msg, struct process_run **run,
-		     struct err *e)
+/* Starts the program of `a` in `sb` (entered): fills p->pid, p->term. */
+static int start_in(struct sandbox *sb, struct start_args *a, struct compat_proc *p,
+		    struct err *e)
 {
-	struct compat *c = req->app;
-	struct start_args *a = calloc(1, sizeof(*a));
-	if (!a)
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	struct process_opts o = {.argv = a->argv, .env = a->env, .want_pid = 1};
-	int r = parse_start(msg, a, e);
-	if (r == 0)
-		r = timeout_of(req, c, &o.timeout_ms, e);
-	o.cwd = a->cwd;
-	o.max_output = c->exec_max_output;
-	struct sandbox *sb = NULL;
-	if (r == 0)
-		r = e2b_enter(req, &sb, e);
-	if (r == 0) {
-		r = process_start(sandbox_procs(sb), &o, run, e);
-		sandbox_unuse(sb);
-		sandbox_put(sb);
+	if (!a->o.pty) {
+		pid_t pid;
+		int r = process_spawn(sandbox_procs(sb), &a->o, &pid, e);
+		p->pid = (int)pid;
+		return r;
 	}
-	start_args_release(a);
-	free(a);
-	return r;
+	struct process_term_info ti;
+	if (process_term_create(sandbox_procs(sb), &a->o, &ti, e) < 0)
+		return err_code(e);
+	p->pid = (int)ti.pid;
+	snprintf(p->term, sizeof(p->term), "%s", ti.id);
+	return 0;
 }
 
 int e2b_process_start(struct http_request *req, struct http_response *res, struct err *e)
 {
-	const char *msg;
-	size_t len;
-	if (http_connect_unwrap(req->body, req->body_len, &msg, &len, e) < 0)
+	struct compat *c = req->app;
+	cJSON *j;
+	if (e2b_connect_message(req, &j, e) < 0)
 		return err_code(e);
-	cJSON *j = cJSON_ParseWithLength(msg, len);
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		return err_set(e, ERR_INVALID, EINVAL, "the message must be a JSON object");
+	struct start_args *a = calloc(1, sizeof(*a));
+	struct compat_proc p = {0};
+	struct sandbox *sb = NULL;
+	int r = a ? parse_start(j, a, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	if (r == 0)
+		r = timeout_of(req, c, &a->o.timeout_ms, e);
+	if (r == 0 && a->tag)
+		snprintf(p.tag, sizeof(p.tag), "%s", a->tag);
+	if (r == 0)
+		a->o.max_output = c->exec_max_output;
+	if (r == 0 && (r = e2b_enter(req, &sb, e)) == 0) {
+		r = start_in(sb, a, &p, e);
+		sandbox_unuse(sb);
 	}
-	struct process_run *run;
-	int r = start_run(req, j, &run, e);
-	char *config =
-	    r == 0 ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(j, "process")) : NULL;
+	if (r == 0) {
+		p.config = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(j, "process"));
+		if ((r = proc_add(c, sb, &p, e)) < 0)
+			free(p.config);
+	}
+	if (a)
+		start_args_release(a);
+	free(a);
+	cJSON_Delete(j);
+	if (r < 0) {
+		if (sb)
+			sandbox_put(sb);
+		return r;
+	}
+	return e2b_pstream_reply(res, sb, p.pid, p.term[0] ? p.term : NULL, 0, e);
+}
+
+/* ---- Connect, List ---- */
+
+int e2b_process_connect(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct compat *c = req->app;
+	cJSON *j;
+	if (e2b_connect_message(req, &j, e) < 0)
+		return err_code(e);
+	struct sandbox *sb;
+	pid_t pid = 0;
+	char term[sizeof(((struct compat_proc *)0)->term)];
+	static const char *const fields[] = {"process", NULL};
+	int r = args_only(j, NULL, fields, e);
+	if (r == 0 && (r = e2b_sandbox_of(req, &sb, e)) == 0)
+		proc_prune(c, sb); /* as envd: an ended program is not found */
+	int found = r == 0 ? proc_find(c, sb, j, &pid, term, e) : -1;
 	cJSON_Delete(j);
 	if (r < 0)
 		return r;
-	struct pstream *s = calloc(1, sizeof(*s));
-	if (!s) {
-		free(config);
-		process_run_free(run);
-		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	if (found < 0) {
+		sandbox_put(sb);
+		if (e->kind != ERR_NOT_FOUND)
+			return err_code(e);
+		struct err why = *e;
+		*e = (struct err)ERR_INIT;
+		return e2b_pstream_error(res, &why, e);
 	}
-	s->c = req->app;
-	s->slot = -1;
-	s->config = config;
-	if (sandbox_resolve(s->c->sandboxes, http_header(req, "E2b-Sandbox-Id"), s->sandbox,
-			    sizeof(s->sandbox)) < 0)
-		s->sandbox[0] = '\0'; /* deleted meanwhile: never listed */
-	s->run = run;
-	s->last_ms = clock_mono_ms();
-	http_reply_stream(res, 200, "application/connect+json", HTTP_SIZE_UNKNOWN, pstream_read, s,
-			  pstream_release);
-	return 0;
+	return e2b_pstream_reply(res, sb, pid, term[0] ? term : NULL, 1, e);
 }
 
 int e2b_process_list(struct http_request *req, struct http_response *res, struct err *e)
@@ -313,6 +320,7 @@ int e2b_process_list(struct http_request *req, struct http_response *res, struct
 	struct sandbox *sb;
 	if (e2b_sandbox_of(req, &sb, e) < 0)
 		return err_code(e);
+	proc_prune(c, sb);
 	cJSON *j = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(j, "processes");
 	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < COMPAT_MAX_PROCS; i++) {
@@ -321,6 +329,8 @@ int e2b_process_list(struct http_request *req, struct http_response *res, struct
 			continue;
 		cJSON *it = cJSON_CreateObject();
 		cJSON_AddNumberToObject(it, "pid", p->pid);
+		if (p->tag[0])
+			cJSON_AddStringToObject(it, "tag", p->tag);
 		cJSON *cfg = p->config ? cJSON_Parse(p->config) : NULL;
 		cJSON_AddItemToObject(it, "config", cfg ? cfg : cJSON_CreateObject());
 		cJSON_AddItemToArray(list, it);
@@ -330,53 +340,178 @@ int e2b_process_list(struct http_request *req, struct http_response *res, struct
 	return http_reply_json(res, 200, j, e);
 }
 
-static int listed(struct compat *c, const char *sandbox, int pid)
+/* ---- unary calls on a program started here ---- */
+
+/* The request's message, its sandbox (entered) and the program it names. */
+struct target {
+	cJSON *msg;
+	struct sandbox *sb;
+	pid_t pid;
+	char term[sizeof(((struct compat_proc *)0)->term)];
+};
+
+static int target_open(struct http_request *req, const char *const *fields,
+		       int (*check)(const cJSON *msg, struct err *e), struct target *t,
+		       struct err *e)
 {
-	int found = 0;
-	pthread_mutex_lock(&c->mu);
-	for (int i = 0; i < COMPAT_MAX_PROCS && !found; i++)
-		found = c->procs[i].pid == pid && strcmp(c->procs[i].sandbox, sandbox) == 0;
-	pthread_mutex_unlock(&c->mu);
-	return found;
+	memset(t, 0, sizeof(*t));
+	if (http_json_body(req, &t->msg, e) < 0)
+		return err_code(e);
+	int r = args_only(t->msg, NULL, fields, e);
+	if (r == 0 && check)
+		r = check(t->msg, e);
+	if (r == 0 && (r = e2b_enter(req, &t->sb, e)) == 0)
+		proc_prune(req->app, t->sb);
+	if (r == 0 &&
+	    (r = proc_find(req->app, t->sb, t->msg, &t->pid, t->term, e)) < 0) {
+		sandbox_unuse(t->sb);
+		sandbox_put(t->sb);
+		t->sb = NULL;
+	}
+	if (r < 0) {
+		cJSON_Delete(t->msg);
+		t->msg = NULL;
+	}
+	return r;
 }
 
-/* SendSignal {"process":{"pid"},"signal":"SIGNAL_SIGKILL"|"SIGNAL_SIGTERM"}:
- * kill(1) in the sandbox, as the program's own user, for a program
- * started here. */
+static int target_close(struct target *t, struct http_response *res, int r, struct err *e)
+{
+	if (t->sb) {
+		sandbox_unuse(t->sb);
+		sandbox_put(t->sb);
+	}
+	cJSON_Delete(t->msg);
+	return r < 0 ? r : http_reply_json(res, 200, cJSON_CreateObject(), e);
+}
+
+/* A PTY's input or size, through a client of its terminal. */
+static int term_input(struct target *t, const char *data, size_t len, unsigned cols,
+		      unsigned rows, struct err *e)
+{
+	struct process_term_client *tc;
+	if (process_term_attach(sandbox_procs(t->sb), t->term, &tc, e) < 0)
+		return err_code(e);
+	int r = len ? process_term_write(tc, data, len, INPUT_WAIT_MS, e)
+		    : process_term_resize(tc, cols, rows, e);
+	process_term_detach(tc);
+	return r;
+}
+
+static int decode_b64(const char *s, char **out, size_t *len, struct err *e)
+{
+	size_t sl = strlen(s);
+	struct base64_decode_ctx bc;
+	*out = malloc(BASE64_DECODE_LENGTH(sl) + 1);
+	if (!*out)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	base64_decode_init(&bc);
+	*len = BASE64_DECODE_LENGTH(sl);
+	if (!base64_decode_update(&bc, len, (uint8_t *)*out, sl, s) ||
+	    !base64_decode_final(&bc)) {
+		free(*out);
+		*out = NULL;
+		return err_set(e, ERR_INVALID, EINVAL, "'input' is not valid base64");
+	}
+	return 0;
+}
+
+/* SendInput {"process":{"pid"|"tag"},"input":{"stdin"|"pty":base64}}. */
+int e2b_process_input(struct http_request *req, struct http_response *res, struct err *e)
+{
+	static const char *const fields[] = {"process", "input", NULL};
+	static const char *const kinds[] = {"stdin", "pty", NULL};
+	struct target t;
+	if (target_open(req, fields, NULL, &t, e) < 0)
+		return err_code(e);
+	const cJSON *in = cJSON_GetObjectItemCaseSensitive(t.msg, "input");
+	const char *s = NULL, *key = "stdin";
+	int r = cJSON_IsObject(in) ? args_only(in, "input", kinds, e)
+				   : err_set(e, ERR_INVALID, EINVAL, "'input' must be an object");
+	if (r == 0 && cJSON_GetObjectItemCaseSensitive(in, "pty"))
+		key = "pty";
+	if (r == 0)
+		r = args_string(in, key, SIZE_MAX, 0, &s, e);
+	char *data = NULL;
+	size_t len = 0, written;
+	if (r == 0 && s)
+		r = decode_b64(s, &data, &len, e);
+	if (r == 0 && len && t.term[0])
+		r = term_input(&t, data, len, 0, 0, e);
+	else if (r == 0 && len)
+		r = process_bg_stdin(sandbox_procs(t.sb), t.pid, data, len, 0, INPUT_WAIT_MS,
+				     &written, e);
+	free(data);
+	return target_close(&t, res, r, e);
+}
+
+/* CloseStdin {"process":{"pid"|"tag"}}: the program reads EOF. */
+int e2b_process_close_stdin(struct http_request *req, struct http_response *res, struct err *e)
+{
+	static const char *const fields[] = {"process", NULL};
+	struct target t;
+	size_t none;
+	if (target_open(req, fields, NULL, &t, e) < 0)
+		return err_code(e);
+	int r = t.term[0] ? err_set(e, ERR_INVALID, EINVAL, "a PTY has no stdin to close")
+			  : process_bg_stdin(sandbox_procs(t.sb), t.pid, NULL, 0, 1, 0, &none, e);
+	return target_close(&t, res, r, e);
+}
+
+static int check_pty(const cJSON *msg, struct err *e)
+{
+	struct start_args a = {0};
+	return parse_pty(msg, &a, e);
+}
+
+/* Update {"process":{…},"pty":{"size":{"cols","rows"}}}: a PTY's size. */
+int e2b_process_update(struct http_request *req, struct http_response *res, struct err *e)
+{
+	static const char *const fields[] = {"process", "pty", NULL};
+	struct target t;
+	if (target_open(req, fields, check_pty, &t, e) < 0)
+		return err_code(e);
+	struct start_args a = {0};
+	int r = parse_pty(t.msg, &a, e);
+	if (r == 0 && !a.o.pty)
+		r = 0; /* nothing to change */
+	else if (r == 0 && !t.term[0])
+		r = err_set(e, ERR_INVALID, EINVAL, "process %d is not a PTY", (int)t.pid);
+	else if (r == 0)
+		r = term_input(&t, NULL, 0, a.o.cols, a.o.rows, e);
+	return target_close(&t, res, r, e);
+}
+
+/* SendSignal {"process":{…},"signal":"SIGNAL_SIGKILL"|"SIGNAL_SIGTERM"}:
+ * SIGKILL ends the program and everything it started (its cgroup);
+ * SIGTERM is kill(1) in the sandbox, for the program alone. */
 int e2b_process_signal(struct http_request *req, struct http_response *res, struct err *e)
 {
-	struct compat *c = req->app;
-	cJSON *body;
-	if (http_json_body(req, &body, e) < 0)
-		return err_code(e);
+	static const char *const fields[] = {"process", "signal", NULL};
 	static const char *const sigs[] = {"SIGNAL_SIGKILL", "SIGNAL_SIGTERM", NULL};
-	int64_t pid;
+	struct target t;
 	int sig;
-	int r = args_int(cJSON_GetObjectItemCaseSensitive(body, "process"), "pid", 1, INT32_MAX, 0,
-			 ARGS_REQUIRED, &pid, e);
-	if (r == 0)
-		r = args_enum(body, "signal", sigs, 0, ARGS_REQUIRED, &sig, e);
-	cJSON_Delete(body);
-	struct sandbox *sb;
-	if (r < 0 || e2b_enter(req, &sb, e) < 0)
+	if (target_open(req, fields, NULL, &t, e) < 0)
 		return err_code(e);
-	char num[24];
-	snprintf(num, sizeof(num), "%lld", (long long)pid);
-	const char *argv[] = {"kill", sig == 0 ? "-KILL" : "-TERM", num, NULL};
-	struct process_opts o = {.argv = argv, .timeout_ms = 10000, .max_output = 4096};
-	struct process_result pr;
-	if (!listed(c, sandbox_id(sb), (int)pid))
-		r = err_set(e, ERR_NOT_FOUND, ESRCH, "no process %lld started here",
-			    (long long)pid);
-	else
-		r = process_run(sandbox_procs(sb), &o, &pr, e);
-	sandbox_unuse(sb);
-	sandbox_put(sb);
-	if (r < 0)
-		return r;
-	int code = pr.exit_code;
-	process_result_release(&pr);
-	if (code != 0)
-		return err_set(e, ERR_NOT_FOUND, ESRCH, "process %lld is gone", (long long)pid);
-	return http_reply_json(res, 200, cJSON_CreateObject(), e);
+	int r = args_enum(t.msg, "signal", sigs, 0, ARGS_REQUIRED, &sig, e);
+	struct process_info in;
+	struct process_term_info ti;
+	if (r == 0 && sig == 0 && t.term[0]) {
+		r = process_term_delete(sandbox_procs(t.sb), t.term, &ti, e);
+	} else if (r == 0 && sig == 0) {
+		r = process_bg_kill(sandbox_procs(t.sb), t.pid, &in, e);
+	} else if (r == 0) {
+		char num[24];
+		snprintf(num, sizeof(num), "%d", (int)t.pid);
+		const char *argv[] = {"kill", "-TERM", num, NULL};
+		struct process_opts o = {.argv = argv, .timeout_ms = 10000, .max_output = 4096};
+		struct process_result pr;
+		if ((r = process_run(sandbox_procs(t.sb), &o, &pr, e)) == 0) {
+			if (pr.exit_code != 0)
+				r = err_set(e, ERR_NOT_FOUND, ESRCH, "process %d is gone",
+					    (int)t.pid);
+			process_result_release(&pr);
+		}
+	}
+	return target_close(&t, res, r, e);
 }

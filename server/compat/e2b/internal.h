@@ -12,6 +12,8 @@
 #ifndef DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
 #define DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
 
+#include <sys/types.h>
+
 #include "server/compat/compat.h"
 
 extern const struct http_route e2b_routes[];
@@ -42,6 +44,20 @@ int e2b_enter(struct http_request *req, struct sandbox **sb, struct err *e);
 int e2b_process_start(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_process_list(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_process_signal(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_connect(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_input(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_close_stdin(struct http_request *req, struct http_response *res, struct err *e);
+int e2b_process_update(struct http_request *req, struct http_response *res, struct err *e);
+/* e2b_pstream.c: Start's and Connect's stream of the program `pid` of `sb`
+ * (a reference it takes over, put on failure too) or of its terminal
+ * `term`; `from_now`: only the output that comes next. */
+int e2b_pstream_reply(struct http_response *res, struct sandbox *sb, pid_t pid,
+		      const char *term, int from_now, struct err *e);
+/* A stream that is only its end, carrying `err` (the SDK reads a stream's
+ * errors from there: a 404 status would be Connect's unimplemented). */
+int e2b_pstream_error(struct http_response *res, const struct err *err, struct err *e);
+/* A server-streaming request's one message (enveloped), a JSON object. */
+int e2b_connect_message(struct http_request *req, cJSON **msg, struct err *e);
 /* e2b_files.c: filesystem.Filesystem, /health */
 int e2b_fs_stat(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_fs_list(struct http_request *req, struct http_response *res, struct err *e);
