@@ -26,6 +26,7 @@ import dbx  # noqa: E402
 from bench_ports import bench_ports  # noqa: E402
 import bench_shots  # noqa: E402
 import bench_memory  # noqa: E402
+import bench_compat  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -64,7 +65,7 @@ def report(name, values, unit="ms", naive=None, naive_name=None, higher_is_bette
 
 
 STAGES = [0]
-N_STAGES = 12
+N_STAGES = 13
 T0 = time.time()
 
 
@@ -517,6 +518,9 @@ def main():
         report("HTTP round trip floor (GET /healthz after idle)", floor)
         if ONLY == "pool":  # just create, delete and the claim
             return 0
+        if ONLY == "compat":  # just the compat front-ends against the native API
+            bench_compat.run(srv, report, QUICK)
+            return write_results()
 
         stage("pause / resume (docs/lifecycle.md)")
         lifecycle(srv, n)
@@ -627,6 +631,8 @@ def main():
         bench_ports(srv, report, QUICK)
         stage("archives")
         bench_archive(srv, 1 if QUICK else 2)
+        stage("the compat front-ends' SDKs against the native API (scripts/bench_compat.py)")
+        bench_compat.run(srv, report, QUICK)
 
         stage("idle cost, 1 and 20 sandboxes (scripts/bench_memory.py)")
         many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
