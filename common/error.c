@@ -29,6 +29,7 @@ static const char *const kind_names[] = {
     [ERR_UNKNOWN_FIELD] = "unknown_field",
     [ERR_TAKEN_OVER] = "taken_over",
     [ERR_NOT_IMPLEMENTED] = "not_implemented",
+    [ERR_ROOT_DISABLED] = "root_disabled",
 };
 
 int err_code(const struct err *e)

@@ -41,6 +41,7 @@ enum err_kind {
 	ERR_UNKNOWN_FIELD,   /* unknown_field: a request member deskbox does not know */
 	ERR_TAKEN_OVER,	     /* taken_over: a person holds the desktop; agent actions wait */
 	ERR_NOT_IMPLEMENTED, /* not_implemented: this server or host cannot do it */
+	ERR_ROOT_DISABLED,   /* root_disabled: the sandbox runs without root ("root": false) */
 };
 
 #define ERR_MSG_MAX 512

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Requests over this are refused (argv and env of one program). */
@@ -25,6 +27,7 @@
 
 struct exec_agent {
 	int listen_fd;
+	int sudo_fd; /* -1: no sudo door */
 	struct {
 		pid_t pid;
 		int conn;
@@ -34,11 +37,37 @@ struct exec_agent {
 
 extern char **environ;
 
+/* The sudo door (EXEC_AGENT_SUDO_SOCK) when deskboxd allows root here
+ * (DESKBOX_SUDO=1) and the init is the container's root; -1 otherwise. */
+static int sudo_open(void)
+{
+	const char *want = getenv("DESKBOX_SUDO");
+	int on = want && strcmp(want, "1") == 0 && getuid() == 0;
+	unsetenv("DESKBOX_SUDO");
+	if (!on)
+		return -1;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", EXEC_AGENT_SUDO_SOCK);
+	unlink(EXEC_AGENT_SUDO_SOCK);
+	/* Everyone's: sudo without a password for every program inside. */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(EXEC_AGENT_SUDO_SOCK, 0666) < 0 || listen(fd, 64) < 0) {
+		fprintf(stderr, "deskbox-init: sudo: %s: %s\n", EXEC_AGENT_SUDO_SOCK,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 struct exec_agent *exec_agent_open(void)
 {
 	struct exec_agent *a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
+	a->sudo_fd = sudo_open();
 	a->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", EXEC_AGENT_SOCK);
@@ -49,10 +78,17 @@ struct exec_agent *exec_agent_open(void)
 			strerror(errno));
 		if (a->listen_fd >= 0)
 			close(a->listen_fd);
+		if (a->sudo_fd >= 0)
+			close(a->sudo_fd);
 		free(a);
 		return NULL;
 	}
 	return a;
+}
+
+int exec_agent_sudo_fd(const struct exec_agent *a)
+{
+	return a ? a->sudo_fd : -1;
 }
 
 int exec_agent_fd(const struct exec_agent *a)
@@ -78,7 +114,7 @@ static int read_full(int fd, void *buf, size_t len)
 /* The request from CONN_FD: its length header with the stdio fds attached
  * (none for a terminal: *pty is set), then the body, NUL-terminated, into
  * *req (*len bytes). */
-static int recv_request(int fds[3], char **req, uint32_t *len, int *pty)
+static int recv_request(int fds[3], char **req, uint32_t *len, int *pty, int *root)
 {
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	struct iovec iov = {len, sizeof(*len)};
@@ -91,7 +127,8 @@ static int recv_request(int fds[3], char **req, uint32_t *len, int *pty)
 	if (n != sizeof(*len))
 		return -1;
 	*pty = (*len & EXEC_AGENT_PTY) != 0;
-	*len &= ~EXEC_AGENT_PTY;
+	*root = (*len & EXEC_AGENT_ROOT) != 0;
+	*len &= ~(EXEC_AGENT_PTY | EXEC_AGENT_ROOT);
 	if (*pty && cm)
 		return -1;
 	if (!*pty &&
@@ -226,8 +263,10 @@ static void exec_program(const int fds[3], int pty, const char *cwd, char **argv
 }
 
 /* As the container's root (the init apart from the user), becomes the
- * user before anything of the request is read: the program runs as
- * EXEC_AGENT_UID with no capabilities (they go with the uid change). */
+ * user before the request's body is parsed: the program runs as
+ * EXEC_AGENT_UID with no capabilities (they go with the uid change).  Only
+ * the fixed-size length word and the raw bytes were read as root, from a
+ * peer known to be deskboxd (from_outside). */
 static int become_user(void)
 {
 	if (getuid() != 0)
@@ -240,16 +279,15 @@ static int become_user(void)
 /* Runs in the forked child: never returns. */
 static void child(void)
 {
-	if (become_user() < 0)
-		_exit(125);
 	int fds[3] = {-1, -1, -1};
 	uint32_t len;
 	char *req = NULL;
 	const char *cwd;
 	char **argv, **envp;
-	int pty = 0, master = -1;
-	if (recv_request(fds, &req, &len, &pty) < 0 ||
-	    parse_request(req, len, &cwd, &argv, &envp) < 0 ||
+	int pty = 0, root = 0, master = -1;
+	/* Root only from the container's root: never as a host uid. */
+	if (recv_request(fds, &req, &len, &pty, &root) < 0 || (root && getuid() != 0) ||
+	    (!root && become_user() < 0) || parse_request(req, len, &cwd, &argv, &envp) < 0 ||
 	    (pty && open_pty(&master, fds) < 0) || send_pid(master) < 0)
 		_exit(125);
 	if (master >= 0)
@@ -328,4 +366,84 @@ int exec_agent_reaped(struct exec_agent *a, pid_t pid, int status)
 		return 1;
 	}
 	return 0;
+}
+
+/* ---- the sudo door ---- */
+
+/* The supervisor of one sudo request, forked by the init (so the
+ * container's root, with its capabilities): starts the program as root in
+ * a session of its own, tells the client its pid, sends it the signals the
+ * client forwards (one byte each) and its wait status when it ends; when
+ * the client goes away first (killed with its run, say), the program's
+ * whole session is killed.  Never returns. */
+static void sudo_child(void)
+{
+	int fds[3] = {-1, -1, -1};
+	uint32_t len;
+	char *req = NULL;
+	const char *cwd;
+	char **argv, **envp;
+	int pty = 0, root = 0;
+	if (recv_request(fds, &req, &len, &pty, &root) < 0 || pty ||
+	    parse_request(req, len, &cwd, &argv, &envp) < 0)
+		_exit(125);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(CONN_FD);
+		exec_program(fds, 0, cwd, argv, envp);
+	}
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	int32_t me = (int32_t)pid;
+	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pid < 0 || pfd < 0 || write(CONN_FD, &me, sizeof(me)) != sizeof(me)) {
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		_exit(125);
+	}
+	for (;;) {
+		struct pollfd p[2] = {{CONN_FD, POLLIN, 0}, {pfd, POLLIN, 0}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		unsigned char sig;
+		if (p[0].revents && read(CONN_FD, &sig, 1) != 1) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (p[0].revents && sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP &&
+		    kill(-pid, sig) < 0)
+			kill(pid, sig);
+	}
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	int32_t st = status;
+	ssize_t w = write(CONN_FD, &st, sizeof(st));
+	(void)w;
+	_exit(0);
+}
+
+void exec_agent_sudo_accept(struct exec_agent *a)
+{
+	for (;;) {
+		int conn = accept4(a->sudo_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (conn < 0)
+			return;
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (dup2(conn, CONN_FD) < 0)
+				_exit(125);
+			syscall(SYS_close_range, CONN_FD + 1, ~0u, 0);
+			signal(SIGCHLD, SIG_DFL);
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+			sudo_child();
+		}
+		/* The init reaps the supervisor like any orphan. */
+		close(conn);
+	}
 }

@@ -31,7 +31,8 @@
  * (SO_PEERCRED): every process of the sandbox, root included; deskboxd is
  * outside the pid namespace (pid 0).  When the init runs as the container's
  * root, each child becomes EXEC_AGENT_UID:EXEC_AGENT_GID (the image's
- * "user", IMAGE_USER_UID in deskboxd) before it reads the request. */
+ * "user", IMAGE_USER_UID in deskboxd) before it parses the request's body,
+ * unless the length word has EXEC_AGENT_ROOT. */
 #ifndef DESKBOX_IMAGE_EXEC_AGENT_H
 #define DESKBOX_IMAGE_EXEC_AGENT_H
 
@@ -42,6 +43,19 @@
 #define EXEC_AGENT_GID	1000
 /* In the request's length word: the program gets a new terminal. */
 #define EXEC_AGENT_PTY 0x80000000u
+/* In the request's length word: the program stays the container's root
+ * (the "user": "root" of a run, and sudo) instead of becoming the user. */
+#define EXEC_AGENT_ROOT 0x40000000u
+
+/* The sudo door: where deskboxd allows root (DESKBOX_SUDO=1 in the
+ * init's environment), the init listens here too, for every process of the
+ * sandbox (0666): the same request as above (no terminal bit), from the
+ * sudo shim (sudo.c, the init under the name "sudo").  The program runs as
+ * the container's root in a session of its own; the init's child for the
+ * request answers its pid (i32), passes on signals the client sends (one
+ * byte, the signal's number), kills the program's session when the client
+ * goes away, and answers its wait status (i32). */
+#define EXEC_AGENT_SUDO_SOCK "/run/deskbox-sudo.sock"
 
 struct exec_agent;
 
@@ -52,6 +66,11 @@ struct exec_agent *exec_agent_open(void);
 int exec_agent_fd(const struct exec_agent *a);
 /* Accepts pending connections and forks a child for each. */
 void exec_agent_accept(struct exec_agent *a);
+/* The sudo door's listening fd (-1: none) and its accept. */
+int exec_agent_sudo_fd(const struct exec_agent *a);
+void exec_agent_sudo_accept(struct exec_agent *a);
+/* The sudo shim: the init's main when called as "sudo". */
+int sudo_main(int argc, char **argv);
 /* Called for every reaped pid: 1 if it was one of the agent's children
  * (its status was sent), 0 otherwise. */
 int exec_agent_reaped(struct exec_agent *a, pid_t pid, int status);

@@ -650,11 +650,12 @@ static void restart_due(struct init *in)
  * Exits (finish()) once stopped. */
 static void serve(struct init *in)
 {
-	struct pollfd p[4] = {{in->sigfd, POLLIN, 0},
+	struct pollfd p[5] = {{in->sigfd, POLLIN, 0},
 			      {in->displayfd, POLLIN, 0},
 			      {in->dpy ? ConnectionNumber(in->dpy) : -1, POLLIN, 0},
-			      {in->stopping ? -1 : exec_agent_fd(in->agent), POLLIN, 0}};
-	int n = poll(p, 4, next_timeout(in));
+			      {in->stopping ? -1 : exec_agent_fd(in->agent), POLLIN, 0},
+			      {in->stopping ? -1 : exec_agent_sudo_fd(in->agent), POLLIN, 0}};
+	int n = poll(p, 5, next_timeout(in));
 	if (n < 0 && errno != EINTR) {
 		say("poll: %s", strerror(errno));
 		in->exit_code = 1;
@@ -672,6 +673,8 @@ static void serve(struct init *in)
 	}
 	if (p[3].revents)
 		exec_agent_accept(in->agent);
+	if (p[4].revents)
+		exec_agent_sudo_accept(in->agent);
 	if (in->displayfd >= 0 && p[1].revents)
 		on_displayfd(in);
 	else if (in->displayfd >= 0 && clock_mono_ms() - in->c[XVFB].started > XVFB_TIMEOUT_MS)
@@ -683,8 +686,12 @@ static void serve(struct init *in)
 		check_ready(in);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	const char *name = argc > 0 ? strrchr(argv[0], '/') : NULL;
+	name = name ? name + 1 : argc > 0 ? argv[0] : "";
+	if (strcmp(name, "sudo") == 0)
+		return sudo_main(argc, argv);
 	struct init in = {.displayfd = -1, .exit_code = 0};
 	in.t0 = clock_mono_ms();
 	apart = getuid() == 0;

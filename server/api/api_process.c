@@ -106,8 +106,26 @@ static int env_default(struct exec_args *a, const char *kv, struct err *e)
 	return 0;
 }
 
-/* What exec and code_run share: env, cwd, stdin, timeout_s. */
-static const char *const common_fields[] = {"env", "cwd", "stdin", "timeout_s", NULL};
+/* What exec and code_run share: env, cwd, stdin, timeout_s, user. */
+static const char *const common_fields[] = {"env", "cwd", "stdin", "timeout_s", "user", NULL};
+
+int api_parse_user(const cJSON *body, struct exec_args *a, int *root, struct err *e)
+{
+	static const char *const users[] = {"user", "root", NULL};
+	int which;
+	if (args_enum(body, "user", users, 0, 0, &which, e) < 0)
+		return err_code(e);
+	*root = which == 1;
+	if (!*root)
+		return 0;
+	/* Root's own home, as a login would give it (the request's env wins). */
+	return env_default(a, "HOME=/root", e) ?: env_default(a, "USER=root", e);
+}
+
+int api_root_check(struct sandbox *sb, int root, struct err *e)
+{
+	return root ? sandbox_root_check(sb, e) : 0;
+}
 
 static int parse_common(struct http_request *req, const cJSON *body, struct exec_args *a,
 			struct process_opts *o, int background, struct err *e)
@@ -115,6 +133,7 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 	struct api *api = req->app;
 	const char *cwd, *stdin_data = NULL;
 	double timeout_s;
+	int root;
 	/* Background runs have no timeout unless one is asked for. */
 	double def = background ? 0 : api->exec_timeout_default_s;
 	/* "stdin": true keeps a background run's stdin open for
@@ -125,7 +144,8 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "\"stdin\": true needs \"background\": true (give the input as a "
 			       "string otherwise)");
-	if (api_parse_env(body, a, e) < 0 || args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
+	if (api_parse_env(body, a, e) < 0 || api_parse_user(body, a, &root, e) < 0 ||
+	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 ||
 	    (!cJSON_IsBool(sj) &&
 	     args_string(body, "stdin", EXEC_MAX_STDIN, 0, &stdin_data, e) < 0) ||
 	    args_double(body, "timeout_s", 0.001, api->exec_timeout_max_s, def, 0, &timeout_s, e) <
@@ -142,6 +162,7 @@ static int parse_common(struct http_request *req, const cJSON *body, struct exec
 	o->stdin_len = stdin_data ? strlen(stdin_data) : 0;
 	o->keep_stdin_open = keep_stdin;
 	o->timeout_ms = (int)(timeout_s * 1000.0);
+	o->root = root;
 	return 0;
 }
 
@@ -183,7 +204,7 @@ static int run_request(struct http_request *req, struct http_response *res,
 	struct sandbox *sb;
 	if (api_enter(req, 0, &sb, NULL, e) < 0)
 		return err_code(e);
-	if (code && code_interpreter(sb, code, e) < 0) {
+	if (api_root_check(sb, o->root, e) < 0 || (code && code_interpreter(sb, code, e) < 0)) {
 		api_release(sb);
 		return err_code(e);
 	}
@@ -271,6 +292,11 @@ int api_process_code_run(struct http_request *req, struct http_response *res, st
 	if (r == 0 && ctx) {
 		if (lang != 0)
 			r = err_set(e, ERR_INVALID, EINVAL, "contexts run python only");
+		else if (o.root)
+			r = err_set(
+			    e, ERR_INVALID, EINVAL,
+			    "contexts run as the user: 'context' and \"user\": \"root\" do not "
+			    "go together");
 		else if (background)
 			r = err_set(e, ERR_INVALID, EINVAL,
 				    "'context' and 'background' do not go together");

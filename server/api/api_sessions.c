@@ -20,6 +20,7 @@ static cJSON *session_json(const struct process_session_info *in)
 	cJSON_AddStringToObject(j, "created_at", t_s);
 	cJSON_AddNumberToObject(j, "commands", (double)in->commands);
 	cJSON_AddBoolToObject(j, "busy", in->busy);
+	cJSON_AddStringToObject(j, "user", in->root ? "root" : "user");
 	return j;
 }
 
@@ -34,18 +35,21 @@ int api_session_create(struct http_request *req, struct http_response *res, stru
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	}
 	const char *cwd = NULL;
-	int r = 0;
-	static const char *const fields[] = {"cwd", "env", NULL};
+	int r = 0, root = 0;
+	static const char *const fields[] = {"cwd", "env", "user", NULL};
 	if (args_only(body, NULL, fields, e) < 0 ||
-	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || api_parse_env(body, a, e) < 0)
+	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || api_parse_env(body, a, e) < 0 ||
+	    api_parse_user(body, a, &root, e) < 0)
 		r = err_code(e);
 	else if (cwd && cwd[0] != '/')
 		r = err_set(e, ERR_INVALID, EINVAL, "field 'cwd' must be an absolute path");
 	struct process_session_info in = {0};
 	struct sandbox *sb;
 	if (r == 0 && (r = api_enter(req, 0, &sb, NULL, e)) == 0) {
-		struct process_opts o = {.env = a->env_kv, .cwd = cwd ? cwd : "/workspace"};
-		r = process_session_create(sandbox_procs(sb), &o, &in, e);
+		struct process_opts o = {
+		    .env = a->env_kv, .cwd = cwd ? cwd : "/workspace", .root = root};
+		r = api_root_check(sb, root, e)
+			?: process_session_create(sandbox_procs(sb), &o, &in, e);
 		api_release(sb);
 	}
 	exec_args_release(a);

@@ -24,6 +24,7 @@ static cJSON *term_json(const struct process_term_info *in)
 	cJSON_AddStringToObject(j, "id", in->id);
 	cJSON_AddNumberToObject(j, "pid", in->pid);
 	cJSON_AddStringToObject(j, "command", in->command);
+	cJSON_AddStringToObject(j, "user", in->root ? "root" : "user");
 	cJSON_AddNumberToObject(j, "cols", in->cols);
 	cJSON_AddNumberToObject(j, "rows", in->rows);
 	cJSON_AddStringToObject(j, "status", in->running ? "running" : "exited");
@@ -89,12 +90,14 @@ static int parse_create(const cJSON *body, struct exec_args *a, struct process_o
 {
 	int64_t cols, rows;
 	const char *cwd;
-	static const char *const fields[] = {"cols", "rows", "cwd", "command", "env", NULL};
+	static const char *const fields[] = {"cols", "rows", "cwd", "command", "env", "user", NULL};
+	int root;
 	if (args_only(body, NULL, fields, e) < 0 ||
 	    args_int(body, "cols", 1, TERM_SIZE_MAX, 80, 0, &cols, e) < 0 ||
 	    args_int(body, "rows", 1, TERM_SIZE_MAX, 24, 0, &rows, e) < 0 ||
 	    args_string(body, "cwd", 4096, 0, &cwd, e) < 0 || parse_command(body, a, e) < 0 ||
-	    api_parse_env(body, a, e) < 0 || add_term_env(a, e) < 0)
+	    api_parse_env(body, a, e) < 0 || api_parse_user(body, a, &root, e) < 0 ||
+	    add_term_env(a, e) < 0)
 		return err_code(e);
 	if (cwd && cwd[0] != '/')
 		return err_set(e, ERR_INVALID, EINVAL, "field 'cwd' must be an absolute path");
@@ -105,6 +108,7 @@ static int parse_create(const cJSON *body, struct exec_args *a, struct process_o
 	o->pty = 1;
 	o->cols = (unsigned short)cols;
 	o->rows = (unsigned short)rows;
+	o->root = root;
 	return 0;
 }
 
@@ -123,7 +127,8 @@ int api_terminal_create(struct http_request *req, struct http_response *res, str
 	int r = parse_create(body, a, &o, e);
 	struct sandbox *sb;
 	if (r == 0 && (r = api_enter(req, 0, &sb, NULL, e)) == 0) {
-		r = process_term_create(sandbox_procs(sb), &o, &in, e);
+		r = api_root_check(sb, o.root, e)
+			?: process_term_create(sandbox_procs(sb), &o, &in, e);
 		api_release(sb);
 	}
 	exec_args_release(a);

@@ -5,9 +5,10 @@
 #include "api.h"
 #include "server/process/process.h"
 
-#define EXEC_MAX_ARGS  4096
-#define EXEC_MAX_ENV   256
-#define EXEC_EXTRA_ENV 4 /* variables deskboxd adds (PYTHONUNBUFFERED) */
+#define EXEC_MAX_ARGS 4096
+#define EXEC_MAX_ENV  256
+#define EXEC_EXTRA_ENV                                                                             \
+	6 /* variables deskboxd adds (PYTHONUNBUFFERED, TERM, HOME and USER of root) */
 #define EXEC_MAX_STDIN (1u << 20)
 /* One argv string (MAX_ARG_STRLEN is 32 pages including the NUL). */
 #define CODE_MAX (128u * 1024 - 1)
@@ -65,6 +66,13 @@ int api_proxy_open(struct http_request *req, const char *sid, unsigned port,
 /* The process routes' argument parsers, shared with terminals and
  * sessions (api_terminals.c). */
 int api_parse_env(const cJSON *body, struct exec_args *a, struct err *e);
+/* "user": "user" (the default) | "root" into *root; with root, HOME and
+ * USER are root's unless the request's env set them.  ERR_INVALID for
+ * anything else. */
+int api_parse_user(const cJSON *body, struct exec_args *a, int *root, struct err *e);
+/* With `root`: ERR_ROOT_DISABLED unless sandbox `sb` may run as root
+ * (sandbox_root_check). */
+int api_root_check(struct sandbox *sb, int root, struct err *e);
 
 /* Browser-facing pieces of api_viewer.c shared with api_terminals.c. */
 struct vnc_grant;

@@ -182,6 +182,7 @@ int http_error_status(enum err_kind kind)
 	case ERR_NOT_RUNNING:
 	case ERR_PAUSED:
 	case ERR_NAME_TAKEN:
+	case ERR_ROOT_DISABLED:
 		return 409;
 	case ERR_TAKEN_OVER:
 		return 423; /* Locked (RFC 4918): someone else holds it */

@@ -88,6 +88,10 @@ struct process_opts {
 	 * output is the run's stdout.  Needs the exec agent. */
 	int pty;
 	unsigned short cols, rows;
+	/* Runs as the container's root (uid 0 of the sandbox's user
+	 * namespace, with the namespace's capabilities only) instead of the
+	 * image's user.  The caller checked that the sandbox allows it. */
+	int root;
 };
 
 struct process_result {
@@ -242,6 +246,7 @@ struct process_term_info {
 	unsigned attached; /* clients attached now */
 	uint64_t output_bytes;
 	char command[PROCESS_TERM_CMD_MAX]; /* argv joined by spaces, cut */
+	int root;			    /* it runs as the container's root */
 };
 
 /* Starts o->argv on a new terminal (o->pty, cols, rows set by the caller,
@@ -299,6 +304,7 @@ struct process_session_info {
 	long long created_at_ms;
 	uint64_t commands;
 	int busy;
+	int root; /* its shell runs as the container's root */
 };
 
 /* Starts a session's shell (o: cwd and env for it; the caller is inside an

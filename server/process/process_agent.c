@@ -25,6 +25,8 @@
 /* In the request's length word: a terminal (EXEC_AGENT_PTY of
  * desktop-image/exec_agent.h, the other side of this protocol). */
 #define EXEC_AGENT_PTY 0x80000000u
+/* And: the program runs as the container's root (EXEC_AGENT_ROOT). */
+#define EXEC_AGENT_ROOT 0x40000000u
 /* How long the agent's child may take to say who it is. */
 #define HELLO_TIMEOUT_MS 10000
 
@@ -198,7 +200,7 @@ int process_agent_start(struct process_table *t, struct process_run *r,
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	memset(cbuf, 0, sizeof(cbuf));
-	uint32_t word = len | (o->pty ? EXEC_AGENT_PTY : 0);
+	uint32_t word = len | (o->pty ? EXEC_AGENT_PTY : 0) | (o->root ? EXEC_AGENT_ROOT : 0);
 	struct iovec iov = {&word, sizeof(word)};
 	struct msghdr mh = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};

@@ -83,6 +83,7 @@ static int start_shell(struct process_table *t, struct process_session *c, int u
 	    .cwd = c->cwd,
 	    .max_output = SIZE_MAX,
 	    .keep_stdin_open = 1,
+	    .root = c->info.root,
 	};
 	process_run_free(c->run);
 	c->run = NULL;
@@ -125,6 +126,7 @@ int process_session_create(struct process_table *t, const struct process_opts *o
 	pthread_mutex_init(&c->busy, NULL);
 	c->refs = 1;
 	c->info.created_at_ms = clock_wall_ms();
+	c->info.root = o->root;
 	int r = copy_opts(c, o) < 0 ? err_set(e, ERR_INTERNAL, ENOMEM, "out of memory") : 0;
 	if (r == 0)
 		r = fs_random_hex(c->info.id, PROCESS_SESSION_ID_LEN / 2, e);

@@ -166,6 +166,7 @@ static struct process_term *term_new(const struct process_opts *o, struct err *e
 	tm->master = -1;
 	tm->info.cols = o->cols;
 	tm->info.rows = o->rows;
+	tm->info.root = o->root;
 	tm->info.running = 1;
 	tm->info.created_at_ms = clock_wall_ms();
 	command_line(o->argv, tm->info.command, sizeof(tm->info.command));

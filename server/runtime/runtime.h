@@ -247,6 +247,31 @@ int image_own_dirs(const char *rootfs, uint32_t host_base, struct err *e);
 /* Unmounts `target` (detaching if busy).  Not mounted is not an error. */
 int image_umount_rootfs(const char *target, struct err *e);
 
+/* An overlay of several lower layers, optionally each seen through an
+ * idmapped mount (runtime_overlay.c): with `idmap_base`, host ids
+ * 0..RUNTIME_USERNS_SIZE-1 of the layers appear as idmap_base.. (the
+ * sandbox's own ids, so its root owns what host root owns there), and what
+ * the sandbox changes is copied up into `upper` in its ids; the layers
+ * themselves are never written.  `stage` (made if missing) holds the
+ * idmapped mounts while the overlay is made; they are gone on return.
+ * ERR_UNAVAILABLE when the kernel or a layer's filesystem cannot map ids. */
+#define IMAGE_LOWERS_MAX 4
+struct image_overlay {
+	const char *lowers[IMAGE_LOWERS_MAX + 1]; /* top first, NULL-terminated */
+	const char *upper, *work, *target;
+	uint32_t idmap_base; /* 0: the layers as they are */
+	const char *stage;
+};
+int image_mount_overlay(const struct image_overlay *o, struct err *e);
+
+/* What deskbox adds to the default image's /usr, as the top lower layer of
+ * a sandbox's /usr overlay: bin/sudo, a link to IMAGE_SUDO_TARGET (the
+ * init, which acts as sudo under that name and asks its own root side to
+ * run the command; a set-user-ID sudo cannot work under no_new_privs).
+ * Made once under <state>/images/default/usr-extra, its path in `out`. */
+#define IMAGE_SUDO_TARGET "/.deskbox/init"
+int image_prepare_usr_extra(const char *state_dir, char *out, size_t size, struct err *e);
+
 /* ---- stored images (runtime_images.c, runtime_images_make.c) ---- */
 
 /* images: root filesystems other than the default one, each in

@@ -401,21 +401,39 @@ static int build_tree(struct builder *b, const char *state_dir)
 	return r ?: copy_tree(b, "var/cache/fontconfig", "");
 }
 
-/* Whether an overlay in this mount namespace has `dir` as a lower layer. */
+/* Whether one of the ':'-separated paths of lowerdir value `v` (up to
+ * ',', ' ' or the end) ends in the name `name`. */
+static int lowers_name(const char *v, const char *name)
+{
+	size_t nl = strlen(name);
+	while (*v && *v != ',' && *v != ' ' && *v != '\n') {
+		size_t len = strcspn(v, ":, \n");
+		if (len >= nl && memcmp(v + len - nl, name, nl) == 0 &&
+		    (len == nl || v[len - nl - 1] == '/'))
+			return 1;
+		v += len;
+		if (*v == ':')
+			v++;
+	}
+	return 0;
+}
+
+/* Whether an overlay in this mount namespace has `dir` as a lower layer:
+ * by its name (base-<hash>), which an idmapped view of it keeps
+ * (runtime_overlay.c). */
 static int lower_in_use(const char *dir)
 {
 	_cleanup_file_ FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return 1;
-	char needle[PATH_MAX + 16];
-	snprintf(needle, sizeof(needle), "lowerdir=%s", dir);
-	size_t nl = strlen(needle);
+	const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
 	char *line = NULL;
 	size_t cap = 0;
 	int used = 0;
 	while (!used && getline(&line, &cap, f) > 0) {
-		for (char *p = strstr(line, needle); p && !used; p = strstr(p + 1, needle))
-			used = strchr(",: \n", p[nl]) != NULL && p[nl] != '\0';
+		for (char *p = strstr(line, "lowerdir="); p && !used;
+		     p = strstr(p + 1, "lowerdir="))
+			used = lowers_name(p + 9, name);
 	}
 	free(line);
 	return used;
@@ -527,7 +545,7 @@ int image_mount_rootfs(const char *lower, const char *upper, const char *work, c
 
 /* Chowns <rootfs>/<rel> (a directory; no symlink is followed on the way)
  * to uid:gid if host root still owns it. */
-static int own_dir(int rootfd, const char *rel, uid_t uid, gid_t gid, struct err *e)
+static int own_dir(int rootfd, const char *rel, uid_t uid, gid_t gid, uid_t base, struct err *e)
 {
 	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
@@ -538,7 +556,9 @@ static int own_dir(int rootfd, const char *rel, uid_t uid, gid_t gid, struct err
 		return 0;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "opening '/%s' of the sandbox", rel);
-	if (st.st_uid != 0)
+	/* Host root's, or (seen through the sandbox's id mapping) the
+	 * lower layer's root as the sandbox's root: still the image's. */
+	if ((st.st_uid != 0 && st.st_uid != base) || st.st_uid == uid)
 		return 0;
 	if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "chown '/%s' of the sandbox", rel);
@@ -557,7 +577,7 @@ int image_own_dirs(const char *rootfs, uint32_t host_base, struct err *e)
 		uint32_t gid = host_base + (user ? IMAGE_USER_GID : 0);
 		if (d->owner == OWNER_HOST_ROOT || uid == 0)
 			continue;
-		if (own_dir(rootfd, d->path, uid, gid, e) < 0)
+		if (own_dir(rootfd, d->path, uid, gid, host_base ? host_base : (uid_t)-1, e) < 0)
 			return err_code(e);
 	}
 	return 0;

@@ -97,6 +97,7 @@ struct sandboxes {
 	struct sandbox_monitor *mon;
 	struct sandbox_timer *timer;
 	char lower[PATH_MAX];
+	char usr_extra[PATH_MAX]; /* the default image's /usr additions (sudo) */
 	/* The disk store's mount point, "" when there is none; store_new: new
 	 * sandboxes' disks go there (sandbox_store.c). */
 	char store[PATH_MAX];
@@ -161,6 +162,9 @@ int sandbox_capture_connect(struct sandbox *sb, int timeout_ms, struct capture *
  * dir when the sandbox has no disk); disk_loaded drops the limit of a
  * sandbox found without an image (made before disks existed). */
 int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size, struct err *e);
+/* The upper and work dirs of the default image's /usr overlay, beside the
+ * root overlay's (on the disk, or in the plain state dir without one). */
+void sandbox_usr_layers(struct sandbox *sb, char *upper, char *work, size_t size);
 /* The disk store (sandbox_store.c).  store_open mounts it (making it when
  * --disk-store asks for it and there is none) before the sandboxes are
  * loaded, store_sweep removes what deleted sandboxes left in it (after),

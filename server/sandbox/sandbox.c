@@ -387,7 +387,8 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 	       req->pids_max == sb->spec.pids_max && req->cpu_millis == sb->spec.cpu_millis &&
 	       !req->env[0] && !sb->spec.env[0] && !req->n_secrets &&
 	       strcmp(req->image, sb->spec.image) == 0 &&
-	       req->read_only_root == sb->spec.read_only_root && iso == sb->spec.isolation;
+	       req->read_only_root == sb->spec.read_only_root && iso == sb->spec.isolation &&
+	       req->no_root == sb->spec.no_root;
 }
 
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
@@ -631,6 +632,7 @@ int sandboxes_open(struct sandboxes **out, const struct sandboxes_config *cfg, s
 	    (chmod(dir, cfg->userns_base ? 0711 : 0700) < 0 &&
 	     err_sys(e, ERR_INTERNAL, errno, "chmod '%s'", dir) < 0) ||
 	    image_prepare_default(cfg->state_dir, s->lower, sizeof(s->lower), e) < 0 ||
+	    image_prepare_usr_extra(cfg->state_dir, s->usr_extra, sizeof(s->usr_extra), e) < 0 ||
 	    sandbox_store_open(s, e) < 0) {
 		free(s);
 		return err_code(e);

@@ -57,7 +57,7 @@ enum sandbox_on_timeout {
 /* One secret a sandbox names (sandbox_secrets.c). */
 struct sandbox_secret {
 	char name[SECRETS_NAME_MAX + 1];
-	char placeholder[SECRETS_PLACEHOLDER_LEN + 1]; /* "" until create gives one */
+	char placeholder[SECRETS_PLACEHOLDER_LEN + 1];		 /* "" until create gives one */
 	char kv[SECRETS_NAME_MAX + SECRETS_PLACEHOLDER_LEN + 2]; /* "NAME=placeholder" */
 };
 
@@ -99,6 +99,9 @@ struct sandbox_spec {
 	/* "read_only_root": all but /workspace, /tmp, /home/user and /root
 	 * is read-only inside. */
 	int read_only_root;
+	/* "root": false: nothing runs as the container's root on request
+	 * ("user": "root" answers ERR_ROOT_DISABLED) and sudo says no. */
+	int no_root;
 	/* "secrets": the names of stored secrets it uses, each seen inside as
 	 * its placeholder (docs/secrets.md). */
 	size_t n_secrets;
@@ -193,6 +196,12 @@ int sandbox_spec_parse(const cJSON *req, struct sandbox_spec *spec, struct err *
  * create does anything (args_only()).  A new create field is a name added
  * here and its parser in sandbox_spec_parse(). */
 extern const char *const sandbox_create_fields[];
+
+/* 0 if runs of `sb` may be the container's root ("user": "root"): the
+ * sandbox has a user namespace of its own, so its root is only that
+ * namespace's, and was not made with "root": false.  ERR_ROOT_DISABLED
+ * saying which. */
+int sandbox_root_check(struct sandbox *sb, struct err *e);
 void sandbox_spec_release(struct sandbox_spec *spec);
 
 /* Creates and starts a sandbox and returns once its desktop is ready (X

@@ -425,6 +425,11 @@ static int fork_fill(struct sandbox *sb, void *cls, struct err *e)
 	if (r == 0 && from != sb->host_base &&
 	    files_remap_owners(upper, from, sb->host_base, &n, e) < 0)
 		return err_wrap(e, "moving the fork's files into its uid range");
+	/* And what its root changed in /usr (the default image's). */
+	sandbox_usr_layers(sb, upper, work, sizeof(upper));
+	if (r == 0 && from != sb->host_base && access(upper, F_OK) == 0 &&
+	    files_remap_owners(upper, from, sb->host_base, &n, e) < 0)
+		return err_wrap(e, "moving the fork's /usr into its uid range");
 	return r;
 }
 

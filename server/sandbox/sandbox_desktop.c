@@ -209,6 +209,47 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 	sb->init_pid = -1;
 }
 
+/* The overlays of a sandbox with its own uid range: the image's lower
+ * layer through its id mapping, so its root owns /etc, /var, /opt (and
+ * the rest of the image), and for the default image the host's /usr as
+ * the lower layer of a second overlay on <rootfs>/usr, its upper layer
+ * beside the first on the sandbox's disk (sandbox_usr_layers).  What root
+ * installs there is the sandbox's alone and persists like its other files. */
+static int mount_layers(struct sandbox *sb, const char *lower, const char *upper, const char *work,
+			const char *rootfs, struct err *e)
+{
+	if (!sb->host_base)
+		return image_mount_rootfs(lower, upper, work, rootfs, e);
+	char stage[PATH_MAX];
+	sandbox_path(sb, stage, sizeof(stage), "layers");
+	struct image_overlay o = {.lowers = {lower},
+				  .upper = upper,
+				  .work = work,
+				  .target = rootfs,
+				  .idmap_base = sb->host_base,
+				  .stage = stage};
+	if (image_mount_overlay(&o, e) < 0)
+		return err_code(e);
+	if (sb->spec.image[0] && strcmp(sb->spec.image, IMAGE_DEFAULT) != 0)
+		return 0;
+	char usr[PATH_MAX], uupper[PATH_MAX], uwork[PATH_MAX];
+	snprintf(usr, sizeof(usr), "%s/usr", rootfs);
+	sandbox_usr_layers(sb, uupper, uwork, sizeof(uupper));
+	/* Its sudo (it says so when root is off) over the host's /usr. */
+	struct image_overlay u = {.lowers = {sb->owner->usr_extra, "/usr"},
+				  .upper = uupper,
+				  .work = uwork,
+				  .target = usr,
+				  .idmap_base = sb->host_base,
+				  .stage = stage};
+	if (image_mount_overlay(&u, e) < 0) {
+		struct err e2 = ERR_INIT;
+		image_umount_rootfs(rootfs, &e2);
+		return err_wrap(e, "the /usr of sandbox '%s'", sb->id);
+	}
+	return 0;
+}
+
 /* Mounts the overlay on <dir>/rootfs unless it already is. */
 int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 {
@@ -220,7 +261,7 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
 	if (!sb->rootfs_mounted) {
 		r = sandbox_image_lower(sb, lower, sizeof(lower), e);
 		r = r ?: sandbox_disk_mount(sb, upper, work, sizeof(upper), e);
-		r = r ?: image_mount_rootfs(lower, upper, work, rootfs, e);
+		r = r ?: mount_layers(sb, lower, upper, work, rootfs, e);
 		sb->rootfs_mounted = r == 0;
 		if (r == 0)
 			r = image_own_dirs(rootfs, sb->host_base, e);
@@ -236,7 +277,7 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
  * unless the spec's env does (the first of two equal names wins in getenv).
  * `env` has room for ENV_ROOM entries; the strings point into
  * the spec, `display` and `vnc_env`. */
-#define ENV_ROOM (SANDBOX_MAX_ENV + 8 + SECRETS_PER_SANDBOX + 4)
+#define ENV_ROOM (SANDBOX_MAX_ENV + 9 + SECRETS_PER_SANDBOX + 4)
 
 static void container_env(const struct sandbox *sb, const char **env, char *display,
 			  size_t display_size, char *vnc_env, size_t vnc_env_size)
@@ -249,6 +290,10 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 	env[n++] = "LANG=C.UTF-8";
 	env[n++] = "DISPLAY=:0";
 	env[n++] = display;
+	/* The init's sudo door (desktop-image/exec_agent.h), where root is
+	 * allowed: a user namespace of its own and no "root": false. */
+	if (sb->host_base && !sb->spec.no_root)
+		env[n++] = "DESKBOX_SUDO=1";
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
 		env[n++] = sb->spec.env[i];
 	n += sandbox_secrets_env((struct sandbox *)sb, env + n);
@@ -303,7 +348,12 @@ static int bundle_mounts(const struct sandbox *sb, const char *rootfs, const cha
 	int n_mounts = 0;
 	*host = 0;
 	if (!sb->spec.image[0] || strcmp(sb->spec.image, IMAGE_DEFAULT) == 0) {
-		mounts[n_mounts++] = (struct runtime_mount){"/usr", "/usr", 1};
+		/* With its own uid range, the sandbox's /usr overlay
+		 * (mount_layers); else the host's, read-only. */
+		snprintf(img[0], sizeof(img[0]), "%s/usr", rootfs);
+		mounts[n_mounts++] =
+		    sb->host_base ? (struct runtime_mount){img[0], "/usr", sb->spec.read_only_root}
+				  : (struct runtime_mount){"/usr", "/usr", 1};
 		mounts[n_mounts++] = (struct runtime_mount){s->cfg.init_path, "/.deskbox/init", 1};
 		mounts[n_mounts++] =
 		    (struct runtime_mount){s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1};
@@ -338,6 +388,32 @@ static int bundle_mounts(const struct sandbox *sb, const char *rootfs, const cha
 	return n_mounts;
 }
 
+/* The init's capabilities (all of the user namespace's only).  It runs as
+ * the container's root apart from the user's programs, which it starts as
+ * IMAGE_USER_UID (setuid and setgid), and able to stop them (kill); with
+ * root allowed ("user": "root", sudo), what a root of a Docker container
+ * has for files (chown, overriding modes, set-id bits, file capabilities)
+ * and low ports, which its exec agent's root children keep; to run the
+ * host's desktop in its chroot, CAP_SYS_CHROOT.  The desktop's parts get
+ * none (the init drops them before their exec). */
+static const char *const *init_caps(const struct sandbox *sb, int host)
+{
+	static const char *const user[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
+	static const char *const user_host[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL",
+						"CAP_SYS_CHROOT", NULL};
+#define ROOT_CAPS                                                                                  \
+	"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER",     \
+	    "CAP_FSETID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_NET_BIND_SERVICE"
+	static const char *const root[] = {ROOT_CAPS, NULL};
+	static const char *const root_host[] = {ROOT_CAPS, "CAP_SYS_CHROOT", NULL};
+#undef ROOT_CAPS
+	if (!sb->host_base)
+		return NULL;
+	if (sb->spec.no_root)
+		return host ? user_host : user;
+	return host ? root_host : root;
+}
+
 /* Writes <dir>/bundle/config.json for the sandbox's container. */
 static int write_bundle(struct sandbox *sb, const char *bundle, const char *rootfs, const char *run,
 			const char *userns, struct err *e)
@@ -361,14 +437,8 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	/* The network's resolver, rewritten in place as it changes. */
 	mounts[n_mounts++] = (struct runtime_mount){resolv, "/etc/resolv.conf", 1};
 	n_mounts += sandbox_ro_mounts(sb, rootfs, mounts + n_mounts, rw);
-	/* With a user namespace the init runs as the container's root: apart
-	 * from the user's programs, which it starts as IMAGE_USER_UID (setuid
-	 * and setgid), and able to stop them (kill).  Without one, everything
-	 * is IMAGE_USER_UID. */
-	static const char *const init_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", NULL};
-	/* And, to run the host's desktop in its chroot, CAP_SYS_CHROOT. */
-	static const char *const host_caps[] = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL",
-						"CAP_SYS_CHROOT", NULL};
+	/* With a user namespace the init runs as the container's root (caps:
+	 * init_caps).  Without one, everything is IMAGE_USER_UID. */
 	struct runtime_spec spec = {
 	    .id = sb->container_id,
 	    .bundle_dir = bundle,
@@ -378,9 +448,7 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .gid = sb->host_base ? 0 : IMAGE_USER_GID,
 	    .userns_host_base = sb->host_base,
 	    .userns_path = userns,
-	    .caps = !sb->host_base ? NULL
-		    : host	   ? host_caps
-				   : init_caps,
+	    .caps = init_caps(sb, host),
 	    .allow_chroot = host,
 	    .argv = argv,
 	    .env = env,

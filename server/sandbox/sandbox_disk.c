@@ -81,6 +81,13 @@ int sandbox_disk_mount(struct sandbox *sb, char *upper, char *work, size_t size,
 	return 0;
 }
 
+void sandbox_usr_layers(struct sandbox *sb, char *upper, char *work, size_t size)
+{
+	int disk = sb->spec.disk_mb != 0;
+	sandbox_path(sb, upper, size, disk ? "disk/usr-upper" : "usr-upper");
+	sandbox_path(sb, work, size, disk ? "disk/usr-work" : "usr-work");
+}
+
 void sandbox_disk_umount(struct sandbox *sb)
 {
 	char disk[PATH_MAX];

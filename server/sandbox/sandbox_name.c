@@ -150,6 +150,10 @@ int sandbox_spec_parse_labels(const cJSON *req, struct sandbox_spec *spec, struc
 	if (parse_name(req, spec, e) < 0 ||
 	    args_bool(req, "read_only_root", 0, &spec->read_only_root, e) < 0)
 		return err_code(e);
+	int root;
+	if (args_bool(req, "root", 1, &root, e) < 0)
+		return err_code(e);
+	spec->no_root = !root;
 	return parse_metadata(req, spec, e);
 }
 
@@ -163,6 +167,7 @@ void sandbox_labels_json(struct sandbox *sb, cJSON *j)
 	pthread_mutex_unlock(&sb->mu);
 	cJSON_AddItemToObject(j, "metadata", m);
 	cJSON_AddBoolToObject(j, "read_only_root", sb->spec.read_only_root);
+	cJSON_AddBoolToObject(j, "root", !sb->spec.no_root);
 }
 
 struct sandbox *sandbox_find_locked(struct sandboxes *s, const char *ref)

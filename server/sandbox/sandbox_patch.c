@@ -36,8 +36,8 @@ static const char *const patch_fields[] = {"memory_mb", "pids_max", "cpu_millis"
 
 /* Fields of a create that are fixed for the sandbox's life. */
 static const char *const fixed_fields[] = {
-    "disk_mb", "display", "agent_display", "image",	     "env",
-    "network", "name",	  "template",	   "read_only_root", NULL};
+    "disk_mb", "display",  "agent_display",  "image", "env", "network",
+    "name",    "template", "read_only_root", "root",  NULL};
 
 #define PATCH_FIELDS "memory_mb, pids_max, cpu_millis, metadata and secrets"
 

@@ -14,7 +14,7 @@
 const char *const sandbox_create_fields[] = {
     "display", "agent_display", "memory_mb",	  "pids_max",	 "cpu_millis", "disk_mb", "env",
     "restart", "timeout_s",	"on_timeout",	  "auto_resume", "template",   "network", "image",
-    "name",    "metadata",	"read_only_root", "secrets",	 "isolation",  NULL,
+    "name",    "metadata",	"read_only_root", "secrets",	 "isolation",  "root",	  NULL,
 };
 
 /* The members of "display" and "agent_display". */

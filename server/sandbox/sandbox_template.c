@@ -59,7 +59,7 @@ struct sandbox_templates {
 const char *const sandbox_template_fields[] = {
     "image",	 "display", "agent_display", "resources",  "network",	  "env",
     "files",	 "startup", "timeout_s",     "on_timeout", "auto_resume", "restart",
-    "warm_pool", "secrets", "isolation",     NULL,
+    "warm_pool", "secrets", "isolation",     "root",	   NULL,
 };
 
 int sandbox_template_name_ok(const char *name)

@@ -162,3 +162,19 @@ int sandbox_userns_dirs(struct sandbox *sb, struct err *e)
 		return err_sys(e, ERR_INTERNAL, errno, "giving '%s' to the sandbox", run);
 	return 0;
 }
+
+int sandbox_root_check(struct sandbox *sb, struct err *e)
+{
+	if (sb->spec.no_root)
+		return err_set(e, ERR_ROOT_DISABLED, EPERM,
+			       "sandbox '%s' was created with \"root\": false: its programs run as "
+			       "the user only",
+			       sb->id);
+	/* Without a user namespace the container's root would be the host's. */
+	if (!sb->host_base)
+		return err_set(e, ERR_ROOT_DISABLED, EPERM,
+			       "sandbox '%s' has no user namespace of its own (deskboxd runs with "
+			       "--allow-shared-uid): root inside would be the host's, so it is off",
+			       sb->id);
+	return 0;
+}
