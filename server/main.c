@@ -269,6 +269,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .secrets = s->secrets,
 	};
 	compat_init(&s->compat, s->sbx, o->exec_timeout_max_s, o->exec_max_output);
+	s->compat.ports_domain = o->ports_domain;
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);
@@ -319,7 +320,7 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .max_waiting = o->max_pending,
 	    .tls_cert_file = o->tls_cert,
 	    .tls_key_file = o->tls_key,
-	    .rewrite = o->ports_domain ? api_ports_rewrite : NULL,
+	    .rewrite = o->ports_domain ? compat_ports_rewrite : NULL,
 	    .canon = compat_canon_captures,
 	    .error_body = compat_error_body,
 	};

@@ -40,6 +40,12 @@ void compat_canon_captures(void *app, const char *pattern, const char **captures
  * entries, the caller frees); NULL when out of memory. */
 struct http_route *compat_routes_join(const struct http_route *base, size_t n_base, size_t *n);
 
+/* http_opts.rewrite with --ports-domain (app: the API's struct api):
+ * api_ports_rewrite(), except that E2B's in-sandbox ports, envd's 49983 and
+ * the code interpreter's 49999, go to the E2B front-end ("/e2b"; the SDK
+ * names the sandbox in E2b-Sandbox-Id there too). */
+int compat_ports_rewrite(void *app, const char *host, char *prefix, size_t size);
+
 struct sandboxes;
 
 /* A program a front-end started (E2B's process list): its sandbox, its
@@ -68,6 +74,7 @@ struct compat {
 	struct sandboxes *sandboxes;
 	int exec_timeout_max_s; /* the longest run a front-end may ask for */
 	size_t exec_max_output; /* output kept of a run that is not streamed */
+	const char *ports_domain; /* --ports-domain, or NULL (set by main.c) */
 	pthread_mutex_t mu;	/* guards what follows; compat_init() */
 	/* Programs started through a front-end (E2B's process list). */
 	struct compat_proc procs[COMPAT_MAX_PROCS];

@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
@@ -156,7 +157,11 @@ def bad_envd_input(t, srv):
     raw(srv, "DELETE", "/e2b/sandboxes/" + sid, None, {"X-API-KEY": srv.token})
 
 
-def sdk_script(t, srv, script):
+def sdk_script(t, srv, script, tls=None):
+    """Runs one node script against `srv`; with `tls` (the CA file) over
+    HTTPS with no E2B_SANDBOX_URL, the SDK reaching the sandboxes by the
+    {port}-{id}.DOMAIN names of --ports-domain, which resolve to 127.0.0.1
+    in the node process alone (resolve-test-domain.mjs)."""
     node = shutil.which("node")
     if not node:
         t.skip("the E2B SDK script " + script, "node is not installed")
@@ -165,11 +170,16 @@ def sdk_script(t, srv, script):
         t.skip("the E2B SDK script " + script, "tests/compat-e2b has no node_modules "
                "(run scripts/install-deps.sh)")
         return
-    url = "http://127.0.0.1:%d" % srv.port
+    url = "%s://127.0.0.1:%d" % ("https" if tls else "http", srv.port)
     env = dict(os.environ, DESKBOX_URL=url, DESKBOX_TOKEN=srv.token, E2B_API_KEY=srv.token,
                E2B_API_URL=url + "/e2b", E2B_SANDBOX_URL=url + "/e2b")
     env.pop("E2B_DEBUG", None)
-    r = subprocess.run([node, script], cwd=E2B_DIR, env=env, timeout=600,
+    argv = [node, script]
+    if tls:
+        del env["E2B_SANDBOX_URL"]
+        env.update(NODE_EXTRA_CA_CERTS=tls, E2B_TEST_DOMAIN=TEST_DOMAIN)
+        argv = [node, "--import", "./resolve-test-domain.mjs", script]
+    r = subprocess.run(argv, cwd=E2B_DIR, env=env, timeout=600,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode(errors="replace")
     results = 0
@@ -181,7 +191,33 @@ def sdk_script(t, srv, script):
         elif line.startswith("#"):
             print(line, flush=True)
     t.ok(r.returncode == 0 and results > 0,
-         "%s ran to its end (exit %d)" % (script, r.returncode), out[-2000:])
+         "%s%s ran to its end (exit %d)" % (script, " over https" if tls else "", r.returncode),
+         out[-2000:])
+
+
+TEST_DOMAIN = "e2b.deskbox.test"
+
+
+def over_tls(t):
+    """The SDK scripts again over HTTPS (deskboxd's --tls-cert, trusted by
+    NODE_EXTRA_CA_CERTS) with --ports-domain and no E2B_SANDBOX_URL."""
+    if not shutil.which("openssl"):
+        t.skip("the E2B SDK over https", "the openssl command is not installed")
+        return
+    d = tempfile.mkdtemp(prefix="dbx-e2b-tls-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=deskbox test CA", "-addext",
+                    "subjectAltName=DNS:*.%s,DNS:%s,IP:127.0.0.1" % (TEST_DOMAIN, TEST_DOMAIN),
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    srv = dbx.Server(args=["--tls-cert", cert, "--tls-key", key, "--ports-domain", TEST_DOMAIN])
+    try:
+        for script in ("hosts.test.mjs", "envd.test.mjs", "process.test.mjs", "code.test.mjs"):
+            sdk_script(t, srv, script, tls=cert)
+    finally:
+        srv.cleanup()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
@@ -197,6 +233,7 @@ def main():
         sdk_script(t, srv, "code.test.mjs")
     finally:
         srv.cleanup()
+    over_tls(t)
     t.done()
 
 

@@ -99,6 +99,25 @@ static cJSON *e2b_view(const cJSON *d, const char *token)
 	return j;
 }
 
+/* With --ports-domain D, the create and connect answers name D as the
+ * sandbox's domain: the SDK then reaches envd (49983), the code
+ * interpreter (49999) and getHost(port) at https://{port}-{id}.D, with the
+ * port the request came to when its Host has one (D:PORT), since the SDK
+ * builds those URLs without a port. */
+static void set_domain(struct http_request *req, cJSON *j)
+{
+	const struct compat *c = req->app;
+	const char *host = http_header(req, "Host");
+	const char *colon = host ? strrchr(host, ':') : NULL;
+	if (!c->ports_domain)
+		return;
+	if (colon && strchr(colon, ']'))
+		colon = NULL; /* an IPv6 literal without a port */
+	char d[320];
+	snprintf(d, sizeof(d), "%s%.8s", c->ports_domain, colon ? colon : "");
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "domain", cJSON_CreateString(d));
+}
+
 static cJSON *view_of(struct sandbox *sb, const char *token)
 {
 	cJSON *d = sandbox_json(sb);
@@ -178,6 +197,7 @@ int e2b_sandbox_create(struct http_request *req, struct http_response *res, stru
 	if (sandbox_create(c->sandboxes, &sp, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = view_of(sb, http_header(req, "X-API-KEY"));
+	set_domain(req, j);
 	sandbox_put(sb);
 	return http_reply_json(res, 201, j, e);
 }
@@ -277,6 +297,7 @@ int e2b_sandbox_connect(struct http_request *req, struct http_response *res, str
 	if (r < 0)
 		return err_code(e);
 	cJSON *j = view_of(sb, http_header(req, "X-API-KEY"));
+	set_domain(req, j);
 	sandbox_put(sb);
 	return http_reply_json(res, st == SANDBOX_RUNNING ? 200 : 201, j, e);
 }
