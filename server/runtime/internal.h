@@ -5,8 +5,11 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
 
 #include "common/error.h"
+#include "runtime.h"
 
 /* The OCI `linux.seccomp` object of every sandbox: Docker's default profile
  * for a container without capabilities (an allowlist, everything else fails
@@ -31,5 +34,57 @@ int image_tmp_dir(const char *state_dir, const char *name, char *tmp, size_t siz
 
 /* "<state>/images" into buf. */
 void image_dir(const char *state_dir, char *buf, size_t size);
+
+/* ---- Dockerfile builds (runtime_images_build.c, runtime_images_build_steps.c) ---- */
+
+#define BUILD_ENV_MAX (2 * DOCKERFILE_MAX_VARS + 8)
+
+/* One Dockerfile build (runtime_images_build*.c), in its own thread. */
+struct build {
+	char *state_dir, *name, *context, *text;
+	int context_owned;
+	struct dockerfile *df;
+	struct runtime *rt;
+	uint32_t host_base;
+	void (*done)(void *cls);
+	void *done_cls;
+	/* The build's state. */
+	char tmp[PATH_MAX], rootfs[PATH_MAX + 16], bundle[PATH_MAX + 16], userns[PATH_MAX + 32];
+	char *env[BUILD_ENV_MAX], *args[BUILD_ENV_MAX]; /* "K=V" */
+	size_t n_env, n_args;
+	char workdir[DOCKERFILE_PATH_MAX], user[DOCKERFILE_NAME_MAX + 1];
+	cJSON *config;
+	long long deadline_ms;
+	/* The log: every write goes through a pipe that drain() copies into
+	 * the log file, at most BUILD_LOG_MAX, keeping the last line seen. */
+	int log_w;
+	char last[300];
+};
+
+struct build_drain {
+	int fd, out;
+	char *last;
+	size_t last_size;
+};
+
+/* <state>/images/.build-<name><ext> into out. */
+void build_status_path(const char *state_dir, const char *name, const char *ext, char *out,
+		       size_t size);
+/* The build's status file (<state>/images/.build-<name>.json). */
+void build_set_status(struct build *b, const char *status, const char *error);
+/* A line into the build's log. */
+void build_say(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The log pipe's reader thread (arg: struct build_drain). */
+void *build_drain(void *arg);
+/* Moves the owners under `root` into [base, base + 65536) (`up`) or back. */
+int build_shift_tree(const char *root, uint32_t base, int up, struct err *e);
+/* Runs a host tool (execvp) with its output in the log. */
+int build_tool(struct build *b, const char *const *argv, struct err *e);
+/* openat2(RESOLVE_IN_ROOT) of `rel` under `rootfd`. */
+int build_open_in(int rootfd, const char *rel, uint64_t flags);
+/* mkdir -p inside the build's tree, resolved in it, owned by its root. */
+int build_mkdir_in(struct build *b, const char *path, struct err *e);
+/* The uid and gid of the build's USER, from the tree's passwd/group. */
+int build_user_ids(struct build *b, uint32_t *uid, uint32_t *gid, struct err *e);
 
 #endif

@@ -408,6 +408,52 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
 	return 0;
 }
 
+int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
+		int timeout_ms, int *status, struct err *e)
+{
+	char log_path[PATH_MAX], log_opt[PATH_MAX + 8];
+	snprintf(log_path, sizeof(log_path), "%s/crun.log", bundle_dir);
+	snprintf(log_opt, sizeof(log_opt), "--log=file:%s", log_path);
+	unlink(log_path);
+	char *argv[] = {"crun", "--root",	    rt->root,	log_opt,
+			"run",	"--bundle", (char *)bundle_dir, (char *)id, NULL};
+	pid_t pid;
+	if (spawn(rt, argv, -1, log_fd, log_fd, &pid, e) < 0)
+		return err_wrap(e, "crun run '%s'", id);
+	int timed_out = 0;
+	_cleanup_fd_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0) {
+		struct pollfd p = {pidfd, POLLIN, 0};
+		long long deadline = clock_mono_ms() + timeout_ms;
+		for (;;) {
+			long long left = deadline - clock_mono_ms();
+			int n = left > 0 ? poll(&p, 1, (int)(left > 60000 ? 60000 : left)) : 0;
+			if (n > 0 || (n < 0 && errno != EINTR))
+				break;
+			if (n == 0 && clock_mono_ms() >= deadline) {
+				timed_out = 1;
+				runtime_kill(rt, id, SIGKILL, 1, NULL);
+				break;
+			}
+		}
+	}
+	while (waitpid(pid, status, 0) < 0)
+		if (errno != EINTR)
+			return err_sys(e, ERR_INTERNAL, errno, "waiting for crun run '%s'", id);
+	reap_adopted();
+	runtime_delete(rt, id, 1, NULL);
+	if (timed_out)
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "'%s' ran longer than %d s", id,
+			       timeout_ms / 1000);
+	/* crun's own complaint (a bad config, a mount it could not make). */
+	char text[RUNTIME_ERR_MAX] = "";
+	_cleanup_fd_ int lfd = open(log_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = lfd >= 0 ? read(lfd, text, sizeof(text) - 1) : 0;
+	if (n > 0 && log_fd >= 0 && *status != 0 && write(log_fd, text, (size_t)n) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "writing the log of '%s'", id);
+	return 0;
+}
+
 int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e)
 {
 	char signum[16];

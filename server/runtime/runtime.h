@@ -110,6 +110,14 @@ int runtime_write_bundle(const struct runtime_spec *spec, struct err *e);
 int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
 		  pid_t *init_pid, struct err *e);
 
+/* Runs the container to its end in the foreground (`crun run`, for image
+ * builds): its init's stdout and stderr, and crun's own message when it
+ * fails, go to `log_fd`.  After `timeout_ms` every process of it is killed
+ * (ERR_TIMEOUT).  The container is deleted after; *status is crun's wait
+ * status, which carries the init's exit status. */
+int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
+		int timeout_ms, int *status, struct err *e);
+
 /* Sends `sig` to the container's init (all processes with `all`). */
 int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e);
 
@@ -358,6 +366,92 @@ int image_import_oci(const char *state_dir, const struct image_import *im, cJSON
 int image_build_debian(const char *state_dir, const char *name, const char *mirror,
 		       cJSON **manifest, struct err *e);
 int image_build_start(const char *state_dir, const char *name, const char *mirror, struct err *e);
+
+/* An image from a Dockerfile (runtime_images_build*.c, docs/images.md):
+ * `text` is parsed (the 400s of dockerfile_parse), FROM must name a ready
+ * stored image or "scratch" (ERR_NOT_FOUND when there is none), COPY and
+ * ADD need a `context` (a tar file or a directory on the host; removed
+ * after the build when `context_owned`).  Answers at once and builds in a
+ * detached thread: every RUN, COPY and ADD in a crun container in a user
+ * namespace mapping 0..65535 to `host_base`.. (a range no sandbox uses),
+ * no network, IMAGE_BUILD_TIMEOUT_S for the whole build.  Status as for
+ * image_build_start; the log in image_build_log_path().  `done(done_cls)`
+ * runs in the thread once the build is over (never when this fails). */
+#define IMAGE_BUILD_TIMEOUT_S 1800
+#define IMAGE_CONTEXT_MAX     (512ULL << 20) /* an uploaded context tar */
+struct image_dockerfile {
+	const char *state_dir, *name;
+	const char *text;
+	size_t len;
+	const char *context;
+	int context_owned;
+	struct runtime *rt;
+	uint32_t host_base;
+	void (*done)(void *cls);
+	void *done_cls;
+};
+int image_dockerfile_start(const struct image_dockerfile *o, struct err *e);
+/* <state>/images/.build-<name>.log: the build's log (kept after it). */
+void image_build_log_path(const char *state_dir, const char *name, char *out, size_t size);
+/* <state>/images/.context-<name>.tar: a build context uploaded for `name`. */
+void image_context_path(const char *state_dir, const char *name, char *out, size_t size);
+/* 1 while a build of `name` is under way. */
+int image_building(const char *state_dir, const char *name);
+
+/* ---- Dockerfiles (runtime_dockerfile.c) ---- */
+
+/* Bounds on an untrusted Dockerfile. */
+#define DOCKERFILE_MAX_BYTES	65536 /* the text */
+#define DOCKERFILE_MAX_STEPS	200   /* instructions */
+#define DOCKERFILE_MAX_ARGS	256   /* words of one instruction */
+#define DOCKERFILE_MAX_VARS	128   /* distinct ARG and ENV names */
+#define DOCKERFILE_NAME_MAX	128   /* a variable's name, a --chown value */
+#define DOCKERFILE_PATH_MAX	1024  /* a WORKDIR */
+#define DOCKERFILE_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum dockerfile_op {
+	DF_FROM,       /* argv[0]: the image */
+	DF_RUN,	       /* exec_form: argv; else argv[0] is the shell command */
+	DF_COPY,       /* argv: sources..., destination; chown, chmod */
+	DF_ADD,	       /* as COPY (local files only) */
+	DF_ENV,	       /* argv: key, value, key, value... */
+	DF_WORKDIR,    /* argv[0]: absolute */
+	DF_USER,       /* argv[0]: user[:group] */
+	DF_CMD,	       /* as RUN; recorded */
+	DF_ENTRYPOINT, /* as RUN; recorded */
+	DF_LABEL,      /* as ENV; recorded (MAINTAINER too, as "maintainer") */
+	DF_EXPOSE,     /* argv: ports; recorded */
+	DF_ARG,	       /* as ENV: in RUN's environment, not the image's */
+	DF_VOLUME,     /* argv: paths; recorded */
+	DF_STOPSIGNAL, /* argv[0]; recorded */
+};
+
+struct dockerfile_step {
+	enum dockerfile_op op;
+	unsigned line; /* of the instruction's first line, from 1 */
+	char **argv;   /* NULL-terminated, argc words, variables substituted */
+	size_t argc;
+	int exec_form;	     /* RUN, CMD, ENTRYPOINT: the JSON array form */
+	char *chown, *chmod; /* COPY, ADD: the flags' values, or NULL */
+};
+
+struct dockerfile {
+	struct dockerfile_step *steps;
+	size_t n_steps;
+};
+
+/* Parses a Dockerfile (one stage: FROM, then RUN COPY ADD ENV WORKDIR USER
+ * ARG, and CMD ENTRYPOINT LABEL EXPOSE VOLUME STOPSIGNAL MAINTAINER, which
+ * are recorded).  ERR_INVALID "Dockerfile line N: ..." naming what is
+ * refused (ONBUILD, HEALTHCHECK, SHELL, a second FROM, COPY --from, ADD of
+ * a URL, RUN --mount, an unknown instruction); ERR_TOO_LARGE over
+ * DOCKERFILE_MAX_BYTES, ERR_LIMIT over DOCKERFILE_MAX_STEPS.  *out is the
+ * caller's (dockerfile_free). */
+int dockerfile_parse(const char *text, size_t len, struct dockerfile **out, struct err *e);
+void dockerfile_free(struct dockerfile *df);
+/* The FROM image's name (never NULL after a successful parse). */
+const char *dockerfile_from(const struct dockerfile *df);
+const char *dockerfile_op_name(enum dockerfile_op op);
 
 /* ---- a sandbox's own disk (runtime_disk.c) ---- */
 
