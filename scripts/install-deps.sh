@@ -29,7 +29,7 @@ libgnutls28-dev libhttp-parser-dev libnss3-tools
 umoci skopeo debootstrap
 chromium
 libavcodec-dev libavformat-dev libswscale-dev
-dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0
+dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0 python3-dbus
 qemu-system-x86 linux-image-amd64 busybox-static cpio"
 # Fonts: the default image uses the host's, so its desktop shows every
 # script (Noto: Arabic, Devanagari, Thai, Hebrew, ...; WenQuanYi: CJK) and

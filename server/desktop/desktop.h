@@ -273,7 +273,8 @@ void desk_obs_stop_recordings(struct desk_obs *o);
 
 /* ---- the accessibility tree (desktop_a11y.c) ----
  *
- * Read inside the sandbox through AT-SPI (desktop-image/deskbox-a11y.py)
+ * Read inside the sandbox through AT-SPI by a resident reader
+ * (desktop-image/deskbox-a11y.py, kept running after the first request)
  * on the session bus its init starts with DESKBOX_A11Y=1.  Nodes:
  * {"id" (a path of child indices, "0.2.1"), "role", "name",
  * "description", "states", "bounds" {x,y,width,height} (screen pixels),

@@ -1,7 +1,9 @@
 /* The accessibility tree (desktop.h): desktop-image/deskbox-a11y.py,
- * embedded here, runs inside the sandbox with the image's python3 and
- * pyatspi and reads AT-SPI on the session bus the sandbox's init starts;
- * deskboxd only reads its JSON.  Bounds come in screen pixels and, when
+ * embedded here, is the sandbox's resident reader: a python3 of the image
+ * started at the first request and kept (a process helper), that holds its
+ * connection to AT-SPI on the session bus the sandbox's init starts and
+ * answers each request with one JSON object; deskboxd never speaks D-Bus
+ * to sandbox code.  Bounds come in screen pixels and, when
  * the agent declared its own display, in that space too. */
 #include <errno.h>
 #include <stdio.h>
@@ -43,40 +45,39 @@ static enum err_kind kind_of(const char *msg, size_t *skip)
 	return ERR_INTERNAL;
 }
 
-/* Runs the tool with `args` (at most 5, NULL-terminated). */
-static int a11y_run(struct desk *d, const char *const *args, cJSON **out, struct err *e)
+/* Asks the sandbox's resident reader (started at the first request and
+ * kept, process_helper_call) and parses its one JSON answer; consumes
+ * `req`. */
+static int a11y_ask(struct desk *d, cJSON *req, cJSON **out, struct err *e)
 {
-	const char *argv[9] = {"/usr/bin/python3", "-c", deskbox_a11y_src};
-	size_t n = 3;
-	for (size_t i = 0; args[i] && n < 8; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
+	const char *argv[] = {"/usr/bin/python3", "-c", deskbox_a11y_src, NULL};
 	const char *env[] = {"PYTHONDONTWRITEBYTECODE=1", NULL};
-	struct process_opts o = {
+	const struct process_helper_spec spec = {
+	    .name = "accessibility reader",
 	    .argv = argv,
 	    .env = env,
-	    .timeout_ms = A11Y_TIMEOUT_MS,
-	    .max_output = A11Y_MAX_OUTPUT,
+	    .max_answer = A11Y_MAX_OUTPUT,
 	};
-	struct process_result pr;
-	if (process_run(d->procs, &o, &pr, e) < 0)
+	char *text = req ? cJSON_PrintUnformatted(req) : NULL;
+	cJSON_Delete(req);
+	if (!text)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	char *ans;
+	size_t len;
+	int r = process_helper_call(d->procs, &spec, text, strlen(text), A11Y_TIMEOUT_MS, &ans,
+				    &len, e);
+	free(text);
+	if (r < 0)
 		return err_wrap(e, "reading the accessibility tree");
-	cJSON *j = pr.out_truncated ? NULL : cJSON_ParseWithLength(pr.out, pr.out_len);
+	cJSON *j = cJSON_ParseWithLength(ans, len);
+	free(ans);
 	const cJSON *msg = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-	int r = 0;
 	size_t skip = 0;
-	if (pr.timed_out)
-		r = err_set(e, ERR_TIMEOUT, ETIMEDOUT, "the accessibility tree took over %d ms",
-			    A11Y_TIMEOUT_MS);
-	else if (cJSON_IsString(msg))
+	if (cJSON_IsString(msg))
 		r = err_set(e, kind_of(msg->valuestring, &skip), EIO, "%.*s",
 			    UTF8_CUT(msg->valuestring + skip, 400));
 	else if (!cJSON_IsObject(j))
-		/* libatspi aborts when the accessibility bus does not answer. */
-		r = err_set(e, ERR_UNAVAILABLE, EPROTO,
-			    "the accessibility bus did not answer (exit %d): %.*s", pr.exit_code,
-			    UTF8_CUT(pr.err, 200));
-	process_result_release(&pr);
+		r = err_set(e, ERR_INTERNAL, EPROTO, "the accessibility reader's answer is not JSON");
 	if (r < 0) {
 		cJSON_Delete(j);
 		return r;
@@ -145,14 +146,16 @@ int desk_a11y_tree(struct desk *d, const struct desk_a11y_query *q, cJSON **out,
 	    q->max_nodes > A11Y_NODES_LIMIT)
 		return err_set(e, ERR_INVALID, EINVAL, "max_depth 0-1000, max_nodes 1-%d",
 			       A11Y_NODES_LIMIT);
-	char title[512], depth[16], nodes[16];
+	char title[512];
 	if (window_title(d, q->window ? q->window : "", title, sizeof(title), e) < 0)
 		return err_code(e);
-	snprintf(depth, sizeof(depth), "%d", q->max_depth);
-	snprintf(nodes, sizeof(nodes), "%d", q->max_nodes);
-	const char *args[] = {"tree", title, depth, q->find ? q->find : "", nodes, NULL};
-	cJSON *j;
-	if (a11y_run(d, args, &j, e) < 0)
+	cJSON *req = cJSON_CreateObject(), *j;
+	cJSON_AddStringToObject(req, "op", "tree");
+	cJSON_AddStringToObject(req, "window", title);
+	cJSON_AddNumberToObject(req, "max_depth", q->max_depth);
+	cJSON_AddStringToObject(req, "find", q->find ? q->find : "");
+	cJSON_AddNumberToObject(req, "max_nodes", q->max_nodes);
+	if (a11y_ask(d, req, &j, e) < 0)
 		return err_code(e);
 	if (d->aw != d->w || d->ah != d->h) {
 		add_agent_bounds(d, cJSON_GetObjectItemCaseSensitive(j, "nodes"));
@@ -178,8 +181,11 @@ int desk_a11y_action(struct desk *d, const char *node, const char *name, cJSON *
 		cJSON_Delete(args);
 		return err_code(e);
 	}
-	const char *argv[] = {"action", node, name, NULL};
-	int r = a11y_run(d, argv, out, e);
+	cJSON *req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", "action");
+	cJSON_AddStringToObject(req, "node", node);
+	cJSON_AddStringToObject(req, "name", name);
+	int r = a11y_ask(d, req, out, e);
 	desk_obs_end(d, &a, args, r, e);
 	cJSON_Delete(args);
 	return r;

@@ -58,6 +58,7 @@ struct process_run {
 };
 
 struct process_ctx;
+struct process_helper;
 
 struct process_table {
 	struct process_host host; /* strings point into the two below */
@@ -71,6 +72,7 @@ struct process_table {
 	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */
 	struct process_term *terms; /* terminals (process_term.c), newest first */
 	struct process_session *sessions; /* shell sessions (process_session.c) */
+	struct process_helper *helpers;	  /* resident helpers (process_helper.c) */
 	int bg_threads;		  /* background owners still running, under mu */
 	pthread_cond_t bg_done;	  /* signalled when bg_threads drops */
 	pthread_cond_t bg_output; /* signalled on a background run's output or end */
@@ -94,5 +96,8 @@ int process_client_exited(struct process_run *r);
 
 /* Ends every context of the table (sandbox teardown). */
 void process_ctx_drop_all(struct process_table *t);
+/* Ends every helper's program (teardown); frees the helpers (last unref). */
+void process_helper_drop_all(struct process_table *t);
+void process_helper_free_all(struct process_table *t);
 
 #endif

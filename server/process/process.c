@@ -86,6 +86,7 @@ void process_table_unref(struct process_table *t)
 		return;
 	/* Ended terminals may be listed still (their owners are gone). */
 	process_term_drop_all(t);
+	process_helper_free_all(t);
 	/* Only finished background records can be left: every live run
 	 * holds a reference. */
 	while (t->runs) {
@@ -122,6 +123,7 @@ void process_table_kill_all(struct process_table *t, int foreground_only)
 	process_ctx_drop_all(t);
 	process_term_drop_all(t);
 	process_session_drop_all(t);
+	process_helper_drop_all(t);
 }
 
 static void table_add(struct process_table *t, struct process_run *r)

@@ -221,6 +221,32 @@ struct process_ctx_info {
 /* Up to `max` contexts into `out`; returns how many. */
 size_t process_ctx_list(struct process_table *t, struct process_ctx_info *out, size_t max);
 
+/* ---- resident helpers (process_helper.c) ----
+ *
+ * A helper is a long-lived program of the sandbox, one per name, that
+ * answers requests one at a time over its stdin and stdout, each message
+ * a u32 big-endian length and that many bytes.  It starts at the first
+ * call; one that died (with its sandbox, or leaving when idle), hung past
+ * a call's deadline or sent more than `max_answer` is killed with what it
+ * started, and started afresh at the next call.  Sandbox teardown
+ * (process_table_kill_all) ends them. */
+
+struct process_helper_spec {
+	const char *name; /* at most 31 bytes: one helper per name and table */
+	const char *const *argv;
+	const char *const *env; /* extra "K=V", may be NULL */
+	size_t max_answer;
+};
+
+/* Sends `req` to the helper and reads its answer into *answer (malloc'd,
+ * NUL-terminated, the caller frees it), all within `timeout_ms`.  The
+ * caller is inside an operation on the sandbox (the helper may have to be
+ * started).  ERR_TIMEOUT past the deadline, ERR_UNAVAILABLE when the
+ * helper failed the exchange. */
+int process_helper_call(struct process_table *t, const struct process_helper_spec *s,
+			const void *req, size_t len, int timeout_ms, char **answer,
+			size_t *answer_len, struct err *e);
+
 /* ---- terminals (process_term.c) ----
  *
  * A terminal is a program (a login shell by default) on a pseudo-terminal
