@@ -30,6 +30,7 @@ static const char *const kind_names[] = {
     [ERR_TAKEN_OVER] = "taken_over",
     [ERR_NOT_IMPLEMENTED] = "not_implemented",
     [ERR_ROOT_DISABLED] = "root_disabled",
+    [ERR_NO_QUORUM] = "cluster_unavailable",
 };
 
 int err_code(const struct err *e)

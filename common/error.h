@@ -42,6 +42,7 @@ enum err_kind {
 	ERR_TAKEN_OVER,	     /* taken_over: a person holds the desktop; agent actions wait */
 	ERR_NOT_IMPLEMENTED, /* not_implemented: this server or host cannot do it */
 	ERR_ROOT_DISABLED,   /* root_disabled: the sandbox runs without root ("root": false) */
+	ERR_NO_QUORUM,	     /* cluster_unavailable: etcd has no quorum: no creates now */
 };
 
 #define ERR_MSG_MAX 512

@@ -18,6 +18,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "server/api/api.h"
+#include "server/cluster/cluster.h"
 #include "server/desktop/desktop.h"
 #include "server/compat/compat.h"
 #include "server/http/http.h"
@@ -95,6 +96,7 @@ struct host {
 	char token[256];
 	int print_token;
 	char token_hint[PATH_MAX + 64]; /* where the token is, for 401s */
+	char cluster_secret[512];	/* --cluster-secret-file's first line */
 };
 
 /* The running server's parts; server_stop() stops them. */
@@ -266,6 +268,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	    .exec_max_output = o->exec_max_output,
 	    .png_level = o->png_level,
 	    .ports_domain = o->ports_domain,
+	    .max_sandboxes = o->max_sandboxes,
 	    .secrets = s->secrets,
 	};
 	compat_init(&s->compat, s->sbx, o->exec_timeout_max_s, o->exec_max_output);
@@ -297,6 +300,31 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	return 0;
 }
 
+/* Cluster mode (docs/cluster.md): the node joins through etcd. */
+static int start_cluster(const struct options *o, struct host *h, struct server *s, struct err *e)
+{
+	if (!o->cluster)
+		return 0;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (fs_read_file(o->cluster_secret_file, sizeof(h->cluster_secret) - 1, &text, &len, e) < 0)
+		return err_wrap(e, "--cluster-secret-file");
+	text[strcspn(text, "\r\n")] = '\0';
+	snprintf(h->cluster_secret, sizeof(h->cluster_secret), "%s", text);
+	struct cluster_config cc = {
+	    .endpoints = o->cluster,
+	    .name = o->node_name,
+	    .advertise = o->advertise,
+	    .secret = h->cluster_secret,
+	    .ttl_s = o->cluster_ttl_s,
+	    .max_sandboxes = o->max_sandboxes,
+	    .capacity = api_cluster_capacity,
+	    .local = api_cluster_local,
+	    .cls = &s->api,
+	};
+	return cluster_open(&s->api.cluster, &cc, e);
+}
+
 /* The HTTP server on --listen, serving the API routes. */
 static int start_http(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
@@ -323,6 +351,9 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 	    .rewrite = o->ports_domain ? compat_ports_rewrite : NULL,
 	    .canon = compat_canon_captures,
 	    .error_body = compat_error_body,
+	    .forward = s->api.cluster ? api_cluster_forward : NULL,
+	    .peer_header = s->api.cluster ? CLUSTER_SECRET_HEADER : NULL,
+	    .peer_secret = s->api.cluster ? h->cluster_secret : NULL,
 	};
 	if (!s->routes || http_new(&s->http, &ho, e) < 0) {
 		free(s->routes);
@@ -342,10 +373,18 @@ static int start_http(const struct options *o, struct host *h, struct server *s,
 static int server_start(const struct options *o, struct host *h, struct server *s)
 {
 	struct err e = ERR_INIT;
-	if (start_sandboxes(o, h, s, &e) < 0 || start_http(o, h, s, &e) < 0) {
+	if (start_sandboxes(o, h, s, &e) < 0) {
 		fprintf(stderr, "deskboxd: %s\n", e.msg);
 		return -1;
 	}
+	if (start_cluster(o, h, s, &e) < 0 || start_http(o, h, s, &e) < 0) {
+		fprintf(stderr, "deskboxd: %s\n", e.msg);
+		cluster_close(s->api.cluster);
+		return -1;
+	}
+	if (s->api.cluster)
+		printf("deskboxd: node '%s' of the cluster at %s (lease %d s)\n", o->node_name,
+		       o->cluster, o->cluster_ttl_s);
 	char host[64];
 	snprintf(host, sizeof(host), "%.*s", (int)strcspn(o->listen, ":"), o->listen);
 	printf("deskboxd: cgroup v%d, state dir %s\n", h->cgroup_mode == RUNTIME_CGROUP_V2 ? 2 : 1,
@@ -385,6 +424,9 @@ static int server_start(const struct options *o, struct host *h, struct server *
 
 static void server_stop(struct server *s, int keep)
 {
+	/* The node leaves the cluster first: the others stop sending to it. */
+	cluster_close(s->api.cluster);
+	s->api.cluster = NULL;
 	vnc_stop_all(s->api.vnc); /* viewer sessions hold connection threads */
 	/* So do foreground and streamed runs; background ones go on in
 	 * sandboxes left running. */

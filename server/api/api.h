@@ -27,6 +27,8 @@ struct api {
 	struct sandbox_templates *templates; /* server/sandbox/sandbox.h */
 	struct secrets *secrets;	     /* server/secrets/secrets.h */
 	struct desk_observers *observers;    /* server/desktop/desktop.h: logs, takeover, events */
+	struct cluster *cluster;	     /* server/cluster/cluster.h; NULL: a single node */
+	unsigned max_sandboxes;		     /* --max-sandboxes, published as capacity */
 };
 
 extern const struct http_route api_routes[];
@@ -50,6 +52,24 @@ int api_secret_get(struct http_request *req, struct http_response *res, struct e
 int api_secret_delete(struct http_request *req, struct http_response *res, struct err *e);
 
 int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e);
+/* The create of `body` (consumed) here: its view in *out. */
+int api_sandbox_create_json(struct api *api, cJSON *body, cJSON **out, struct err *e);
+
+/* api_cluster.c: cluster mode (docs/cluster.md).  The node's capacity and
+ * sandboxes for server/cluster's thread (cls is the api); the forward hook
+ * (http_opts.forward) sending a sandbox's requests to its node; a create
+ * placed on a node (`body` consumed); the other nodes' sandboxes added to
+ * a list; the view of a sandbox whose node is lost (1 with *out). */
+cJSON *api_cluster_capacity(void *cls);
+cJSON *api_cluster_local(void *cls);
+int api_cluster_forward(void *app, struct http_request *req, const char *pattern,
+			struct http_forward *out, struct err *e);
+int api_cluster_create(struct http_request *req, cJSON *body, struct http_response *res,
+		       struct err *e);
+void api_cluster_list(struct http_request *req, cJSON *list);
+int api_cluster_lost_view(struct api *api, const char *ref, cJSON **out);
+int api_nodes_list(struct http_request *req, struct http_response *res, struct err *e);
+int api_node_drain(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_get(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);

@@ -28,6 +28,9 @@ const struct http_route api_routes[] = {
     ROUTE("GET", "/v1/openapi.yaml", api_openapi, HTTP_NO_AUTH),
     ROUTE("POST", "/v1/sandboxes", api_sandbox_create, 0),
     ROUTE("GET", "/v1/sandboxes", api_sandbox_list, 0),
+    /* Cluster mode (docs/cluster.md). */
+    ROUTE("GET", "/v1/nodes", api_nodes_list, 0),
+    ROUTE("POST", "/v1/nodes/{name}/drain", api_node_drain, 0),
     ROUTE("GET", SB, api_sandbox_get, 0),
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
     ROUTE("PATCH", SB, api_sandbox_patch, 0),

@@ -8,6 +8,7 @@
 #include "api.h"
 #include "common/args.h"
 #include "server/sandbox/sandbox.h"
+#include "server/cluster/cluster.h"
 
 int api_enter(struct http_request *req, int need_capture, struct sandbox **sb, struct capture **cap,
 	      struct err *e)
@@ -87,12 +88,8 @@ static int template_only(const cJSON *body, struct err *e)
 	return 0;
 }
 
-int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
+int api_sandbox_create_json(struct api *api, cJSON *body, cJSON **out, struct err *e)
 {
-	struct api *api = req->app;
-	cJSON *body;
-	if (http_json_body(req, &body, e) < 0)
-		return err_code(e);
 	/* A template's own pool serves a create that changes only what a
 	 * claim can set (docs/lifecycle.md). */
 	char tmpl[SANDBOX_TEMPLATE_NAME_MAX + 1] = "";
@@ -130,8 +127,22 @@ int api_sandbox_create(struct http_request *req, struct http_response *res, stru
 		sandbox_put(sb);
 		return r;
 	}
-	cJSON *j = with_urls(sandbox_json(sb));
+	*out = api_sandbox_view(sb);
 	sandbox_put(sb);
+	return 0;
+}
+
+int api_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	cJSON *body, *j;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	/* In a cluster a create is placed first, unless a node placed it. */
+	if (api->cluster && !req->from_peer)
+		return api_cluster_create(req, body, res, e);
+	if (api_sandbox_create_json(api, body, &j, e) < 0)
+		return err_code(e);
 	return http_reply_json(res, 201, j, e);
 }
 
@@ -186,7 +197,11 @@ int api_sandbox_list(struct http_request *req, struct http_response *res, struct
 	cJSON_ArrayForEach(it, list)
 	{
 		with_urls(it);
+		if (api->cluster)
+			cJSON_AddStringToObject(it, "node", cluster_self(api->cluster));
 	}
+	if (api->cluster && !req->from_peer)
+		api_cluster_list(req, list);
 	cJSON_AddItemToObject(j, "sandboxes", list);
 	return http_reply_json(res, 200, j, e);
 }
@@ -195,10 +210,15 @@ int api_sandbox_get(struct http_request *req, struct http_response *res, struct 
 {
 	struct api *api = req->app;
 	struct sandbox *sb;
+	cJSON *j;
 	if (sandbox_get(api->sandboxes, req->captures[0], &sb, e) < 0)
-		return err_code(e);
-	cJSON *j = with_urls(sandbox_json(sb));
+		return api_cluster_lost_view(api, req->captures[0], &j) == 1
+			   ? http_reply_json(res, 200, j, e)
+			   : err_code(e);
+	j = with_urls(sandbox_json(sb));
 	sandbox_put(sb);
+	if (api->cluster)
+		cJSON_AddStringToObject(j, "node", cluster_self(api->cluster));
 	return http_reply_json(res, 200, j, e);
 }
 
@@ -233,8 +253,20 @@ int api_sandbox_delete(struct http_request *req, struct http_response *res, stru
 	/* Its recordings end first: their files are on the disk that goes. */
 	if (api->observers)
 		desk_observers_forget(api->observers, id);
+	char name[SANDBOX_NAME_MAX + 1] = "";
+	struct sandbox *sb;
+	if (api->cluster && sandbox_get(api->sandboxes, id, &sb, e) == 0) {
+		cJSON *v = sandbox_json(sb);
+		snprintf(name, sizeof(name), "%s",
+			 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "name")) ?: "");
+		cJSON_Delete(v);
+		sandbox_put(sb);
+	}
+	err_clear(e);
 	if (sandbox_delete(api->sandboxes, req->captures[0], e) < 0)
 		return err_code(e);
+	if (api->cluster)
+		cluster_release(api->cluster, id, name);
 	http_reply_empty(res, 204);
 	return 0;
 }

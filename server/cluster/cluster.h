@@ -51,8 +51,12 @@ struct etcd_kvs {
 void etcd_kv_release(struct etcd_kv *kv);
 void etcd_kvs_free(struct etcd_kvs *r);
 
-/* `key`, or with `prefix` every key starting with it, sorted by key. */
-int etcd_range(struct etcd *c, const char *key, int prefix, struct etcd_kvs *out, struct err *e);
+/* `key`, or with ETCD_PREFIX every key starting with it, sorted by key.
+ * ETCD_SERIALIZABLE: the member's own copy, answered without the leader
+ * (also while the cluster has no quorum; possibly a little behind). */
+enum etcd_range_flags { ETCD_PREFIX = 1 << 0, ETCD_SERIALIZABLE = 1 << 1 };
+int etcd_range(struct etcd *c, const char *key, unsigned flags, struct etcd_kvs *out,
+	       struct err *e);
 /* 1 with *out filled (release it), 0 when there is no such key. */
 int etcd_get(struct etcd *c, const char *key, struct etcd_kv *out, struct err *e);
 /* `lease` 0: none (the key stays until deleted). */
@@ -96,5 +100,93 @@ int etcd_lease_revoke(struct etcd *c, int64_t id, struct err *e);
  * (a string in JSON) of `j`, 0 when absent. */
 int etcd_call(struct etcd *c, const char *path, cJSON *req, cJSON **out, struct err *e);
 int64_t etcd_int(const cJSON *j, const char *name);
+
+/* ---- the node in the cluster (cluster.c, cluster_place.c, cluster_node.c) ---- */
+
+#define CLUSTER_NAME_MAX 63
+#define CLUSTER_URL_MAX	 256
+/* The header node-to-node calls carry the cluster secret in. */
+#define CLUSTER_SECRET_HEADER "X-Deskbox-Cluster-Secret"
+
+struct cluster_config {
+	const char *endpoints; /* --cluster etcd://h:p,... */
+	const char *name;      /* --node-name: 1-63 of a-z 0-9 - */
+	const char *advertise; /* --advertise: http://host:port other nodes reach it at */
+	const char *secret;    /* --cluster-secret-file's content */
+	int ttl_s;	       /* --cluster-ttl: the lease's seconds */
+	unsigned max_sandboxes;
+	/* This node's capacity as a JSON object (free memory, sandboxes,
+	 * backends, images, templates, warm pool; the caller's: freed here)
+	 * and its sandboxes as an array of {"id","name"}; on the cluster's
+	 * thread, any time. */
+	cJSON *(*capacity)(void *cls);
+	cJSON *(*local)(void *cls);
+	void *cls;
+};
+
+struct cluster;
+
+/* Validates the config, connects to etcd, registers the node (lease,
+ * capacity, its running sandboxes) and starts the thread keeping the
+ * lease alive.  Fails when etcd cannot be reached at start. */
+int cluster_open(struct cluster **out, const struct cluster_config *cfg, struct err *e);
+/* Stops the thread and revokes the lease (the node leaves at once). */
+void cluster_close(struct cluster *c);
+const char *cluster_self(const struct cluster *c);
+/* 1 when `presented` is the cluster secret (constant time). */
+int cluster_secret_ok(const struct cluster *c, const char *presented);
+const char *cluster_secret(const struct cluster *c);
+
+/* GET /v1/nodes: [{"name","advertise","health":"ok"|"lost","draining",
+ * "self","capacity":{...}}], from etcd when it answers, else from the
+ * last view (then "stale":true). */
+cJSON *cluster_nodes_json(struct cluster *c);
+/* Stops placing sandboxes on `node` (kept in etcd).  ERR_NOT_FOUND for a
+ * node never seen, ERR_UNAVAILABLE without etcd. */
+int cluster_drain(struct cluster *c, const char *node, struct err *e);
+
+/* Placement (cluster_place.c).  A create picks a node: the pinned one, or
+ * among the live, undrained ones with a free slot those with a ready warm
+ * desktop of the template first, then the most free slots, then the most
+ * free memory.  One transaction takes the slot (compares the node's slot
+ * counter's revision and bumps it) and reserves the name (compares that
+ * its key does not exist), so two creates never get one last slot or one
+ * name.  ERR_LIMIT when no node has room, ERR_NAME_TAKEN, ERR_INVALID for
+ * an unknown pinned node, ERR_CONFLICT for a drained or lost one,
+ * ERR_UNAVAILABLE when etcd has no quorum. */
+struct cluster_slot {
+	char node[CLUSTER_NAME_MAX + 1];
+	char advertise[CLUSTER_URL_MAX];
+	char name[64]; /* the sandbox's name, "" for none */
+	int local;     /* the node is this one */
+};
+int cluster_place(struct cluster *c, const char *pin, const char *name, const char *tmpl,
+		  struct cluster_slot *out, struct err *e);
+/* The create on the slot's node made sandbox `id`: records id → node and
+ * name → id.  Or it failed: gives the slot and the name back. */
+int cluster_placed(struct cluster *c, const struct cluster_slot *s, const char *id, struct err *e);
+void cluster_unplace(struct cluster *c, const struct cluster_slot *s);
+/* This node deleted sandbox `id` (named `name`, or ""): its records go
+ * and its slot is free again. */
+void cluster_release(struct cluster *c, const char *id, const char *name);
+
+/* Where sandbox `ref` (an id or a name) lives: CLUSTER_HERE (this node or
+ * nobody knows it), CLUSTER_REMOTE (node and advertise filled) or
+ * CLUSTER_LOST (its node's lease is gone; node filled).  Cached; a miss
+ * asks etcd. */
+enum cluster_where { CLUSTER_HERE, CLUSTER_REMOTE, CLUSTER_LOST };
+enum cluster_where cluster_locate(struct cluster *c, const char *ref, char id[64],
+				  char node[CLUSTER_NAME_MAX + 1], char advertise[CLUSTER_URL_MAX]);
+/* The sandboxes the map gives to other nodes, with their node's health:
+ * [{"id","name","node","health"}]. */
+cJSON *cluster_remote_sandboxes(struct cluster *c);
+
+/* Calls to other nodes (cluster_node.c), with the cluster secret: a TCP
+ * connection to `advertise` (the caller owns the fd), and a whole request
+ * with a JSON (or empty) body and the answer (*body malloc'd). */
+int cluster_connect(const char *advertise, struct err *e);
+int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
+		 const char *auth, const char *body, long *status, char **answer, size_t *len,
+		 struct err *e);
 
 #endif

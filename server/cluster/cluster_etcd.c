@@ -46,8 +46,8 @@ static int add_endpoint(struct etcd *c, const char *s, size_t len, struct err *e
 			       ETCD_MAX_ENDPOINTS);
 	for (size_t i = 0; i < len; i++)
 		if (s[i] <= ' ' || s[i] == '/' || s[i] == '@' || s[i] == '?' || s[i] == '#')
-			return err_set(e, ERR_INVALID, EINVAL, "bad etcd endpoint '%.*s'",
-				       (int)len, s);
+			return err_set(e, ERR_INVALID, EINVAL, "bad etcd endpoint '%.*s'", (int)len,
+				       s);
 	if (!memchr(s, ':', len))
 		return err_set(e, ERR_INVALID, EINVAL, "etcd endpoint '%.*s' needs a port",
 			       (int)len, s);
@@ -147,8 +147,8 @@ static int post_one(struct etcd *c, size_t i, const char *path, const char *body
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->timeout_ms < 1000 ? c->timeout_ms
-										   : 1000));
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(c->timeout_ms < 1000 ? c->timeout_ms : 1000));
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
@@ -350,7 +350,8 @@ static int kvs_parse(const cJSON *j, struct etcd_kvs *out, struct err *e)
 	{
 		if (kv_parse(it, &out->kv[out->n]) < 0) {
 			etcd_kvs_free(out);
-			return err_set(e, ERR_INTERNAL, EPROTO, "etcd sent a key that is not base64");
+			return err_set(e, ERR_INTERNAL, EPROTO,
+				       "etcd sent a key that is not base64");
 		}
 		out->n++;
 	}
@@ -359,11 +360,13 @@ static int kvs_parse(const cJSON *j, struct etcd_kvs *out, struct err *e)
 
 /* ---- the key-value calls ---- */
 
-static cJSON *range_request(const char *key, int prefix)
+static cJSON *range_request(const char *key, unsigned flags)
 {
 	cJSON *r = cJSON_CreateObject();
 	add_b64(r, "key", key, strlen(key));
-	if (prefix) {
+	if (flags & ETCD_SERIALIZABLE)
+		cJSON_AddTrueToObject(r, "serializable");
+	if (flags & ETCD_PREFIX) {
 		char end[512];
 		size_t n = prefix_end(key, end, sizeof(end));
 		add_b64(r, "range_end", end, n);
@@ -371,10 +374,10 @@ static cJSON *range_request(const char *key, int prefix)
 	return r;
 }
 
-int etcd_range(struct etcd *c, const char *key, int prefix, struct etcd_kvs *out, struct err *e)
+int etcd_range(struct etcd *c, const char *key, unsigned flags, struct etcd_kvs *out, struct err *e)
 {
 	cJSON *ans;
-	if (etcd_call(c, "/v3/kv/range", range_request(key, prefix), &ans, e) < 0)
+	if (etcd_call(c, "/v3/kv/range", range_request(key, flags), &ans, e) < 0)
 		return err_code(e);
 	int r = kvs_parse(ans, out, e);
 	cJSON_Delete(ans);
@@ -429,7 +432,8 @@ int etcd_put(struct etcd *c, const char *key, const char *value, size_t len, int
 int etcd_delete(struct etcd *c, const char *key, int prefix, int64_t *deleted, struct err *e)
 {
 	cJSON *ans;
-	if (etcd_call(c, "/v3/kv/deleterange", range_request(key, prefix), &ans, e) < 0)
+	if (etcd_call(c, "/v3/kv/deleterange", range_request(key, prefix ? ETCD_PREFIX : 0), &ans,
+		      e) < 0)
 		return err_code(e);
 	if (deleted)
 		*deleted = etcd_int(ans, "deleted");
@@ -465,16 +469,16 @@ static cJSON *ops_json(const struct etcd_op *ops, size_t n)
 		const struct etcd_op *o = &ops[i];
 		cJSON *op = cJSON_CreateObject();
 		if (o->type == ETCD_OP_PUT)
-			cJSON_AddItemToObject(op, "request_put",
-					      put_request(o->key, o->value,
-							  o->value_len ? o->value_len
-								       : strlen(o->value),
-							  o->lease));
+			cJSON_AddItemToObject(
+			    op, "request_put",
+			    put_request(o->key, o->value,
+					o->value_len ? o->value_len : strlen(o->value), o->lease));
 		else if (o->type == ETCD_OP_DELETE)
 			cJSON_AddItemToObject(op, "request_delete_range",
-					      range_request(o->key, o->prefix));
+					      range_request(o->key, o->prefix ? ETCD_PREFIX : 0));
 		else
-			cJSON_AddItemToObject(op, "request_range", range_request(o->key, o->prefix));
+			cJSON_AddItemToObject(op, "request_range",
+					      range_request(o->key, o->prefix ? ETCD_PREFIX : 0));
 		cJSON_AddItemToArray(a, op);
 	}
 	return a;

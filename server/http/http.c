@@ -199,6 +199,7 @@ int http_error_status(enum err_kind kind)
 	case ERR_BAD_GATEWAY:
 		return 502;
 	case ERR_UNAVAILABLE:
+	case ERR_NO_QUORUM:
 		return 503;
 	case ERR_TIMEOUT:
 		return 504;
@@ -481,9 +482,9 @@ static int body_append(struct http *h, struct request_ctx *c, const char *data, 
 }
 
 /* What a handler (or a stream's begin()) sees of the request so far. */
-static void request_view(const struct http *h, const struct request_ctx *c,
-			 struct MHD_Connection *conn, const char *method, const char *url,
-			 struct http_request *req)
+void http_request_view(const struct http *h, const struct request_ctx *c,
+		       struct MHD_Connection *conn, const char *method, const char *url,
+		       struct http_request *req)
 {
 	*req = (struct http_request){
 	    .conn = conn,
@@ -495,6 +496,7 @@ static void request_view(const struct http *h, const struct request_ctx *c,
 	    .app = c->mount ? c->mount->app : h->o.app,
 	    .raw_uri = c->raw_uri ? c->raw_uri : url,
 	    .host_routed = c->host_routed,
+	    .from_peer = c->peer,
 	    .layer = (void *)h,
 	};
 	memcpy(req->captures, c->captures, sizeof(req->captures));
@@ -593,15 +595,21 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 			   sizeof(c->canon));
 	if (c->route)
 		check_framing(conn, &e);
-	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH)) {
+	if (e.kind == ERR_NONE)
+		http_peer_check(h, c, conn, &e);
+	if (e.kind == ERR_NONE && !(c->route->flags & HTTP_NO_AUTH) && !c->peer) {
 		if (c->route->token_header)
 			http_auth_header(h, conn, c->route->token_header, &e);
 		else
 			http_auth_conn(h, conn, &e);
 	}
-	if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
+	if (e.kind == ERR_NONE && h->o.forward && !c->peer && !c->mount)
+		http_forward_begin(h, c, conn, method, url, &e);
+	if (e.kind == ERR_NONE && c->forwarded) {
+		/* the request streams to the other server */
+	} else if (e.kind == ERR_NONE && (c->route->flags & HTTP_STREAM_BODY)) {
 		struct http_request req;
-		request_view(h, c, conn, method, url, &req);
+		http_request_view(h, c, conn, method, url, &req);
 		if (c->route->begin(&req, &c->sink, &e) == 0)
 			c->sink_active = 1;
 		else if (e.kind == ERR_NONE)
@@ -625,7 +633,7 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 /* A piece of the body: to the stream's sink, or appended (capped). */
 static enum MHD_Result on_body(struct http *h, struct request_ctx *c, const char *data, size_t len)
 {
-	if (c->route->flags & HTTP_STREAM_BODY) {
+	if ((c->route->flags & HTTP_STREAM_BODY) || c->forwarded) {
 		/* After a failed write the rest is read and dropped, and the
 		 * error answered when the body is in. */
 		if (c->sink_active && c->sink.write(c->sink.cls, data, len, &c->stream_err) < 0) {
@@ -660,7 +668,7 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 				   struct MHD_Connection *conn, const char *method, const char *url)
 {
 	struct err e = ERR_INIT;
-	if ((c->route->flags & HTTP_STREAM_BODY) && !c->sink_active)
+	if (((c->route->flags & HTTP_STREAM_BODY) || c->forwarded) && !c->sink_active)
 		return queue_error(conn, c, NULL, &c->stream_err);
 	if (c->too_large) {
 		err_set(&e, ERR_TOO_LARGE, 0, "request body over %zu bytes", h->o.max_body);
@@ -668,15 +676,16 @@ static enum MHD_Result on_complete(struct http *h, struct request_ctx *c,
 	}
 	http_guard_request_began(h->guard, conn);
 	struct http_request req;
-	request_view(h, c, conn, method, url, &req);
+	http_request_view(h, c, conn, method, url, &req);
 	req.stream = c->sink_active ? c->sink.cls : NULL;
 	struct http_response res = {.status = 200};
-	if (c->route->flags & HTTP_BACKGROUND) {
+	if ((c->route->flags & HTTP_BACKGROUND) && !c->forwarded) {
 		c->counted = 1;
 		if (atomic_fetch_add(&h->background, 1) > 0)
 			background_enter(c);
 	}
-	int hr = c->route->handler(&req, &res, &e);
+	int hr =
+	    c->forwarded ? http_proxy_finish(&req, &res, &e) : c->route->handler(&req, &res, &e);
 	if (c->sink_active) {
 		/* Succeeded: the handler owns the sink's state now. */
 		if (hr < 0)

@@ -47,7 +47,8 @@ struct http_request {
 	 * the Host header stood for comes first, and host_routed is 1. */
 	const char *raw_uri;
 	int host_routed;
-	void *layer; /* the http layer's own */
+	int from_peer; /* it carried http_opts.peer_secret (another node sent it) */
+	void *layer;   /* the http layer's own */
 };
 
 /* Where a streamed request body goes (HTTP_STREAM_BODY routes).  write() is
@@ -161,6 +162,15 @@ struct http_mount {
 	http_error_writer error; /* NULL: deskbox's {"error":{…}} */
 };
 
+/* Where opts.forward sends a request. */
+struct http_forward {
+	int fd;		/* connected to the server that serves it; the http layer's from then on */
+	char what[96];	/* it, in messages ("node 'b'") */
+	char host[256]; /* the Host header to send; "": the client's */
+	/* One header added (the peer secret); they must outlive the server. */
+	const char *extra_name, *extra_value;
+};
+
 struct http_opts {
 	const char *listen; /* "ADDR:PORT"; port 0 picks a free one */
 	const char *token;  /* the API bearer token */
@@ -205,6 +215,17 @@ struct http_opts {
 	 * status deskbox would use), or 0 for deskbox's own body.  NULL: none. */
 	int (*error_body)(void *app, const char *path, const struct err *e,
 			  struct http_response *res);
+	/* Forwarding (cluster mode): runs once a route of the main table
+	 * matched and the request is authenticated, before its body is read.
+	 * Returns 1 with `out` filled to pass the whole request (body,
+	 * answer, upgrades) to another server instead of the handler, 0 to
+	 * serve it here, or a negative code with `e` filled.  NULL: none. */
+	int (*forward)(void *app, struct http_request *req, const char *pattern,
+		       struct http_forward *out, struct err *e);
+	/* A request whose header `peer_header` holds `peer_secret` comes from
+	 * a peer (another node): it needs no API token and is never
+	 * forwarded again; a wrong value is a 401.  NULL: none. */
+	const char *peer_header, *peer_secret;
 };
 
 struct http;
@@ -320,6 +341,9 @@ struct http_proxy_opts {
 	int strip_authorization;  /* the client's Authorization is deskboxd's: not passed on */
 	int strip_origin;	  /* no Origin header upstream */
 	const char *strip_cookie; /* a cookie of deskboxd's, not passed on; NULL: none */
+	const char *what;	  /* the upstream in messages; NULL: "the service in the sandbox" */
+	/* One header added to the request (the cluster secret); NULL: none. */
+	const char *extra_name, *extra_value;
 };
 int http_proxy_begin(struct http_request *req, const struct http_proxy_opts *o,
 		     struct http_body_sink *sink, struct err *e);

@@ -33,6 +33,7 @@ struct proxy {
 	int chunked_out; /* the request body goes upstream as chunks */
 	int upgrade;	 /* the client asked for a protocol upgrade */
 	int head_only;	 /* HEAD: the answer has no body whatever it says */
+	char what[96];	 /* who answers, for messages: "the service in the sandbox" */
 	enum body_mode mode;
 	uint64_t left;	 /* BODY_LENGTH: bytes still to come; BODY_CHUNKED: in this chunk */
 	int chunk_phase; /* BODY_CHUNKED: 0 size line next, 1 data, 2 CRLF after data, 3 done */
@@ -209,6 +210,8 @@ static int request_head(struct http_request *req, const struct http_proxy_opts *
 		head_add(h, "X-Forwarded-Host: ", host, NULL);
 	if (o->prefix && o->prefix[0])
 		head_add(h, "X-Forwarded-Prefix: ", o->prefix, NULL);
+	if (o->extra_name && o->extra_value)
+		head_add(h, o->extra_name, ": ", o->extra_value);
 	head_add(h, "", NULL, NULL);
 	return h->overflow ? -1 : 0;
 }
@@ -220,8 +223,7 @@ static int sink_write(void *cls, const char *data, size_t len, struct err *e)
 	int n = snprintf(size, sizeof(size), "%zx\r\n", len);
 	if ((p->chunked_out && send_all(p->fd, size, (size_t)n) < 0) ||
 	    send_all(p->fd, data, len) < 0 || (p->chunked_out && send_all(p->fd, "\r\n", 2) < 0))
-		return err_sys(e, ERR_BAD_GATEWAY, errno,
-			       "the service in the sandbox stopped reading");
+		return err_sys(e, ERR_BAD_GATEWAY, errno, "%s stopped reading", p->what);
 	return 0;
 }
 
@@ -239,12 +241,13 @@ int http_proxy_begin(struct http_request *req, const struct http_proxy_opts *o,
 	p->fd = o->fd;
 	p->stop = http_stop_fd(req);
 	p->head_only = strcmp(req->method, "HEAD") == 0;
+	snprintf(p->what, sizeof(p->what), "%s", o->what ? o->what : "the service in the sandbox");
 	struct head h = {hbuf, 0, REQ_HEAD_MAX, 0, o};
 	int r = request_head(req, o, p, &h);
 	if (r < 0)
 		r = err_set(e, ERR_TOO_LARGE, 0, "request header too large to forward");
 	else if (send_all(p->fd, h.s, h.len) < 0)
-		r = err_sys(e, ERR_BAD_GATEWAY, errno, "sending the request into the sandbox");
+		r = err_sys(e, ERR_BAD_GATEWAY, errno, "sending the request to %s", p->what);
 	free(hbuf);
 	if (r < 0) {
 		proxy_free(p);
@@ -274,17 +277,14 @@ static int read_head(struct proxy *p, struct err *e)
 			return (int)hl;
 		}
 		if (p->len == sizeof(p->buf))
-			return err_set(e, ERR_BAD_GATEWAY, 0,
-				       "the service in the sandbox sent a header over %d bytes",
-				       HEAD_MAX);
+			return err_set(e, ERR_BAD_GATEWAY, 0, "%s sent a header over %d bytes",
+				       p->what, HEAD_MAX);
 		ssize_t n = fill(p);
 		if (n < 0)
-			return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
-				       "the service in the sandbox did not answer");
+			return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "%s did not answer", p->what);
 		if (n == 0)
 			return err_set(e, ERR_BAD_GATEWAY, 0,
-				       "the service in the sandbox closed the connection "
-				       "without an answer");
+				       "%s closed the connection without an answer", p->what);
 	}
 }
 
@@ -326,7 +326,7 @@ static int parse_head(struct proxy *p, size_t hl, struct http_response *res, str
 	char *line = p->buf, *next = strstr(line, "\r\n");
 	int code = 0;
 	if (!next || sscanf(line, "HTTP/1.%*d %d", &code) != 1 || code < 101 || code > 999)
-		return err_set(e, ERR_BAD_GATEWAY, 0, "the service in the sandbox spoke no HTTP/1");
+		return err_set(e, ERR_BAD_GATEWAY, 0, "%s spoke no HTTP/1", p->what);
 	p->mode = BODY_EOF;
 	for (line = next + 2; *line; line = next + 2) {
 		next = strstr(line, "\r\n");
@@ -487,16 +487,14 @@ static void pipe_run(void *cls, int fd, const char *extra, size_t extra_len)
 int http_proxy_finish(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct proxy *p = req->stream;
-	if (p->chunked_out && send_all(p->fd, "0\r\n\r\n", 5) < 0) {
-		proxy_free(p);
-		return err_sys(e, ERR_BAD_GATEWAY, errno, "the service in the sandbox went away");
-	}
+	/* On failure the sink's abort() (proxy_free) releases p: the http
+	 * layer calls it for a handler that failed. */
+	if (p->chunked_out && send_all(p->fd, "0\r\n\r\n", 5) < 0)
+		return err_sys(e, ERR_BAD_GATEWAY, errno, "%s went away", p->what);
 	int hl = read_head(p, e);
 	int code = hl < 0 ? hl : parse_head(p, (size_t)hl, res, e);
-	if (code < 0) {
-		proxy_free(p);
+	if (code < 0)
 		return code;
-	}
 	if (code == 101 && p->upgrade) {
 		http_reply_upgrade(res, pipe_run, p, proxy_free);
 		return 0;

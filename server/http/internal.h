@@ -62,7 +62,9 @@ struct request_ctx {
 	http_upgrade_fn upgrade;
 	http_release upgrade_release;
 	void *upgrade_cls;
-	int upgraded; /* a 101 was queued: the connection is not HTTP any more */
+	int upgraded;  /* a 101 was queued: the connection is not HTTP any more */
+	int peer;      /* it carried opts.peer_secret */
+	int forwarded; /* opts.forward took it: the sink is http_proxy's */
 	/* X-Request-Id: the client's when it sent a sane one, else ours; in
 	 * every answer and every log line about the request. */
 	char rid[HTTP_REQUEST_ID_MAX + 1];
@@ -135,6 +137,19 @@ int http_guard_log_allowed(struct http_guard *g, unsigned long *suppressed);
  * and e a 404 (no route) or 405 (the path is a route's, not the method). */
 const struct http_route *http_route_find(const struct http *h, const char *method, const char *path,
 					 struct request_ctx *c, struct err *e);
+
+/* http.c: what a handler (or a stream's begin()) sees of the request so
+ * far. */
+void http_request_view(const struct http *h, const struct request_ctx *c,
+		       struct MHD_Connection *conn, const char *method, const char *url,
+		       struct http_request *req);
+/* http_forward.c: whether the request carries opts.peer_secret (c->peer;
+ * a wrong one fills `e`), and opts.forward's decision: when it forwards,
+ * the request head is sent and c->sink is the proxy's (c->forwarded). */
+void http_peer_check(struct http *h, struct request_ctx *c, struct MHD_Connection *conn,
+		     struct err *e);
+void http_forward_begin(struct http *h, struct request_ctx *c, struct MHD_Connection *conn,
+			const char *method, const char *url, struct err *e);
 
 /* http_trace.c: the request id (the client's X-Request-Id when it is 1-64
  * characters of [A-Za-z0-9._-], else 16 random hex digits) and, once an

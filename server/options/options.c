@@ -12,6 +12,15 @@
 #include "common/fs.h"
 #include "common/log.h"
 
+/* The long options without a short letter. */
+enum {
+	OPT_CLUSTER = 1000,
+	OPT_NODE_NAME,
+	OPT_ADVERTISE,
+	OPT_CLUSTER_SECRET,
+	OPT_CLUSTER_TTL,
+};
+
 /* deskboxd --help. */
 static const char usage_text[] =
     "usage: deskboxd [--listen ADDR:PORT] [--state-dir DIR] [--token TOKEN]\n"
@@ -28,6 +37,8 @@ static const char usage_text[] =
     "                [--default-network none|internet] [--sandbox-subnet CIDR]\n"
     "                [--uplink IFACE] [--dns-server IP]...\n"
     "                [--default-isolation container|vm]\n"
+    "                [--cluster etcd://HOST:PORT,... --node-name N --advertise URL\n"
+    "                 --cluster-secret-file FILE [--cluster-ttl S]]\n"
     "\n"
     "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
     "                     port 0 picks a free port, printed at start)\n"
@@ -109,7 +120,16 @@ static const char usage_text[] =
     "  --egress-ca-file F PEM CAs trusted for the real hosts of secrets, besides\n"
     "                     the system's (docs/secrets.md)\n"
     "  --egress-proxy URL every sandbox's TCP through this HTTP proxy (CONNECT),\n"
-    "                     http://[user:password@]host:port\n";
+    "                     http://[user:password@]host:port\n"
+    "\n"
+    "Cluster (docs/cluster.md; without --cluster: one node, no etcd):\n"
+    "  --cluster URLS     etcd members, etcd://host:port,host:port,...\n"
+    "  --node-name N      this node's name in the cluster (a-z 0-9 -)\n"
+    "  --advertise URL    http://host:port the other nodes reach this one at\n"
+    "  --cluster-secret-file FILE  the secret node-to-node calls carry (the same\n"
+    "                     file on every node, 16 characters at least)\n"
+    "  --cluster-ttl S    seconds of the node's lease: a node silent this long is\n"
+    "                     lost (default 4, 2-60)\n";
 
 static void usage(FILE *f)
 {
@@ -201,6 +221,11 @@ static int parse_number_option(int c, const char *arg, struct options *o)
 			return -1;
 		o->png_level = (int)v;
 		return 0;
+	case OPT_CLUSTER_TTL:
+		if (parse_uint(arg, 2, 60, &v) < 0)
+			return -1;
+		o->cluster_ttl_s = (int)v;
+		return 0;
 	case 'U':
 		/* Above the ids of real users, room for one range at least. */
 		if (parse_uint(arg, RUNTIME_USERNS_SIZE,
@@ -251,6 +276,18 @@ static int set_string_option(int c, const char *arg, struct options *o)
 		return 1;
 	case 'E':
 		o->egress_proxy = arg;
+		return 1;
+	case OPT_CLUSTER:
+		o->cluster = arg;
+		return 1;
+	case OPT_NODE_NAME:
+		o->node_name = arg;
+		return 1;
+	case OPT_ADVERTISE:
+		o->advertise = arg;
+		return 1;
+	case OPT_CLUSTER_SECRET:
+		o->cluster_secret_file = arg;
 		return 1;
 	}
 	return 0;
@@ -322,6 +359,11 @@ static int check_options(const struct options *o)
 			"deskboxd: --max-pending-headers (%u) must be below --max-connections "
 			"(%u)\n",
 			o->max_pending, o->max_connections);
+		return -1;
+	}
+	if (o->cluster && (!o->node_name || !o->advertise || !o->cluster_secret_file)) {
+		fprintf(stderr, "deskboxd: --cluster needs --node-name, --advertise and "
+				"--cluster-secret-file\n");
 		return -1;
 	}
 	return 0;
@@ -450,6 +492,11 @@ static const struct option longopts[] = {
     {"egress-ca-file", required_argument, NULL, 'A'},
     {"egress-proxy", required_argument, NULL, 'E'},
     {"default-isolation", required_argument, NULL, 'I'},
+    {"cluster", required_argument, NULL, OPT_CLUSTER},
+    {"node-name", required_argument, NULL, OPT_NODE_NAME},
+    {"advertise", required_argument, NULL, OPT_ADVERTISE},
+    {"cluster-secret-file", required_argument, NULL, OPT_CLUSTER_SECRET},
+    {"cluster-ttl", required_argument, NULL, OPT_CLUSTER_TTL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -551,6 +598,7 @@ int options_parse(int argc, char **argv, struct options *o)
 	    .header_timeout_s = 10,
 	    .max_pending = 128,
 	    .userns_base = 1 << 20,
+	    .cluster_ttl_s = 4,
 	};
 	if (expand_config(&argc, &argv) < 0)
 		return -1;

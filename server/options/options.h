@@ -44,6 +44,12 @@ struct options {
 	const char *templates_dir;
 	const char *egress_ca_file; /* --egress-ca-file (docs/secrets.md) */
 	const char *egress_proxy;   /* --egress-proxy */
+	/* Cluster mode (docs/cluster.md); cluster NULL: a single node. */
+	const char *cluster;		 /* --cluster etcd://h:p,... */
+	const char *node_name;		 /* --node-name */
+	const char *advertise;		 /* --advertise http://host:port */
+	const char *cluster_secret_file; /* --cluster-secret-file */
+	int cluster_ttl_s;		 /* --cluster-ttl, default 4 */
 };
 
 /* Fills `o` with the defaults, then reads --config files and the command
