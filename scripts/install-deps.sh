@@ -21,7 +21,7 @@ PKGS="build-essential pkg-config
 libmicrohttpd-dev libcjson-dev libvncserver-dev libpng-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev libxdo-dev
 libseccomp-dev libcap-dev nettle-dev libarchive-dev libarchive-tools libcurl4-openssl-dev libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxtst-dev
 crun xvfb openbox x11vnc novnc xterm xfonts-base x11-apps xdotool x11-utils x11-xserver-utils
-fonts-wqy-microhei fonts-noto-core fonts-noto-color-emoji python3 python3-venv python3-matplotlib procps iproute2 util-linux e2fsprogs curl openssl
+fonts-wqy-microhei fonts-noto-core fonts-noto-color-emoji python3 python3-venv python3-pip python3-matplotlib procps iproute2 util-linux e2fsprogs curl openssl
 shared-mime-info less
 xfsprogs
 nftables dnsmasq-base libnftables-dev libmnl-dev
@@ -34,6 +34,8 @@ qemu-system-x86 linux-image-amd64 busybox-static cpio"
 # Fonts: the default image uses the host's, so its desktop shows every
 # script (Noto: Arabic, Devanagari, Thai, Hebrew, ...; WenQuanYi: CJK) and
 # colour emoji.
+# pip (python3-pip): the default image's root (and sudo) installs wheels into
+# the sandbox's own /usr/local with the host's pip (docs/security.md).
 # code_run's "node" runs the host's node: Debian's when none is on the PATH.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 

@@ -32,10 +32,11 @@
  * secrets (shadow, ssh, sudoers, ...); on top of that only entries readable
  * by everyone are copied.  A trailing '*' matches a prefix. */
 static const char *const etc_allowlist[] = {
-    "alternatives",    "fonts",	    "xdg",	   "X11",	 "ld.so.cache", "ld.so.conf",
-    "ld.so.conf.d",    "localtime", "timezone",	   "mime.types", "python3*",	"ssl/certs",
-    "ssl/openssl.cnf", "gtk-3.0",   "bash.bashrc", "inputrc",	 "environment", "os-release",
-    "matplotlibrc", /* python3-matplotlib's defaults: `import matplotlib` needs them */
+    "alternatives",	 "fonts",     "xdg",	     "X11",	   "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d",	 "localtime", "timezone",    "mime.types", "python3*",	  "ssl/certs",
+    "ssl/openssl.cnf",	 "gtk-3.0",   "bash.bashrc", "inputrc",	   "environment", "os-release",
+    "matplotlibrc",	 /* python3-matplotlib's defaults: `import matplotlib` needs them */
+    "apt/trusted.gpg.d", /* the archive keys apt checks a mirror with (public) */
 };
 
 /* Larger host files are not copied: nothing on the list is that big. */
@@ -80,6 +81,26 @@ static const struct dir_entry image_dirs[] = {
     {".deskbox", 0755, 0},
     {"etc", 0755, 0},
     {"etc/ssl", 0755, 0},
+    /* An empty package database and apt's places, so that the sandbox's
+     * root can dpkg -i and apt-get install into its own /usr (the host's
+     * /var/lib/dpkg is not copied: the database starts empty). */
+    {"var/lib/dpkg", 0755, 0},
+    {"var/lib/dpkg/info", 0755, 0},
+    {"var/lib/dpkg/updates", 0755, 0},
+    {"var/lib/dpkg/triggers", 0755, 0},
+    {"var/lib/dpkg/alternatives", 0755, 0},
+    {"var/lib/dpkg/parts", 0755, 0},
+    {"var/lib/apt", 0755, 0},
+    {"var/lib/apt/lists", 0755, 0},
+    {"var/lib/apt/lists/partial", 0700, 0},
+    {"var/cache/apt", 0755, 0},
+    {"var/cache/apt/archives", 0755, 0},
+    {"var/cache/apt/archives/partial", 0700, 0},
+    {"var/log/apt", 0755, 0},
+    {"etc/apt", 0755, 0},
+    {"etc/apt/apt.conf.d", 0755, 0},
+    {"etc/apt/sources.list.d", 0755, 0},
+    {"etc/apt/preferences.d", 0755, 0},
 };
 
 /* The files deskboxd bind-mounts its helpers on (sandbox_desktop.c).  In a
@@ -277,6 +298,7 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	snprintf(uid_lines, sizeof(uid_lines),
 		 "root:x:0:0:root:/root:/bin/bash\n"
 		 "user:x:%u:%u:user:/home/user:/bin/bash\n"
+		 "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		 IMAGE_USER_UID, IMAGE_USER_GID);
 	char groups[256];
@@ -305,6 +327,12 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	r = r ?: make_text(b, "etc/resolv.conf", "");
 	r = r ?: make_text(b, "etc/machine-id", machine_id);
 	r = r ?: make_text(b, "etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n");
+	r = r ?: make_text(b, "var/lib/dpkg/status", "");
+	r = r ?: make_text(b, "var/lib/dpkg/available", "");
+	/* pip installs into the sandbox's own /usr/local (or ~/.local): the
+	 * system Python's "externally managed" marker guards a /usr shared
+	 * with nothing here (docs/security.md, root). */
+	r = r ?: make_text(b, "etc/pip.conf", "[global]\nbreak-system-packages = true\n");
 	r = r
 		?: make_text(b, "etc/profile",
 			     "export PATH=/usr/local/bin:/usr/bin:/bin\n"

@@ -113,6 +113,12 @@ int image_mount_overlay(const struct image_overlay *o, struct err *e)
 	for (size_t i = 0; i < 3; i++)
 		if (fs_mkdir_p(dirs[i], 0755, e) < 0)
 			return err_code(e);
+	/* The upper dir is the overlay's top directory (/ or /usr inside):
+	 * the sandbox's root's, as the lower layers' are through the map. */
+	struct stat st;
+	if (o->idmap_base && stat(o->upper, &st) == 0 && st.st_uid == 0 &&
+	    chown(o->upper, o->idmap_base, o->idmap_base) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "chown '%s'", o->upper);
 	char staged[IMAGE_LOWERS_MAX][PATH_MAX];
 	_cleanup_fd_ int ns = -1;
 	size_t attached = 0;

@@ -48,6 +48,9 @@ struct sandbox {
 	 * sandbox is stopped (the files API works on it) until delete or
 	 * shutdown: overlayfs forbids two mounts sharing an upper dir. */
 	int rootfs_mounted;
+	/* The default image's /usr is the sandbox's own overlay (its layers
+	 * idmapped, sandbox_desktop.c); 0: the host's, read-only. */
+	int own_usr;
 	/* Its own disk (sandbox_disk.c) is mounted on <dir>/disk, and the
 	 * tmpfs for /run/deskbox on <dir>/run; both under mu. */
 	int disk_mounted, run_mounted;

@@ -218,6 +218,7 @@ void sandbox_teardown_ex(struct sandbox *sb, int unmount)
 static int mount_layers(struct sandbox *sb, const char *lower, const char *upper, const char *work,
 			const char *rootfs, struct err *e)
 {
+	sb->own_usr = 0;
 	if (!sb->host_base)
 		return image_mount_rootfs(lower, upper, work, rootfs, e);
 	char stage[PATH_MAX];
@@ -228,8 +229,16 @@ static int mount_layers(struct sandbox *sb, const char *lower, const char *upper
 				  .target = rootfs,
 				  .idmap_base = sb->host_base,
 				  .stage = stage};
-	if (image_mount_overlay(&o, e) < 0)
-		return err_code(e);
+	if (image_mount_overlay(&o, e) < 0) {
+		if (e->kind != ERR_UNAVAILABLE)
+			return err_code(e);
+		/* No idmapped mounts here: the layers as they are, read-only
+		 * system directories (root inside still is, for its files). */
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s; its system directories stay read-only",
+			sb->id, e->msg);
+		err_clear(e);
+		return image_mount_rootfs(lower, upper, work, rootfs, e);
+	}
 	if (sb->spec.image[0] && strcmp(sb->spec.image, IMAGE_DEFAULT) != 0)
 		return 0;
 	char usr[PATH_MAX], uupper[PATH_MAX], uwork[PATH_MAX];
@@ -247,6 +256,7 @@ static int mount_layers(struct sandbox *sb, const char *lower, const char *upper
 		image_umount_rootfs(rootfs, &e2);
 		return err_wrap(e, "the /usr of sandbox '%s'", sb->id);
 	}
+	sb->own_usr = 1;
 	return 0;
 }
 
@@ -352,8 +362,8 @@ static int bundle_mounts(const struct sandbox *sb, const char *rootfs, const cha
 		 * (mount_layers); else the host's, read-only. */
 		snprintf(img[0], sizeof(img[0]), "%s/usr", rootfs);
 		mounts[n_mounts++] =
-		    sb->host_base ? (struct runtime_mount){img[0], "/usr", sb->spec.read_only_root}
-				  : (struct runtime_mount){"/usr", "/usr", 1};
+		    sb->own_usr ? (struct runtime_mount){img[0], "/usr", sb->spec.read_only_root}
+				: (struct runtime_mount){"/usr", "/usr", 1};
 		mounts[n_mounts++] = (struct runtime_mount){s->cfg.init_path, "/.deskbox/init", 1};
 		mounts[n_mounts++] =
 		    (struct runtime_mount){s->cfg.vnc_path, "/.deskbox/deskbox-vnc", 1};
