@@ -32,13 +32,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
+import networld  # noqa: E402
 
 SITE_A, SITE_B = "203.0.113.10", "203.0.113.20"
 PORTED = "198.51.100.7"
@@ -47,56 +46,10 @@ PRIVATE, METADATA = "10.9.9.9", "169.254.169.254"
 HOST_UP, INET_UP = "100.127.0.2", "100.127.0.1"
 SERVED = [SITE_A, SITE_B, PORTED, PRIVATE, METADATA]
 
-HTTP_SERVER = r"""
-import http.server, socketserver, sys, threading
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("hello from %s:%d" % self.server.server_address).encode()
-        if self.path == "/page":
-            body = (b"<!doctype html><title>world page</title>"
-                    b"<body style='margin:0;background:#20a040'><h1>" + body + b"</h1>")
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-for spec in sys.argv[1:]:
-    host, port = spec.rsplit(":", 1)
-    s = S((host, int(port)), H)
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print("ready", flush=True)
-threading.Event().wait()
-"""
-
-# Run inside a sandbox: connect (by name or address), GET /, print one line.
-FETCH = r"""
-import socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
-try:
-    addr = socket.gethostbyname(host)
-except Exception as e:
-    print("DNSERR", type(e).__name__, e); sys.exit(0)
-try:
-    s = socket.create_connection((addr, port), timeout=float(sys.argv[3]))
-    s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-    s.settimeout(float(sys.argv[3]))
-    data = b""
-    while True:
-        b = s.recv(4096)
-        if not b: break
-        data += b
-    print("OK", data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace"))
-except Exception as e:
-    print("ERR", type(e).__name__, e)
-"""
-
-
-def sh(*argv, check=True):
-    return subprocess.run(argv, check=check, capture_output=True, text=True)
+# The world's pieces (tests/lib/networld.py), kept under these names for
+# the tests and the bench that build this same world (test_secrets.py,
+# test_network_topology.py, scripts/bench_network.py).
+HTTP_SERVER, FETCH, sh = networld.HTTP_SERVER, networld.FETCH, networld.sh
 
 
 # ---------------------------------------------------------------- outside
@@ -107,36 +60,15 @@ def world_names(tag):
 
 def build_world(tag):
     host, inet = world_names(tag)
-    sh("ip", "netns", "add", host)
-    sh("ip", "netns", "add", inet)
-    sh("ip", "-n", host, "link", "add", "up0", "type", "veth", "peer", "name", "in0",
-       "netns", inet)
-    sh("ip", "-n", host, "link", "set", "lo", "up")
-    sh("ip", "-n", host, "addr", "add", HOST_UP + "/30", "dev", "up0")
-    sh("ip", "-n", host, "link", "set", "up0", "up")
-    sh("ip", "-n", host, "route", "add", "default", "via", INET_UP)
-    sh("ip", "-n", inet, "link", "set", "lo", "up")
-    sh("ip", "-n", inet, "addr", "add", INET_UP + "/30", "dev", "in0")
-    sh("ip", "-n", inet, "link", "set", "in0", "up")
-    for a in SERVED + [DNS]:
-        sh("ip", "-n", inet, "addr", "add", a + "/32", "dev", "lo")
+    networld.build_world(host, inet, HOST_UP, INET_UP, SERVED + [DNS])
     return host, inet
 
 
 def start_internet(inet):
-    nse = ["nsenter", "--net=/run/netns/" + inet, "--"]
     specs = [a + ":80" for a in SERVED] + [PORTED + ":8080", PORTED + ":8081"]
-    http = subprocess.Popen(nse + [sys.executable, "-c", HTTP_SERVER] + specs,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    http.stdout.readline()
-    dns = subprocess.Popen(nse + [
-        "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
-        "--bind-interfaces", "--listen-address=" + DNS, "--pid-file=",
-        "--address=/site-a.test/" + SITE_A, "--address=/site-b.test/" + SITE_B,
-        "--address=/ported.test/" + PORTED, "--address=/private.test/" + PRIVATE,
-        "--address=/metadata.test/" + METADATA],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return [http, dns]
+    return networld.start_internet(inet, specs, DNS, {
+        "site-a.test": SITE_A, "site-b.test": SITE_B, "ported.test": PORTED,
+        "private.test": PRIVATE, "metadata.test": METADATA})
 
 
 # Addresses only the test's world uses: a packet to or from one of them on
@@ -147,83 +79,12 @@ WORLD_NETS = [("10.231.0.0", 16), ("100.127.0.0", 30)] + [
     (a, 32) for a in (SITE_A, SITE_B, PORTED, DNS)]
 
 
-def in_world(addr):
-    a = int.from_bytes(addr, "big")
-    for net, bits in WORLD_NETS:
-        n = int.from_bytes(socket.inet_aton(net), "big")
-        if a >> (32 - bits) == n >> (32 - bits):
-            return True
-    return False
-
-
 def watch_host(path, stop):
-    """Notes in `path` every IPv4 packet of the machine's own namespace
-    (every interface but lo) from or to the world's addresses, until
-    `stop` is set.  The socket is open before this returns."""
-    # ETH_P_ALL: a socket for one protocol sees only what comes in, not
-    # what goes out.
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0003))
-    s.settimeout(0.2)
-    open(path, "w").close()
-
-    def run():
-        with s:
-            while not stop.is_set():
-                try:
-                    data, addr = s.recvfrom(65535)
-                except socket.timeout:
-                    continue
-                if addr[0] != "lo" and addr[1] == 0x0800 and len(data) >= 20 and (
-                        in_world(data[12:16]) or in_world(data[16:20])):
-                    with open(path, "a") as f:
-                        f.write("%s %s -> %s\n" % (addr[0], socket.inet_ntoa(data[12:16]),
-                                                   socket.inet_ntoa(data[16:20])))
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    return th
+    return networld.watch_host(path, stop, WORLD_NETS)
 
 
 def outer():
-    dbx.require_root_and_tools()
-    for tool in ("ip", "nsenter", "dnsmasq", "nft"):
-        if not shutil.which(tool):
-            dbx.skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
-    tag = uuid.uuid4().hex[:8]
-    host, inet = world_names(tag)  # removed at the end whatever was made
-    procs = []
-    leaks = "/tmp/dbxt-%s.leaks" % tag
-    stop, watcher = threading.Event(), None
-    try:
-        try:
-            build_world(tag)
-        except subprocess.CalledProcessError as e:
-            dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
-                " ".join(e.cmd), (e.stderr or "").strip()))
-        procs = start_internet(inet)
-        env = dict(os.environ, DBX_NETTEST_INNER=host, DBX_NETTEST_LEAKS=leaks)
-        watcher = watch_host(leaks, stop)
-        r = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--",
-                            sys.executable, os.path.abspath(__file__)], env=env)
-        return r.returncode
-    finally:
-        stop.set()
-        if watcher:
-            watcher.join()
-        try:
-            os.unlink(leaks)
-        except OSError:
-            pass
-        for p in procs:
-            p.kill()
-            p.wait()
-        for ns in (host, inet):
-            pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except OSError:
-                    pass
-            sh("ip", "netns", "del", ns, check=False)
+    return networld.run_outer(__file__, world_names, build_world, start_internet, WORLD_NETS)
 
 
 # ----------------------------------------------------------------- inside

@@ -14,15 +14,12 @@ the sandboxes; and no packet of this world shows on the machine's own
 interfaces. Everything lives in namespaces this test creates."""
 
 import os
-import shutil
-import subprocess
 import sys
-import threading
-import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 import dbx  # noqa: E402
+import networld  # noqa: E402
 import test_network as tn  # noqa: E402
 
 HOST_UP, GATEWAY = "192.0.2.2", "192.0.2.1"
@@ -33,84 +30,27 @@ tn.SITE_A, tn.SITE_B = WEB, OTHER
 tn.WORLD_NETS = [("10.231.0.0", 16), ("192.0.2.0", 30)] + [(a, 32) for a in (WEB, OTHER, DNS)]
 
 
+def names(tag):
+    return "dbxt-thost-" + tag, "dbxt-tinet-" + tag
+
+
 def build_world(tag):
-    host, inet = "dbxt-thost-" + tag, "dbxt-tinet-" + tag
-    sh = tn.sh
-    sh("ip", "netns", "add", host)
-    sh("ip", "netns", "add", inet)
-    sh("ip", "-n", host, "link", "add", "up0", "type", "veth", "peer", "name", "in0",
-       "netns", inet)
-    sh("ip", "-n", host, "link", "set", "lo", "up")
-    sh("ip", "-n", host, "addr", "add", HOST_UP + "/30", "dev", "up0")
-    sh("ip", "-n", host, "link", "set", "up0", "up")
-    sh("ip", "-n", host, "route", "add", "default", "via", GATEWAY)
+    host, inet = names(tag)
     # Strict reverse-path filtering, as Ubuntu's and many hosts' defaults
     # have it (this namespace's own setting; the machine's stays).
-    for conf in ("all", "default", "up0"):
-        sh("ip", "netns", "exec", host, "sysctl", "-qw",
-           "net.ipv4.conf.%s.rp_filter=%s" % (conf, os.environ.get("DBX_RP_FILTER", "1")))
-    sh("ip", "-n", inet, "link", "set", "lo", "up")
-    sh("ip", "-n", inet, "addr", "add", GATEWAY + "/30", "dev", "in0")
-    sh("ip", "-n", inet, "link", "set", "in0", "up")
-    for a in (WEB, OTHER, DNS):
-        sh("ip", "-n", inet, "addr", "add", a + "/32", "dev", "lo")
+    rp = ["net.ipv4.conf.%s.rp_filter=%s" % (conf, os.environ.get("DBX_RP_FILTER", "1"))
+          for conf in ("all", "default", "up0")]
+    networld.build_world(host, inet, HOST_UP, GATEWAY, (WEB, OTHER, DNS), rp)
     return host, inet
 
 
 def start_internet(inet):
-    nse = ["nsenter", "--net=/run/netns/" + inet, "--"]
-    http = subprocess.Popen(nse + [sys.executable, "-c", tn.HTTP_SERVER, WEB + ":80",
-                                   OTHER + ":80", GATEWAY + ":80"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    http.stdout.readline()
-    dns = subprocess.Popen(nse + [
-        "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
-        "--bind-interfaces", "--listen-address=" + DNS, "--pid-file=",
-        "--address=/site-a.test/" + WEB, "--address=/site-b.test/" + OTHER],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return [http, dns]
+    return networld.start_internet(inet, [WEB + ":80", OTHER + ":80", GATEWAY + ":80"], DNS,
+                                   {"site-a.test": WEB, "site-b.test": OTHER})
 
 
 def outer():
-    dbx.require_root_and_tools()
-    for tool in ("ip", "nsenter", "dnsmasq", "nft"):
-        if not shutil.which(tool):
-            dbx.skip_all("%s is not installed (run scripts/install-deps.sh)" % tool)
-    tag = uuid.uuid4().hex[:8]
-    host, inet = "dbxt-thost-" + tag, "dbxt-tinet-" + tag
-    procs = []
-    leaks = "/tmp/dbxt-%s.leaks" % tag
-    stop, watcher = threading.Event(), None
-    try:
-        try:
-            build_world(tag)
-        except subprocess.CalledProcessError as e:
-            dbx.skip_all("cannot make the test's network namespaces: %s %s" % (
-                " ".join(e.cmd), (e.stderr or "").strip()))
-        procs = start_internet(inet)
-        env = dict(os.environ, DBX_NETTEST_INNER=host, DBX_NETTEST_LEAKS=leaks)
-        watcher = tn.watch_host(leaks, stop)
-        r = subprocess.run(["nsenter", "--net=/run/netns/" + host, "--",
-                            sys.executable, os.path.abspath(__file__)], env=env)
-        return r.returncode
-    finally:
-        stop.set()
-        if watcher:
-            watcher.join()
-        try:
-            os.unlink(leaks)
-        except OSError:
-            pass
-        for p in procs:
-            p.kill()
-            p.wait()
-        for ns in (host, inet):
-            for pid in tn.sh("ip", "netns", "pids", ns, check=False).stdout.split():
-                try:
-                    os.kill(int(pid), 9)
-                except OSError:
-                    pass
-            tn.sh("ip", "netns", "del", ns, check=False)
+    return networld.run_outer(__file__, names, build_world, start_internet, tn.WORLD_NETS)
 
 
 def wrong_uplinks(t):

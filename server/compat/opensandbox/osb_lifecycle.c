@@ -185,7 +185,10 @@ static int map_network(const cJSON *np, cJSON *spec, struct err *e)
 		}
 		cJSON_AddItemToArray(allow, cJSON_CreateString(target));
 	}
-	if (deny)
+	if (deny && !cJSON_GetArraySize(allow)) { /* deny with no rule: no network */
+		cJSON_Delete(allow);
+		cJSON_AddStringToObject(spec, "network", "none");
+	} else if (deny)
 		cJSON_AddItemToObject(cJSON_AddObjectToObject(spec, "network"), "allow", allow);
 	else {
 		cJSON_Delete(allow);
