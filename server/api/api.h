@@ -107,6 +107,9 @@ int api_image_list(struct http_request *req, struct http_response *res, struct e
 int api_image_create(struct http_request *req, struct http_response *res, struct err *e);
 int api_image_get(struct http_request *req, struct http_response *res, struct err *e);
 int api_image_delete(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_context_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_image_context(struct http_request *req, struct http_response *res, struct err *e);
+int api_image_build_log(struct http_request *req, struct http_response *res, struct err *e);
 
 /* api_files.c (docs/files.md) */
 int api_files_upload_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);

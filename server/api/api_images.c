@@ -5,7 +5,12 @@
 #include "api.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/args.h"
 #include "server/http/http.h"
@@ -20,8 +25,37 @@ int api_image_list(struct http_request *req, struct http_response *res, struct e
 }
 
 /* Every field of the body must be one of these. */
-static const char *const image_fields[] = {"name",  "oci_layout", "oci_archive", "ref",
-					   "build", "mirror",	  NULL};
+static const char *const image_fields[] = {"name",  "oci_layout", "oci_archive", "ref", "build",
+					   "mirror", "dockerfile", "context",	  NULL};
+
+/* {"name","dockerfile","context"?}: a build from a Dockerfile (202). */
+static int create_from_dockerfile(struct api *api, const cJSON *body, const char *name,
+				  struct http_response *res, struct err *e)
+{
+	const char *text = NULL, *context = NULL;
+	if (args_string(body, "dockerfile", DOCKERFILE_MAX_BYTES, ARGS_REQUIRED, &text, e) < 0 ||
+	    args_string(body, "context", 4000, 0, &context, e) < 0)
+		return err_code(e);
+	static const char *const others[] = {"oci_layout", "oci_archive", "ref", "build", "mirror"};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+		if (cJSON_GetObjectItemCaseSensitive(body, others[i]))
+			return err_set(e, ERR_INVALID, EINVAL, "'dockerfile' takes no '%s'",
+				       others[i]);
+	if (context && context[0] != '/')
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'context' must be an absolute host path (a directory or a "
+			       "tar); or upload one with PUT /v1/images/%s/context",
+			       name);
+	if (sandbox_image_dockerfile(api->sandboxes, name, text, strlen(text), context, e) < 0)
+		return err_code(e);
+	cJSON *j;
+	if (sandbox_image_get(api->sandboxes, name, &j, e) < 0)
+		return err_code(e);
+	char log[200];
+	snprintf(log, sizeof(log), "/v1/images/%s/build", name);
+	cJSON_AddStringToObject(j, "log", log);
+	return http_reply_json(res, 202, j, e);
+}
 
 static int create_image(struct api *api, const cJSON *body, struct http_response *res,
 			struct err *e)
@@ -36,6 +70,10 @@ static int create_image(struct api *api, const cJSON *body, struct http_response
 	    args_string(body, "build", 32, 0, &build, e) < 0 ||
 	    args_string(body, "mirror", 400, 0, &mirror, e) < 0)
 		return err_code(e);
+	if (cJSON_GetObjectItemCaseSensitive(body, "dockerfile"))
+		return create_from_dockerfile(api, body, im.name, res, e);
+	if (cJSON_GetObjectItemCaseSensitive(body, "context"))
+		return err_set(e, ERR_INVALID, EINVAL, "'context' goes with 'dockerfile'");
 	if (build) {
 		if (strcmp(build, "debian") != 0)
 			return err_set(e, ERR_INVALID, EINVAL, "field 'build' must be \"debian\"");
@@ -85,5 +123,130 @@ int api_image_delete(struct http_request *req, struct http_response *res, struct
 	if (sandbox_image_delete(api->sandboxes, req->captures[0], e) < 0)
 		return err_code(e);
 	http_reply_empty(res, 204);
+	return 0;
+}
+
+/* ---- PUT /v1/images/{name}/context: a build context tar ---- */
+
+struct context_upload {
+	struct api *api;
+	char name[IMAGE_NAME_MAX + 1], tmp[4096];
+	int fd;
+	uint64_t size;
+};
+
+static void context_abort(void *cls)
+{
+	struct context_upload *u = cls;
+	if (u->fd >= 0)
+		close(u->fd);
+	unlink(u->tmp);
+	free(u);
+}
+
+static int context_write(void *cls, const char *data, size_t len, struct err *e)
+{
+	struct context_upload *u = cls;
+	if (u->size + len > IMAGE_CONTEXT_MAX)
+		return err_set(e, ERR_TOO_LARGE, EFBIG, "a build context is at most %llu MiB",
+			       IMAGE_CONTEXT_MAX >> 20);
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(u->fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_sys(e, ERR_NO_SPACE, n < 0 ? errno : EIO, "storing the context");
+		off += (size_t)n;
+	}
+	u->size += len;
+	return 0;
+}
+
+int api_image_context_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
+{
+	struct api *api = req->app;
+	const char *cl = http_header(req, "Content-Length");
+	if (cl && strtoull(cl, NULL, 10) > IMAGE_CONTEXT_MAX)
+		return err_set(e, ERR_TOO_LARGE, EFBIG, "a build context is at most %llu MiB",
+			       IMAGE_CONTEXT_MAX >> 20);
+	struct context_upload *u = calloc(1, sizeof(*u));
+	if (!u)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	u->api = api;
+	snprintf(u->name, sizeof(u->name), "%s", req->captures[0]);
+	if (sandbox_image_context_begin(api->sandboxes, req->captures[0], u->tmp, sizeof(u->tmp),
+					&u->fd, e) < 0) {
+		free(u);
+		return err_code(e);
+	}
+	sink->write = context_write;
+	sink->abort = context_abort;
+	sink->cls = u;
+	return 0;
+}
+
+int api_image_context(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct context_upload *u = req->stream;
+	int r = fsync(u->fd) < 0 ? err_sys(e, ERR_INTERNAL, errno, "storing the context") : 0;
+	close(u->fd);
+	u->fd = -1;
+	r = r ?: sandbox_image_context_commit(u->api->sandboxes, u->name, u->tmp, e);
+	if (r < 0)
+		return r; /* context_abort() frees */
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "name", u->name);
+	cJSON_AddNumberToObject(j, "context_bytes", (double)u->size);
+	free(u);
+	return http_reply_json(res, 201, j, e);
+}
+
+/* ---- GET /v1/images/{name}/build: the build log, followed to its end ---- */
+
+struct log_reader {
+	struct api *api;
+	char name[IMAGE_NAME_MAX + 1];
+	int fd;
+};
+
+static long log_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct log_reader *l = cls;
+	for (;;) {
+		/* Building first: the log is whole before the status changes. */
+		int building = sandbox_image_building(l->api->sandboxes, l->name);
+		ssize_t n = pread(l->fd, buf, max, (off_t)pos);
+		if (n > 0)
+			return (long)n;
+		if (n < 0)
+			return HTTP_STREAM_ERROR;
+		if (!building)
+			return HTTP_STREAM_END;
+		struct timespec ts = {0, 100 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void log_release(void *cls)
+{
+	struct log_reader *l = cls;
+	close(l->fd);
+	free(l);
+}
+
+int api_image_build_log(struct http_request *req, struct http_response *res, struct err *e)
+{
+	struct api *api = req->app;
+	struct log_reader *l = calloc(1, sizeof(*l));
+	if (!l)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	l->api = api;
+	snprintf(l->name, sizeof(l->name), "%s", req->captures[0]);
+	if (sandbox_image_build_log(api->sandboxes, req->captures[0], &l->fd, e) < 0) {
+		free(l);
+		return err_code(e);
+	}
+	http_reply_stream(res, 200, "text/plain; charset=utf-8", HTTP_SIZE_UNKNOWN, log_read, l,
+			  log_release);
 	return 0;
 }

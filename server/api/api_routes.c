@@ -61,6 +61,8 @@ const struct http_route api_routes[] = {
     ROUTE("POST", "/v1/images", api_image_create, 0),
     ROUTE("GET", "/v1/images/{name}", api_image_get, 0),
     ROUTE("DELETE", "/v1/images/{name}", api_image_delete, 0),
+    STREAM("PUT", "/v1/images/{name}/context", api_image_context_begin, api_image_context),
+    ROUTE("GET", "/v1/images/{name}/build", api_image_build_log, 0),
 
     /* Files (docs/files.md): uploads stream to disk as they arrive. */
     STREAM("PUT", SB "/files/upload", api_files_upload_begin, api_files_upload),

@@ -346,6 +346,10 @@ int image_remove(const char *state_dir, const char *name, char *trash, size_t si
 	image_path(state_dir, "", name, "", dir, sizeof(dir));
 	image_path(state_dir, ".build-", name, ".json", status, sizeof(status));
 	unlink(status);
+	image_build_log_path(state_dir, name, status, sizeof(status));
+	unlink(status);
+	image_context_path(state_dir, name, status, sizeof(status));
+	unlink(status);
 	/* Out of the name first, so a new image of that name can come while
 	 * the old tree is still being removed. */
 	if (image_tmp_dir(state_dir, name, trash, size, e) < 0)

@@ -244,25 +244,29 @@ static int lookup_id(struct build *b, const char *file, const char *name, int fi
 {
 	char *end;
 	unsigned long v = strtoul(name, &end, 10);
-	if (*name && !*end && v < RUNTIME_USERNS_SIZE) {
+	int numeric = *name && !*end;
+	if (numeric && v >= RUNTIME_USERNS_SIZE)
+		return 0;
+	if (numeric)
 		*id = (uint32_t)v;
+	if (numeric && !field_gid)
 		return 1;
-	}
 	_cleanup_fd_ int rootfd = open(b->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_fd_ int fd = rootfd < 0 ? -1 : build_open_in(rootfd, file, O_RDONLY);
 	_cleanup_file_ FILE *f = fd < 0 ? NULL : fdopen(TAKE_FD(fd), "r");
 	char line[1024];
 	while (f && fgets(line, sizeof(line), f)) {
-		char *save, *n = strtok_r(line, ":", &save), *x = strtok_r(NULL, ":", &save);
-		char *i = strtok_r(NULL, ":", &save), *g = strtok_r(NULL, ":", &save);
-		if (!n || !x || !i || strcmp(n, name) != 0)
+		char *rest = line, *n = strsep(&rest, ":"), *x = strsep(&rest, ":");
+		char *i = strsep(&rest, ":"), *g = strsep(&rest, ":");
+		/* A number names the uid; its passwd entry, if any, the group. */
+		if (!n || !x || !i || (numeric ? strtoul(i, NULL, 10) != v : strcmp(n, name) != 0))
 			continue;
 		*id = (uint32_t)strtoul(i, NULL, 10);
 		if (field_gid && g)
 			*gid = (uint32_t)strtoul(g, NULL, 10);
-		return *id < RUNTIME_USERNS_SIZE;
+		return *id < RUNTIME_USERNS_SIZE && *gid < RUNTIME_USERNS_SIZE;
 	}
-	return 0;
+	return numeric;
 }
 
 int build_user_ids(struct build *b, uint32_t *uid, uint32_t *gid, struct err *e)
@@ -275,7 +279,7 @@ int build_user_ids(struct build *b, uint32_t *uid, uint32_t *gid, struct err *e)
 	*gid = 0;
 	if (!lookup_id(b, "/etc/passwd", name, 1, uid, gid))
 		return err_set(e, ERR_INVALID, ENOENT, "USER '%s': no such user in the image", name);
-	uint32_t unused;
+	uint32_t unused = 0;
 	if (group && !lookup_id(b, "/etc/group", group, 0, gid, &unused))
 		return err_set(e, ERR_INVALID, ENOENT, "USER: no group '%s' in the image", group);
 	return 0;

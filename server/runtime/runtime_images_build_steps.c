@@ -630,7 +630,11 @@ int image_dockerfile_start(const struct image_dockerfile *o, struct err *e)
 	}
 	char logp[PATH_MAX];
 	image_build_log_path(o->state_dir, o->name, logp, sizeof(logp));
-	truncate(logp, 0);
+	/* There (empty) before the answer, so a reader that comes at once
+	 * follows this build's log, not a 404 or an older build's. */
+	int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (lfd >= 0)
+		close(lfd);
 	build_set_status(b, "building", NULL);
 	pthread_attr_t attr;
 	pthread_t t;

@@ -240,6 +240,12 @@ int sandbox_image_check(struct sandboxes *s, const char *name, struct err *e);
 	"sandboxes with a user namespace (deskboxd runs without them: --allow-shared-uid)"
 /* The lower layer of the sandbox's image into `lower`. */
 int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, struct err *e);
+/* The ENV of the sandbox's image (a Dockerfile build's manifest
+ * "config.env", at most SANDBOX_IMAGE_ENV_MAX "K=V"), NULL-terminated, or
+ * NULL when it has none; free with sandbox_image_env_free(). */
+#define SANDBOX_IMAGE_ENV_MAX 64
+char **sandbox_image_env(const struct sandbox *sb);
+void sandbox_image_env_free(char **env);
 
 /* Removes upload temp files a crash left behind (sandbox_state.c). */
 void sandbox_sweep_uploads(struct sandbox *sb);

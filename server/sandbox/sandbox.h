@@ -463,6 +463,23 @@ int sandbox_image_delete(struct sandboxes *s, const char *name, struct err *e);
 int sandbox_image_import(struct sandboxes *s, const struct image_import *im, cJSON **out,
 			 struct err *e);
 int sandbox_image_build(struct sandboxes *s, const char *name, const char *mirror, struct err *e);
+/* An image from a Dockerfile (image_dockerfile_start): the build gets a
+ * uid range of its own, which no sandbox takes until the build is over.
+ * `context`: a host path (tar or directory), or NULL for the one uploaded
+ * for `name` (sandbox_image_context_*), if any.  Answers at once. */
+int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *text, size_t len,
+			     const char *context, struct err *e);
+/* The build log of `name` opened for reading (the caller closes *fd);
+ * sandbox_image_building() is 1 while the build goes on (more may come). */
+int sandbox_image_build_log(struct sandboxes *s, const char *name, int *fd, struct err *e);
+int sandbox_image_building(struct sandboxes *s, const char *name);
+/* A build context tar for `name`, written to a temporary file and put in
+ * place whole: begin opens it (*fd, the caller's), commit renames it
+ * (after the caller closed it), abort removes it. */
+int sandbox_image_context_begin(struct sandboxes *s, const char *name, char *tmp, size_t size,
+				int *fd, struct err *e);
+int sandbox_image_context_commit(struct sandboxes *s, const char *name, const char *tmp,
+				 struct err *e);
 
 const char *sandbox_id(const struct sandbox *sb);
 const char *sandbox_container_id(const struct sandbox *sb);

@@ -287,10 +287,33 @@ int sandbox_rootfs_mount(struct sandbox *sb, struct err *e)
  * unless the spec's env does (the first of two equal names wins in getenv).
  * `env` has room for ENV_ROOM entries; the strings point into
  * the spec, `display` and `vnc_env`. */
-#define ENV_ROOM (SANDBOX_MAX_ENV + 9 + SECRETS_PER_SANDBOX + 4)
+#define ENV_ROOM (SANDBOX_MAX_ENV + 9 + SECRETS_PER_SANDBOX + 4 + SANDBOX_IMAGE_ENV_MAX)
 
-static void container_env(const struct sandbox *sb, const char **env, char *display,
-			  size_t display_size, char *vnc_env, size_t vnc_env_size)
+static int same_key(const char *a, const char *b)
+{
+	size_t n = strcspn(a, "=");
+	return strncmp(a, b, n) == 0 && b[n] == '=';
+}
+
+/* The image's ENV (of a Dockerfile build: sandbox_image_env) over the
+ * fixed part, unless the spec's env names it too. */
+static size_t image_env(const struct sandbox *sb, char *const *img, const char **env, size_t n)
+{
+	for (size_t i = 0; img && img[i]; i++) {
+		int spec = 0;
+		for (size_t k = 0; k < SANDBOX_MAX_ENV && sb->spec.env[k]; k++)
+			spec |= same_key(img[i], sb->spec.env[k]);
+		size_t k = 0;
+		while (k < n && !same_key(img[i], env[k]))
+			k++;
+		if (!spec)
+			env[k == n ? n++ : k] = img[i];
+	}
+	return n;
+}
+
+static void container_env(const struct sandbox *sb, char *const *img, const char **env,
+			  char *display, size_t display_size, char *vnc_env, size_t vnc_env_size)
 {
 	snprintf(display, display_size, "DESKBOX_DISPLAY=%ux%u", sb->spec.width, sb->spec.height);
 	size_t n = 0;
@@ -304,6 +327,7 @@ static void container_env(const struct sandbox *sb, const char **env, char *disp
 	 * allowed: a user namespace of its own and no "root": false. */
 	if (sb->host_base && !sb->spec.no_root)
 		env[n++] = "DESKBOX_SUDO=1";
+	n = image_env(sb, img, env, n);
 	for (size_t i = 0; i < SANDBOX_MAX_ENV && sb->spec.env[i]; i++)
 		env[n++] = sb->spec.env[i];
 	n += sandbox_secrets_env((struct sandbox *)sb, env + n);
@@ -434,7 +458,8 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 		return err_code(e);
 	char display[64], vnc_env[32];
 	const char *env[ENV_ROOM];
-	container_env(sb, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
+	char **img_env = sandbox_image_env(sb);
+	container_env(sb, img_env, env, display, sizeof(display), vnc_env, sizeof(vnc_env));
 	const char *argv[] = {"/.deskbox/init", NULL};
 	/* Room for bundle_mounts' 9, the resolver's and the writable places
 	 * of a read-only root. */
@@ -442,8 +467,10 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	char img[6][PATH_MAX], rw[SANDBOX_RW_DIRS][PATH_MAX];
 	int host = 0;
 	int n_mounts = bundle_mounts(sb, rootfs, run, mounts, img, &host, e);
-	if (n_mounts < 0)
+	if (n_mounts < 0) {
+		sandbox_image_env_free(img_env);
 		return n_mounts;
+	}
 	/* The network's resolver, rewritten in place as it changes. */
 	mounts[n_mounts++] = (struct runtime_mount){resolv, "/etc/resolv.conf", 1};
 	n_mounts += sandbox_ro_mounts(sb, rootfs, mounts + n_mounts, rw);
@@ -471,7 +498,9 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 	    .cgroup_parent = "deskbox",
 	    .read_only_root = sb->spec.read_only_root,
 	};
-	return runtime_write_bundle(&spec, e);
+	int r = runtime_write_bundle(&spec, e);
+	sandbox_image_env_free(img_env);
+	return r;
 }
 
 /* Waits for the desktop and connects the mirror.  The mirror connects as

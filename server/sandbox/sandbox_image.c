@@ -7,6 +7,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +44,36 @@ int sandbox_image_lower(const struct sandbox *sb, char *lower, size_t size, stru
 		return 0;
 	}
 	return image_lookup(sb->owner->cfg.state_dir, sb->spec.image, lower, size, e);
+}
+
+char **sandbox_image_env(const struct sandbox *sb)
+{
+	cJSON *m = NULL;
+	struct err e = ERR_INIT;
+	if (is_default(sb->spec.image) ||
+	    image_get(sb->owner->cfg.state_dir, sb->spec.image, &m, &e) < 0)
+		return NULL;
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(m, "config"), "env");
+	int n = cJSON_GetArraySize(env);
+	char **out = n > 0 ? calloc((size_t)n + 1, sizeof(*out)) : NULL;
+	size_t k = 0;
+	const cJSON *kv, *list = out ? env : NULL;
+	cJSON_ArrayForEach(kv, list)
+	{
+		if (k < SANDBOX_IMAGE_ENV_MAX && cJSON_IsString(kv) && strchr(kv->valuestring, '=') &&
+		    kv->valuestring[0] != '=' && (out[k] = strdup(kv->valuestring)))
+			k++;
+	}
+	cJSON_Delete(m);
+	return out;
+}
+
+void sandbox_image_env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
 }
 
 /* How many listed sandboxes (any status, pool members too) use `name`.
@@ -106,4 +139,97 @@ int sandbox_image_import(struct sandboxes *s, const struct image_import *im, cJS
 int sandbox_image_build(struct sandboxes *s, const char *name, const char *mirror, struct err *e)
 {
 	return image_build_start(s->cfg.state_dir, name, mirror, e);
+}
+
+struct build_range {
+	struct sandboxes *s;
+	uint32_t base;
+};
+
+static void build_over(void *cls)
+{
+	struct build_range *br = cls;
+	sandbox_userns_release(br->s, br->base);
+	free(br);
+}
+
+int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *text, size_t len,
+			     const char *context, struct err *e)
+{
+	char uploaded[PATH_MAX];
+	if (image_name_valid(name))
+		image_context_path(s->cfg.state_dir, name, uploaded, sizeof(uploaded));
+	else
+		uploaded[0] = '\0';
+	int owned = !context && uploaded[0] && access(uploaded, F_OK) == 0;
+	struct build_range *br = calloc(1, sizeof(*br));
+	if (!br)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	br->s = s;
+	if (sandbox_userns_claim(s, &br->base, e) < 0) {
+		free(br);
+		return err_code(e);
+	}
+	struct image_dockerfile o = {
+	    .state_dir = s->cfg.state_dir, .name = name, .text = text, .len = len,
+	    .context = owned ? uploaded : context, .context_owned = owned, .rt = s->rt,
+	    .host_base = br->base, .done = build_over, .done_cls = br,
+	};
+	if (image_dockerfile_start(&o, e) < 0) {
+		build_over(br);
+		return err_code(e);
+	}
+	return 0;
+}
+
+int sandbox_image_building(struct sandboxes *s, const char *name)
+{
+	return image_name_valid(name) && image_building(s->cfg.state_dir, name);
+}
+
+int sandbox_image_build_log(struct sandboxes *s, const char *name, int *fd, struct err *e)
+{
+	char p[PATH_MAX];
+	if (!image_name_valid(name))
+		return err_set(e, ERR_NOT_FOUND, ENOENT, "no image '%.64s'", name);
+	image_build_log_path(s->cfg.state_dir, name, p, sizeof(p));
+	*fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return err_set(e, ERR_NOT_FOUND, ENOENT,
+			       "image '%s' has no build log (it was not built from a Dockerfile)",
+			       name);
+	return 0;
+}
+
+int sandbox_image_context_begin(struct sandboxes *s, const char *name, char *tmp, size_t size,
+				int *fd, struct err *e)
+{
+	if (!image_name_valid(name) || strcmp(name, IMAGE_DEFAULT) == 0)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "the image name must match [a-z0-9][a-z0-9._-]{0,62} (not default)");
+	char final[PATH_MAX];
+	image_context_path(s->cfg.state_dir, name, final, sizeof(final));
+	char *slash = strrchr(final, '/');
+	*slash = '\0';
+	if (fs_mkdir_p(final, 0755, e) < 0)
+		return err_code(e);
+	/* .tmp-: what images_recover() removes after a crash. */
+	snprintf(tmp, size, "%s/.tmp-context-%s-XXXXXX", final, name);
+	*fd = mkostemp(tmp, O_CLOEXEC);
+	if (*fd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "creating '%s'", tmp);
+	return 0;
+}
+
+int sandbox_image_context_commit(struct sandboxes *s, const char *name, const char *tmp,
+				 struct err *e)
+{
+	char final[PATH_MAX];
+	image_context_path(s->cfg.state_dir, name, final, sizeof(final));
+	if (rename(tmp, final) < 0) {
+		int saved = errno;
+		unlink(tmp);
+		return err_sys(e, ERR_INTERNAL, saved, "storing the build context");
+	}
+	return 0;
 }
