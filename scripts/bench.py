@@ -26,6 +26,7 @@ import dbx  # noqa: E402
 from bench_ports import bench_ports  # noqa: E402
 import bench_shots  # noqa: E402
 import bench_memory  # noqa: E402
+import bench_a11y  # noqa: E402
 import bench_compat  # noqa: E402
 
 RESULTS = []
@@ -65,7 +66,7 @@ def report(name, values, unit="ms", naive=None, naive_name=None, higher_is_bette
 
 
 STAGES = [0]
-N_STAGES = 13
+N_STAGES = 14
 T0 = time.time()
 
 
@@ -434,6 +435,12 @@ def main():
         return write_results()
     n = 10 if QUICK else 30
     srv = dbx.Server(args=["--max-sandboxes", "64", "--warm-pool", "2"])
+    if ONLY == "a11y":  # just the accessibility tree (scripts/bench_a11y.py)
+        try:
+            bench_a11y.run(srv, report, idle_cost, QUICK)
+        finally:
+            srv.cleanup()
+        return write_results()
     if ONLY == "memory":  # just the idle cost, with the same warm pool
         try:
             many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
@@ -634,6 +641,8 @@ def main():
         stage("the compat front-ends' SDKs against the native API (scripts/bench_compat.py)")
         bench_compat.run(srv, report, QUICK)
 
+        stage("the accessibility tree (scripts/bench_a11y.py)")
+        bench_a11y.run(srv, report, idle_cost, QUICK)
         stage("idle cost, 1 and 20 sandboxes (scripts/bench_memory.py)")
         many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
 
