@@ -13,6 +13,9 @@
 #include "server/cluster/cluster.h"
 #include "server/runtime/runtime.h"
 
+/* How long a list waits for each other node's own list. */
+#define LIST_MS 5000
+
 /* MemAvailable of /proc/meminfo in MiB (-1 when unknown). */
 static double free_memory_mb(void)
 {
@@ -222,10 +225,10 @@ static int create_remote(struct http_request *req, const struct cluster_slot *sl
 	long status = 0;
 	char *answer = NULL;
 	size_t len = 0;
-	int r =
-	    text ? cluster_call(api->cluster, slot->advertise, "POST", "/v1/sandboxes",
-				http_header(req, "Authorization"), text, &status, &answer, &len, e)
-		 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int r = text ? cluster_call(api->cluster, slot->advertise, "POST", "/v1/sandboxes",
+				    http_header(req, "Authorization"), text, 0, &status, &answer,
+				    &len, e)
+		     : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	free(text);
 	if (r < 0 || status != 201) {
 		cluster_unplace(api->cluster, slot);
@@ -340,8 +343,8 @@ void api_cluster_list(struct http_request *req, cJSON *list)
 		const char *adv =
 		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "advertise"));
 		if (!adv ||
-		    cluster_call(api->cluster, adv, "GET", path, NULL, NULL, &status, &answer, &len,
-				 &e) < 0 ||
+		    cluster_call(api->cluster, adv, "GET", path, NULL, NULL, LIST_MS, &status,
+				 &answer, &len, &e) < 0 ||
 		    status != 200) {
 			free(answer);
 			continue;

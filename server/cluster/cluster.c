@@ -254,11 +254,21 @@ int cluster_open(struct cluster **out, const struct cluster_config *cfg, struct 
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	if (config_check(c, cfg, e) < 0 ||
-	    etcd_open(&c->etcd, cfg->endpoints, c->ttl_s * 1000 / 3, e) < 0 || join(c, e) < 0) {
+	    etcd_open(&c->etcd, cfg->endpoints, c->ttl_s * 1000 / 3, e) < 0) {
 		cluster_close(c);
 		return err_wrap(e, "cluster");
 	}
-	c->etcd_ok = 1;
+	/* etcd may be without quorum while this node (re)starts: it serves
+	 * its sandboxes meanwhile and joins on a later tick. */
+	struct err je = ERR_INIT;
+	c->etcd_ok = join(c, &je) == 0;
+	if (!c->etcd_ok) {
+		log_msg(LOG_LEVEL_WARN, "cluster: cannot join yet (%s); retrying every %d ms",
+			je.msg, c->ttl_s * 1000 / 3);
+		pthread_mutex_lock(&c->mu);
+		c->lease = 0; /* not joined: the next tick joins */
+		pthread_mutex_unlock(&c->mu);
+	}
 	if (pthread_create(&c->thread, NULL, cluster_thread, c) != 0) {
 		cluster_close(c);
 		return err_set(e, ERR_INTERNAL, EAGAIN, "cluster: cannot start its thread");

@@ -126,9 +126,10 @@ struct cluster_config {
 
 struct cluster;
 
-/* Validates the config, connects to etcd, registers the node (lease,
- * capacity, its running sandboxes) and starts the thread keeping the
- * lease alive.  Fails when etcd cannot be reached at start. */
+/* Validates the config, registers the node (lease, capacity, its
+ * sandboxes) and starts the thread keeping the lease alive.  When etcd
+ * does not answer at start the node serves anyway and the thread joins
+ * once etcd answers (a node restarting while etcd has no quorum). */
 int cluster_open(struct cluster **out, const struct cluster_config *cfg, struct err *e);
 /* Stops the thread and revokes the lease (the node leaves at once). */
 void cluster_close(struct cluster *c);
@@ -183,10 +184,12 @@ cJSON *cluster_remote_sandboxes(struct cluster *c);
 
 /* Calls to other nodes (cluster_node.c), with the cluster secret: a TCP
  * connection to `advertise` (the caller owns the fd), and a whole request
- * with a JSON (or empty) body and the answer (*body malloc'd). */
+ * with a JSON (or empty) body, an Authorization value to pass on (or NULL)
+ * and a deadline (0: 180 s, what a create may take), giving the status and
+ * the answer (*answer malloc'd). */
 int cluster_connect(const char *advertise, struct err *e);
 int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
-		 const char *auth, const char *body, long *status, char **answer, size_t *len,
-		 struct err *e);
+		 const char *auth, const char *body, int timeout_ms, long *status, char **answer,
+		 size_t *len, struct err *e);
 
 #endif

@@ -17,7 +17,7 @@
 #include "internal.h"
 
 #define CONNECT_MS 2000
-#define CALL_MS	   (180 * 1000) /* a create placed there may take this long (VMs) */
+#define CALL_MS	   (180 * 1000) /* the default: a create placed there may take this long */
 #define ANSWER_MAX (64u << 20)
 
 /* "http://host:port" into host and port. */
@@ -106,8 +106,8 @@ static size_t on_data(char *data, size_t size, size_t n, void *cls)
 }
 
 int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
-		 const char *auth, const char *body, long *status, char **answer, size_t *len,
-		 struct err *e)
+		 const char *auth, const char *body, int timeout_ms, long *status, char **answer,
+		 size_t *len, struct err *e)
 {
 	CURL *h = curl_easy_init();
 	if (!h)
@@ -131,7 +131,7 @@ int cluster_call(struct cluster *c, const char *advertise, const char *method, c
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)CALL_MS);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : CALL_MS));
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_MS);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROXY, "");

@@ -363,22 +363,37 @@ void cluster_reconcile(struct cluster *c, const cJSON *map)
 	cJSON_Delete(local);
 }
 
+/* One key from the member's own copy (answers without quorum too): 1
+ * with *kv, 0 when absent or unreachable. */
+static int get_local(struct cluster *c, const char *key, struct etcd_kv *kv)
+{
+	struct err e = ERR_INIT;
+	struct etcd_kvs r;
+	if (etcd_range(c->etcd, key, ETCD_SERIALIZABLE, &r, &e) < 0)
+		return 0;
+	if (!r.n)
+		return 0;
+	*kv = r.kv[0];
+	r.kv[0] = (struct etcd_kv){0};
+	etcd_kvs_free(&r);
+	return 1;
+}
+
 /* A miss of the caches: the name's id and the id's record, from etcd. */
 static void locate_miss(struct cluster *c, const char *ref)
 {
-	struct err e = ERR_INIT;
 	char key[256];
 	struct etcd_kv kv;
 	char id[128];
 	snprintf(id, sizeof(id), "%s", ref);
 	cluster_key(key, sizeof(key), "names/", ref);
-	if (etcd_get(c->etcd, key, &kv, &e) == 1) {
+	if (get_local(c, key, &kv) == 1) {
 		if (kv.value[0] && strlen(kv.value) < sizeof(id))
 			snprintf(id, sizeof(id), "%s", kv.value);
 		etcd_kv_release(&kv);
 	}
 	cluster_key(key, sizeof(key), "sandboxes/", id);
-	if (etcd_get(c->etcd, key, &kv, &e) != 1)
+	if (get_local(c, key, &kv) != 1)
 		return;
 	cJSON *rec = cJSON_ParseWithLength(kv.value, kv.value_len);
 	const char *node = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "node"));

@@ -280,6 +280,81 @@ def viewer_through_n2(t, nodes, where):
     ws.close()
 
 
+class Events:
+    """An events stream (Server-Sent Events) of a sandbox through a node."""
+
+    def __init__(self, node, sid):
+        import http.client
+        import queue
+        self.conn = http.client.HTTPConnection(node.host, node.port, timeout=60)
+        self.conn.request("GET", "/v1/sandboxes/%s/desktop/events" % sid,
+                          headers={"Authorization": "Bearer " + node.token})
+        self.resp = self.conn.getresponse()
+        self.events = queue.Queue()
+        if self.resp.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        name = None
+        try:
+            for raw in self.resp:
+                line = raw.decode().rstrip("\r\n")
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: ") and name:
+                    self.events.put((name, json.loads(line[6:])))
+                    name = None
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def wait(self, pred, timeout=20):
+        import queue
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ev = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return False
+            if pred(ev):
+                return True
+        return False
+
+    def close(self):
+        self.conn.close()
+
+
+def streams(t, nodes, where):
+    """Bodies both ways, an event stream and a port URL, each through a
+    node that does not hold the sandbox."""
+    import hashlib
+    sid = where["n1"][0]
+    data = os.urandom(6 << 20)
+    r = nodes["n3"].request("PUT", "/v1/sandboxes/%s/files/upload?path=/workspace/big.bin" % sid,
+                            data)
+    t.eq(r.status, 201, "a 6 MiB upload through node 3 streams to node 1")
+    r = nodes["n2"].request("GET", "/v1/sandboxes/%s/files/download?path=/workspace/big.bin" % sid)
+    t.ok(r.status == 200 and hashlib.sha256(r.body).digest() == hashlib.sha256(data).digest(),
+         "its download through node 2 is the same bytes")
+    ev = Events(nodes["n2"], sid)
+    t.eq(ev.resp.status, 200, "events stream through node 2")
+    t.ok(ev.wait(lambda e: e[0] == "ready"), "the stream's first event arrives")
+    nodes["n3"].request("POST", "/v1/sandboxes/%s/desktop/type_text" % sid, {"text": "ev"})
+    t.ok(ev.wait(lambda e: e[0] == "action" and e[1].get("action") == "type_text"),
+         "an action through node 3 shows on the stream through node 2")
+    ev.close()
+    other = where["n3"][0]
+    base = "/v1/sandboxes/%s" % other
+    nodes["n1"].exec(other, ["mkdir", "-p", "/workspace/www"])
+    r = nodes["n1"].request("PUT", base + "/files/upload?path=/workspace/www/hi.txt",
+                            b"hi from node 3\n")
+    t.eq(r.status, 201, "a file for a service in a sandbox of node 3")
+    nodes["n1"].exec(other, ["python3", "-m", "http.server", "-b", "127.0.0.1", "8000"],
+                     cwd="/workspace/www", background=True)
+    ok = dbx.wait_until(lambda: nodes["n2"].request(
+        "GET", base + "/ports/8000/hi.txt").body == b"hi from node 3\n", timeout=30)
+    t.ok(ok, "its port URL through node 2")
+
+
 def hop_latency(t, nodes, where):
     sid = where["n1"][0]
     direct = p50_ms(lambda: nodes["n1"].screenshot(sid))
@@ -420,6 +495,7 @@ def inner():
         made, where = spread(t, nodes)
         drive_through(t, nodes, made)
         viewer_through_n2(t, nodes, where)
+        streams(t, nodes, where)
         direct, hop = hop_latency(t, nodes, where)
         extra = last_slot(t, nodes)
         if extra:
@@ -433,8 +509,8 @@ def inner():
     finally:
         # SIGTERM with --on-exit stop: each node stops its sandboxes (the
         # killed node's were stopped by its restart).
-        for n in nodes.values():
-            n.stop(timeout=90)
+        codes = {k: n.stop(timeout=90) for k, n in nodes.items()}
+        t.eq(codes, {k: 0 for k in nodes}, "every node exits cleanly on SIGTERM")
         for e in etcds.values():
             e.kill()
         if t.failed:
