@@ -252,7 +252,9 @@ static int start_xvfb(struct init *in)
 
 static void start_wm(struct init *in)
 {
-	const char *argv[] = {"openbox", NULL};
+	/* xfwm4 (DESKBOX_WM): no compositing, which Xvfb has no GL for */
+	const char *argv[] = {in->c[WM].name, strcmp(in->c[WM].name, "xfwm4") ? NULL : "--compositor=off",
+			      NULL};
 	in->c[WM].started = clock_mono_ms();
 	/* One malloc arena: a thread openbox starts and ends at start-up
 	 * would leave its own arena behind (0.1-0.2 MB, measured). */
@@ -559,15 +561,22 @@ static int next_timeout(struct init *in)
 static int configure(struct init *in)
 {
 	in->c[XVFB].name = "Xvfb";
-	in->c[WM].name = "openbox";
+	/* The window manager: openbox, or xfwm4 with DESKBOX_WM=xfwm4 (an XFCE
+	 * session, as E2B's desktop SDK expects, then finds its own running). */
+	const char *wm = getenv("DESKBOX_WM");
+	in->c[WM].name = wm && strcmp(wm, "xfwm4") == 0 ? "xfwm4" : "openbox";
+	if (wm && *wm && strcmp(wm, in->c[WM].name) != 0)
+		say("unknown DESKBOX_WM '%s' (openbox | xfwm4), using openbox", wm);
+	char bin[64], host_bin[64 + sizeof(HOST_DIR)];
+	snprintf(bin, sizeof(bin), "/usr/bin/%s", in->c[WM].name);
+	snprintf(host_bin, sizeof(host_bin), HOST_DIR "%s", bin);
 	/* What the image lacks comes from the host, when deskboxd gave it. */
 	in->c[XVFB].host =
 	    access("/usr/bin/Xvfb", X_OK) < 0 && access(HOST_DIR "/usr/bin/Xvfb", X_OK) == 0;
-	in->c[WM].host =
-	    access("/usr/bin/openbox", X_OK) < 0 && access(HOST_DIR "/usr/bin/openbox", X_OK) == 0;
+	in->c[WM].host = access(bin, X_OK) < 0 && access(host_bin, X_OK) == 0;
 	if (in->c[XVFB].host || in->c[WM].host)
-		say("the image lacks%s%s: the host's from %s", in->c[XVFB].host ? " Xvfb" : "",
-		    in->c[WM].host ? " openbox" : "", HOST_DIR);
+		say("the image lacks%s%s%s: the host's from %s", in->c[XVFB].host ? " Xvfb" : "",
+		    in->c[WM].host ? " " : "", in->c[WM].host ? in->c[WM].name : "", HOST_DIR);
 	const char *vnc = getenv("DESKBOX_VNC");
 	in->deskbox_vnc = !vnc || strcmp(vnc, "x11vnc") != 0;
 	if (vnc && *vnc && in->deskbox_vnc && strcmp(vnc, "deskbox"))

@@ -30,12 +30,16 @@ umoci skopeo debootstrap
 chromium
 libavcodec-dev libavformat-dev libswscale-dev
 dbus-daemon at-spi2-core python3-pyatspi gir1.2-atspi-2.0 python3-dbus
-qemu-system-x86 linux-image-amd64 busybox-static cpio"
+qemu-system-x86 linux-image-amd64 busybox-static cpio
+scrot xfwm4 xfdesktop4 xfce4-session dbus-x11 libgtk-3-bin"
 # Fonts: the default image uses the host's, so its desktop shows every
 # script (Noto: Arabic, Devanagari, Thai, Hebrew, ...; WenQuanYi: CJK) and
 # colour emoji.
 # pip (python3-pip): the default image's root (and sudo) installs wheels into
 # the sandbox's own /usr/local with the host's pip (docs/security.md).
+# What E2B's desktop SDK runs in a sandbox of the `desktop` template
+# (contrib/templates/desktop.json, docs/compat.md): scrot, XFCE's xfwm4,
+# xfdesktop and session (with dbus-launch), gtk-launch.
 # code_run's "node" runs the host's node: Debian's when none is on the PATH.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 

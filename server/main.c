@@ -273,6 +273,7 @@ static int start_sandboxes(const struct options *o, struct host *h, struct serve
 	};
 	compat_init(&s->compat, s->sbx, o->exec_timeout_max_s, o->exec_max_output);
 	s->compat.ports_domain = o->ports_domain;
+	s->compat.api = &s->api;
 	if (shares_new(&s->api.shares, e) < 0) {
 		sandboxes_close(s->sbx);
 		network_close(s->net);

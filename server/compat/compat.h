@@ -47,6 +47,7 @@ struct http_route *compat_routes_join(const struct http_route *base, size_t n_ba
 int compat_ports_rewrite(void *app, const char *host, char *prefix, size_t size);
 
 struct sandboxes;
+struct api;
 
 /* A program a front-end started (E2B's process list): its sandbox, its
  * pid inside it, its tag, the terminal it runs on (a PTY) and how it was
@@ -75,6 +76,7 @@ struct compat {
 	int exec_timeout_max_s; /* the longest run a front-end may ask for */
 	size_t exec_max_output; /* output kept of a run that is not streamed */
 	const char *ports_domain; /* --ports-domain, or NULL (set by main.c) */
+	struct api *api;	  /* the native API's (templates), set by main.c */
 	pthread_mutex_t mu;	/* guards what follows; compat_init() */
 	/* Programs started through a front-end (E2B's process list). */
 	struct compat_proc procs[COMPAT_MAX_PROCS];

@@ -20,6 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
 
 E2B_DIR = os.path.join(os.path.dirname(__file__), "..", "compat-e2b")
+# The `desktop` template @e2b/desktop creates from (docs/compat.md).
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "contrib",
+                         "templates")
 
 
 def raw(srv, method, path, body=None, headers=None):
@@ -195,6 +198,18 @@ def sdk_script(t, srv, script, tls=None):
          out[-2000:])
 
 
+def desktop_script(t, srv):
+    """@e2b/desktop runs xdotool, scrot, xrandr and XFCE's session in the
+    sandbox: they come from the host's /usr (scripts/install-deps.sh)."""
+    missing = [b for b in ("xdotool", "scrot", "xrandr", "xdpyinfo", "startxfce4", "xfwm4",
+                           "xfdesktop", "dbus-launch") if not shutil.which(b)]
+    if missing:
+        t.skip("the @e2b/desktop SDK script", "not installed: " + " ".join(missing) +
+               " (scripts/install-deps.sh)")
+        return
+    sdk_script(t, srv, "desktop.test.mjs")
+
+
 TEST_DOMAIN = "e2b.deskbox.test"
 
 
@@ -223,7 +238,7 @@ def over_tls(t):
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
-    srv = dbx.Server()
+    srv = dbx.Server(args=["--templates-dir", TEMPLATES])
     try:
         bad_input(t, srv)
         bad_envd_input(t, srv)
@@ -231,6 +246,7 @@ def main():
         sdk_script(t, srv, "envd.test.mjs")
         sdk_script(t, srv, "process.test.mjs")
         sdk_script(t, srv, "code.test.mjs")
+        desktop_script(t, srv)
     finally:
         srv.cleanup()
     over_tls(t)

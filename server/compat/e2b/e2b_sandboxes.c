@@ -15,6 +15,7 @@
 
 #include "internal.h"
 #include "common/args.h"
+#include "server/api/api.h"
 #include "server/sandbox/sandbox.h"
 
 /* The envd protocol version deskbox speaks: 0.4.0 or later (no default
@@ -178,6 +179,25 @@ static int create_spec(const cJSON *b, cJSON *spec, struct err *e)
 	return 0;
 }
 
+/* A deskbox template named like the E2B template: the create is that
+ * template's (its image, display, env, files, startup commands), with the
+ * E2B body's own fields on top. */
+static int with_template(struct compat *c, const cJSON *body, cJSON **spec,
+			 struct sandbox_template_extra *extra, struct err *e)
+{
+	extra->files = extra->startup = NULL;
+	const char *tpl =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, "templateID"));
+	cJSON *known = NULL;
+	struct err none = ERR_INIT;
+	if (!c->api || !tpl || !sandbox_template_name_ok(tpl) ||
+	    sandbox_template_get(c->api->templates, tpl, &known, &none) < 0)
+		return 0;
+	cJSON_Delete(known);
+	cJSON_AddStringToObject(*spec, "template", tpl);
+	return api_template_expand(c->api, spec, extra, e);
+}
+
 int e2b_sandbox_create(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct compat *c = req->app;
@@ -186,15 +206,27 @@ int e2b_sandbox_create(struct http_request *req, struct http_response *res, stru
 		return err_code(e);
 	cJSON *spec = cJSON_CreateObject();
 	struct sandbox_spec sp;
+	struct sandbox_template_extra extra;
 	int r = create_spec(body, spec, e);
+	if (r == 0)
+		r = with_template(c, body, &spec, &extra, e);
+	else
+		extra.files = extra.startup = NULL;
 	cJSON_Delete(body);
 	if (r == 0)
 		r = sandbox_spec_parse(spec, &sp, e);
 	cJSON_Delete(spec);
+	struct sandbox *sb = NULL;
+	if (r == 0)
+		r = sandbox_create(c->sandboxes, &sp, &sb, e);
+	/* A template's files and startup commands; failing, no sandbox. */
+	if (r == 0 && (r = sandbox_template_apply(sb, &extra, e)) < 0) {
+		struct err e2 = ERR_INIT;
+		sandbox_delete(c->sandboxes, sandbox_id(sb), &e2);
+		sandbox_put(sb);
+	}
+	sandbox_template_extra_release(&extra);
 	if (r < 0)
-		return r;
-	struct sandbox *sb;
-	if (sandbox_create(c->sandboxes, &sp, &sb, e) < 0)
 		return err_code(e);
 	cJSON *j = view_of(sb, http_header(req, "X-API-KEY"));
 	set_domain(req, j);

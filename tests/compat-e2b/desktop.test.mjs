@@ -1,0 +1,90 @@
+// E2B's desktop SDK (@e2b/desktop), unchanged, against deskbox's `desktop`
+// template (contrib/templates/desktop.json: XFCE's xfwm4 as the window
+// manager of deskbox's own X server on :0).  Every action of the SDK is a
+// shell command it runs through envd (xdotool, scrot, xrandr); the effects
+// are checked through deskbox's own desktop API: the screen size, the
+// pointer, which window has the focus, what was typed.
+import { Sandbox } from '@e2b/desktop'
+
+const base = process.env.DESKBOX_URL
+const token = process.env.DESKBOX_TOKEN
+let n = 0, failed = 0
+function ok(cond, name, detail) {
+  n++
+  if (!cond) failed++
+  console.log(`${cond ? 'ok' : 'not ok'} ${n} - ${name}`)
+  if (!cond && detail !== undefined) console.log('# ' + String(JSON.stringify(detail)).slice(0, 800))
+}
+async function native(path, method = 'GET', body) {
+  const headers = { Authorization: 'Bearer ' + token }
+  if (body) headers['Content-Type'] = 'application/json'
+  const r = await fetch(base + path, { method, headers, body: body && JSON.stringify(body) })
+  const buf = Buffer.from(await r.arrayBuffer())
+  return { status: r.status, buf, text: buf.toString(), json: () => JSON.parse(buf.toString()) }
+}
+async function until(cond, ms = 10000) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (await cond()) return true
+    await new Promise(r => setTimeout(r, 50))
+  }
+  return !!(await cond())
+}
+const pngSize = (b) => b.length > 24 && b.subarray(1, 4).toString() === 'PNG' ? [b.readUInt32BE(16), b.readUInt32BE(20)] : null
+
+const t0 = Date.now()
+const desk = await Sandbox.create('desktop', { timeoutMs: 300_000 })
+const created = Date.now() - t0
+console.log(`# Desktop.create('desktop'): ${created} ms`)
+const id = desk.sandboxId
+const sb = '/v1/sandboxes/' + id
+try {
+  ok(true, `Desktop.create('desktop') started Xvfb-check and XFCE (${created} ms)`)
+  const info = await native(`${sb}/desktop/info`)
+  ok(info.status === 200 && info.json().width === 1024 && info.json().height === 768, 'the desktop template\'s screen is 1024x768 (/v1 desktop/info)', info.text)
+  const wm = await native(`${sb}/process/exec`, 'POST', { argv: ['sh', '-c', 'pgrep -x xfwm4 >/dev/null && pgrep -x xfdesktop >/dev/null && pgrep -x xfce4-session >/dev/null && ! pgrep -x openbox && echo xfce'] })
+  ok(wm.status === 200 && wm.json().stdout === 'xfce\n', 'XFCE runs on deskbox\'s display (xfwm4, xfdesktop, xfce4-session; no openbox)', wm.text)
+
+  const size = await desk.getScreenSize()
+  ok(size.width === 1024 && size.height === 768, 'getScreenSize (xrandr): 1024x768', size)
+
+  const shot = Buffer.from(await desk.screenshot())
+  const mine = await native(`${sb}/desktop/screenshot`)
+  ok(JSON.stringify(pngSize(shot)) === '[1024,768]' && JSON.stringify(pngSize(mine.buf)) === '[1024,768]',
+     'screenshot (scrot): a 1024x768 PNG, as deskbox\'s own', [pngSize(shot), pngSize(mine.buf)])
+
+  await desk.moveMouse(300, 400)
+  let cur = (await native(`${sb}/desktop/cursor`)).json()
+  ok(cur.x === 300 && cur.y === 400, 'moveMouse: the X server\'s pointer is at 300,400 (/v1 desktop/cursor)', cur)
+
+  // two xterms: a typing target (cat into a file) and one that takes the focus
+  const left = await native(`${sb}/desktop/launch`, 'POST', { argv: ['xterm', '-T', 'e2b-left', '-geometry', '60x10+20+20', '-e', 'sh', '-c', 'cat > /tmp/typed.txt'] })
+  const right = await native(`${sb}/desktop/launch`, 'POST', { argv: ['xterm', '-T', 'e2b-right', '-geometry', '60x10+520+420'] })
+  const lw = left.json().window, rw = right.json().window
+  ok(left.status === 200 && right.status === 200 && lw && rw, 'two xterms launched through /v1 desktop/launch', [left.text, right.text])
+  const focused = async (title) => {
+    const ws = (await native(`${sb}/desktop/windows`)).json().windows
+    const w = ws.find(x => x.title === title)
+    return w && w.focused
+  }
+  await native(`${sb}/desktop/windows/${rw.id}/activate`, 'POST')
+  ok(await until(() => focused('e2b-right')), 'the right xterm has the focus first')
+  await desk.leftClick(lw.x + Math.floor(lw.width / 2), lw.y + Math.floor(lw.height / 2))
+  ok(await until(() => focused('e2b-left')), 'leftClick on the left xterm: it has the focus (/v1 desktop/windows)')
+  cur = (await native(`${sb}/desktop/cursor`)).json()
+  ok(cur.x === lw.x + Math.floor(lw.width / 2) && cur.y === lw.y + Math.floor(lw.height / 2), 'leftClick moved the pointer there first', cur)
+
+  const text = 'Grüße, ½ €5 — naïve ✓ 日本語 "q" $x \\n'
+  await desk.write(text)
+  await desk.press('enter')
+  let typed = ''
+  ok(await until(async () => { typed = (await native(`${sb}/files/download?path=/tmp/typed.txt`)).text; return typed === text + '\n' }),
+     'write + press(enter): exactly that Unicode text reached the program (read through /v1 files)', typed)
+  await desk.press(['ctrl', 'd'])
+  ok(await until(async () => !(await native(`${sb}/desktop/windows`)).json().windows.some(w => w.title === 'e2b-left')),
+     'press([ctrl, d]): cat reads EOF and its xterm closes')
+} finally {
+  await desk.kill()
+}
+console.log(`1..${n}`)
+process.exit(failed ? 1 : 0)
