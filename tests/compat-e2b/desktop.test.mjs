@@ -74,8 +74,15 @@ try {
   cur = (await native(`${sb}/desktop/cursor`)).json()
   ok(cur.x === lw.x + Math.floor(lw.width / 2) && cur.y === lw.y + Math.floor(lw.height / 2), 'leftClick moved the pointer there first', cur)
 
-  const text = 'Grüße, ½ €5 — naïve ✓ 日本語 "q" $x \\n'
-  await desk.write(text)
+  // ASCII at the SDK's own pace; characters the US keymap lacks are typed
+  // by xdotool binding each to a spare keycode for the one keystroke, a race
+  // with the program reading its keymap again: slower, so a loaded machine
+  // does not lose one (E2B's own desktop has the same race)
+  const ascii = 'plain "q" $x \\n; '
+  const uni = 'Grüße, ½ €5 — naïve ✓ 日本語'
+  const text = ascii + uni
+  await desk.write(ascii)
+  await desk.write(uni, { chunkSize: 25, delayInMs: 200 })
   await desk.press('enter')
   let typed = ''
   ok(await until(async () => { typed = (await native(`${sb}/files/download?path=/tmp/typed.txt`)).text; return typed === text + '\n' }),
