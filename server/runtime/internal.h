@@ -42,6 +42,7 @@ void image_dir(const char *state_dir, char *buf, size_t size);
 /* One Dockerfile build (runtime_images_build*.c), in its own thread. */
 struct build {
 	char *state_dir, *name, *context, *text;
+	char id[17]; /* the build's id: 16 hex digits */
 	int context_owned;
 	struct dockerfile *df;
 	struct runtime *rt;
@@ -59,6 +60,10 @@ struct build {
 	 * the log file, at most BUILD_LOG_MAX, keeping the last line seen. */
 	int log_w;
 	char last[300];
+	/* The container running now ("" between them) and whether
+	 * image_builds_cancel() ended the build; under the builds' lock. */
+	char cur[64];
+	int cancelled;
 };
 
 struct build_drain {

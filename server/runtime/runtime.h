@@ -397,6 +397,12 @@ void image_build_log_path(const char *state_dir, const char *name, char *out, si
 void image_context_path(const char *state_dir, const char *name, char *out, size_t size);
 /* 1 while a build of `name` is under way. */
 int image_building(const char *state_dir, const char *name);
+/* At most this many Dockerfile builds at a time (more: ERR_LIMIT). */
+#define IMAGE_BUILDS_MAX 4
+/* Ends every Dockerfile build under way (deskboxd is stopping): the
+ * running build container is killed, the build fails ("deskboxd stopped
+ * during the build") and cleans up in its thread, then done() runs. */
+void image_builds_cancel(void);
 
 /* ---- Dockerfiles (runtime_dockerfile.c) ---- */
 

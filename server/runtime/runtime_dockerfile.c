@@ -140,8 +140,10 @@ static int expand_var(struct parser *p, const char **sp, struct sbuf *out, int d
 		return 0;
 	}
 	if (s[0] != ':' || (s[1] != '-' && s[1] != '+'))
-		return fail(p, "unsupported variable expansion '${%s%.2s': only ${%s}, "
-			       "${%s:-word} and ${%s:+word}", name, s, name, name, name);
+		return fail(p,
+			    "unsupported variable expansion '${%s%.2s': only ${%s}, "
+			    "${%s:-word} and ${%s:+word}",
+			    name, s, name, name, name);
 	int plus = s[1] == '+';
 	s += 2;
 	struct sbuf word = {0};
@@ -151,7 +153,8 @@ static int expand_var(struct parser *p, const char **sp, struct sbuf *out, int d
 	}
 	s++;
 	int set = v && *v;
-	sb_puts(out, plus ? (set ? (word.s ? word.s : "") : "") : (set ? v : (word.s ? word.s : "")));
+	sb_puts(out,
+		plus ? (set ? (word.s ? word.s : "") : "") : (set ? v : (word.s ? word.s : "")));
 	free(word.s);
 	*sp = s;
 	return 0;
@@ -194,8 +197,7 @@ static int expand(struct parser *p, const char **sp, const char *stop, int split
 			continue;
 		}
 		in_word = 1;
-		if (quote != '\'' && *s == '\\' && s[1] &&
-		    (!quote || strchr("\"\\$", s[1]))) {
+		if (quote != '\'' && *s == '\\' && s[1] && (!quote || strchr("\"\\$", s[1]))) {
 			sb_putc(out, *++s);
 		} else if (!quote && (*s == '\'' || *s == '"')) {
 			quote = *s;
@@ -271,15 +273,23 @@ void dockerfile_free(struct dockerfile *df)
 const char *dockerfile_op_name(enum dockerfile_op op)
 {
 	static const char *const names[] = {
-	    [DF_FROM] = "FROM",	      [DF_RUN] = "RUN",		[DF_COPY] = "COPY",
-	    [DF_ADD] = "ADD",	      [DF_ENV] = "ENV",		[DF_WORKDIR] = "WORKDIR",
-	    [DF_USER] = "USER",	      [DF_CMD] = "CMD",		[DF_ENTRYPOINT] = "ENTRYPOINT",
-	    [DF_LABEL] = "LABEL",     [DF_EXPOSE] = "EXPOSE",	[DF_ARG] = "ARG",
-	    [DF_VOLUME] = "VOLUME",   [DF_STOPSIGNAL] = "STOPSIGNAL",
+	    [DF_FROM] = "FROM",
+	    [DF_RUN] = "RUN",
+	    [DF_COPY] = "COPY",
+	    [DF_ADD] = "ADD",
+	    [DF_ENV] = "ENV",
+	    [DF_WORKDIR] = "WORKDIR",
+	    [DF_USER] = "USER",
+	    [DF_CMD] = "CMD",
+	    [DF_ENTRYPOINT] = "ENTRYPOINT",
+	    [DF_LABEL] = "LABEL",
+	    [DF_EXPOSE] = "EXPOSE",
+	    [DF_ARG] = "ARG",
+	    [DF_VOLUME] = "VOLUME",
+	    [DF_STOPSIGNAL] = "STOPSIGNAL",
 	};
 	return op < sizeof(names) / sizeof(names[0]) && names[op] ? names[op] : "?";
 }
-
 
 /* A new step of `op` at the current line, argv taken over (NULL: none). */
 static struct dockerfile_step *add_step(struct parser *p, enum dockerfile_op op, char **argv,
@@ -375,15 +385,17 @@ static int copy_step(struct parser *p, enum dockerfile_op op, const char *text)
 		size_t flen = strcspn(text, " \t");
 		char flag[64];
 		snprintf(flag, sizeof(flag), "%.*s", (int)(flen < 63 ? flen : 63), text);
-		char **slot = strncmp(flag, "--chown=", 8) == 0   ? &chown
+		char **slot = strncmp(flag, "--chown=", 8) == 0	  ? &chown
 			      : strncmp(flag, "--chmod=", 8) == 0 ? &chmod
 								  : NULL;
 		if (!slot || *slot) {
 			free(chown);
 			free(chmod);
 			if (strncmp(flag, "--from", 6) == 0)
-				return fail(p, "%s --from is not supported: multi-stage builds are "
-					       "not supported", name);
+				return fail(p,
+					    "%s --from is not supported: multi-stage builds are "
+					    "not supported",
+					    name);
 			return fail(p, "%s %.*s is not supported (only --chown and --chmod)", name,
 				    (int)strcspn(flag, "="), flag);
 		}
@@ -409,8 +421,10 @@ static int copy_step(struct parser *p, enum dockerfile_op op, const char *text)
 		r = fail(p, "%s needs a source and a destination", name);
 	for (size_t i = 0; r == 0 && i + 1 < n; i++)
 		if (is_url(w[i]))
-			r = fail(p, "%s of a URL ('%s') is not supported: only files of the build "
-				    "context", name, w[i]);
+			r = fail(p,
+				 "%s of a URL ('%s') is not supported: only files of the build "
+				 "context",
+				 name, w[i]);
 	struct dockerfile_step *st = NULL;
 	if (r < 0)
 		free_words(w);
@@ -446,7 +460,7 @@ static int pairs_step(struct parser *p, enum dockerfile_op op, const char *text)
 			free(v);
 			free(kv);
 			return p->e->kind ? err_code(p->e)
-					      : err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
+					  : err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
 		}
 		kv[1] = v;
 		m = 2;
@@ -579,11 +593,20 @@ static const struct {
 	const char *name;
 	enum dockerfile_op op;
 } instructions[] = {
-    {"FROM", DF_FROM},	     {"RUN", DF_RUN},	    {"COPY", DF_COPY},
-    {"ADD", DF_ADD},	     {"ENV", DF_ENV},	    {"WORKDIR", DF_WORKDIR},
-    {"USER", DF_USER},	     {"CMD", DF_CMD},	    {"ENTRYPOINT", DF_ENTRYPOINT},
-    {"LABEL", DF_LABEL},     {"EXPOSE", DF_EXPOSE}, {"ARG", DF_ARG},
-    {"VOLUME", DF_VOLUME},   {"STOPSIGNAL", DF_STOPSIGNAL},
+    {"FROM", DF_FROM},
+    {"RUN", DF_RUN},
+    {"COPY", DF_COPY},
+    {"ADD", DF_ADD},
+    {"ENV", DF_ENV},
+    {"WORKDIR", DF_WORKDIR},
+    {"USER", DF_USER},
+    {"CMD", DF_CMD},
+    {"ENTRYPOINT", DF_ENTRYPOINT},
+    {"LABEL", DF_LABEL},
+    {"EXPOSE", DF_EXPOSE},
+    {"ARG", DF_ARG},
+    {"VOLUME", DF_VOLUME},
+    {"STOPSIGNAL", DF_STOPSIGNAL},
 };
 
 /* Instructions deskbox refuses, and why. */

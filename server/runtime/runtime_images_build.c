@@ -41,7 +41,7 @@
 #define BUILD_LOG_MAX	   (8u << 20) /* beyond: the log says it was cut */
 
 void build_status_path(const char *state_dir, const char *name, const char *ext, char *out,
-			size_t size)
+		       size_t size)
 {
 	char dir[PATH_MAX];
 	image_dir(state_dir, dir, sizeof(dir));
@@ -62,6 +62,7 @@ void build_set_status(struct build *b, const char *status, const char *error)
 	cJSON_AddStringToObject(j, "status", status);
 	cJSON_AddStringToObject(j, "source", "dockerfile");
 	cJSON_AddStringToObject(j, "from", dockerfile_from(b->df));
+	cJSON_AddStringToObject(j, "build_id", b->id);
 	char t_s[CLOCK_RFC3339_MAX];
 	clock_rfc3339(clock_wall_ms(), t_s, sizeof(t_s));
 	cJSON_AddStringToObject(j, "started_at", t_s);
@@ -223,7 +224,8 @@ int build_mkdir_in(struct build *b, const char *path, struct err *e)
 		snprintf(part, sizeof(part), "%.*s", (int)i, path);
 		char *slash = strrchr(part, '/');
 		*slash = '\0';
-		_cleanup_fd_ int dfd = build_open_in(rootfd, part[0] ? part : "/", O_PATH | O_DIRECTORY);
+		_cleanup_fd_ int dfd =
+		    build_open_in(rootfd, part[0] ? part : "/", O_PATH | O_DIRECTORY);
 		const char *leaf = slash + 1;
 		if (!*leaf)
 			continue;
@@ -278,10 +280,10 @@ int build_user_ids(struct build *b, uint32_t *uid, uint32_t *gid, struct err *e)
 		*group++ = '\0';
 	*gid = 0;
 	if (!lookup_id(b, "/etc/passwd", name, 1, uid, gid))
-		return err_set(e, ERR_INVALID, ENOENT, "USER '%s': no such user in the image", name);
+		return err_set(e, ERR_INVALID, ENOENT, "USER '%s': no such user in the image",
+			       name);
 	uint32_t unused = 0;
 	if (group && !lookup_id(b, "/etc/group", group, 0, gid, &unused))
 		return err_set(e, ERR_INVALID, ENOENT, "USER: no group '%s' in the image", group);
 	return 0;
 }
-

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <nettle/sha2.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +68,59 @@ static const char copy_script[] =
 /* What a build's root holds in its own user namespace: Docker's default
  * capabilities (what apt, dpkg and pip need), none over the host. */
 static const char *const build_caps[] = {
-    "CAP_CHOWN",	    "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
-    "CAP_SETGID",	    "CAP_SETUID",	"CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE",	"CAP_SETFCAP", NULL,
+    "CAP_CHOWN",       "CAP_DAC_OVERRIDE", "CAP_FOWNER",  "CAP_FSETID",		  "CAP_KILL",
+    "CAP_SETGID",      "CAP_SETUID",	   "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE", "CAP_SETFCAP",	   NULL,
 };
+
+/* The builds under way, for image_builds_cancel(); with their lock. */
+static pthread_mutex_t active_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct build *active[IMAGE_BUILDS_MAX];
+
+/* Names the container about to run (`id`), or none (NULL); fails once
+ * the build is cancelled. */
+static int set_current(struct build *b, const char *id, struct err *e)
+{
+	pthread_mutex_lock(&active_mu);
+	snprintf(b->cur, sizeof(b->cur), "%s", id ? id : "");
+	int cancelled = b->cancelled;
+	pthread_mutex_unlock(&active_mu);
+	if (cancelled)
+		return err_set(e, ERR_UNAVAILABLE, ECANCELED, "deskboxd stopped during the build");
+	return 0;
+}
+
+void image_builds_cancel(void)
+{
+	pthread_mutex_lock(&active_mu);
+	for (size_t i = 0; i < IMAGE_BUILDS_MAX; i++) {
+		struct build *b = active[i];
+		if (!b)
+			continue;
+		b->cancelled = 1;
+		if (b->cur[0])
+			runtime_kill(b->rt, b->cur, SIGKILL, 1, NULL);
+	}
+	pthread_mutex_unlock(&active_mu);
+}
+
+/* Lists `b` among the builds under way (add) or takes it off. */
+static int set_active(struct build *b, int add)
+{
+	int r = add ? -EBUSY : 0;
+	pthread_mutex_lock(&active_mu);
+	for (size_t i = 0; i < IMAGE_BUILDS_MAX; i++) {
+		if (add && !active[i]) {
+			active[i] = b;
+			r = 0;
+			break;
+		}
+		if (!add && active[i] == b)
+			active[i] = NULL;
+	}
+	pthread_mutex_unlock(&active_mu);
+	return r;
+}
 
 /* Sets K=V in a "K=V" list (replacing K). */
 static int env_put(char **list, size_t *n, const char *k, const char *v)
@@ -131,16 +181,28 @@ static int container(struct build *b, const char *const *argv, const char *cwd, 
 	env[n] = NULL;
 	char ctx[PATH_MAX + 16], id[64], hex[17];
 	snprintf(ctx, sizeof(ctx), "%s/context", b->tmp);
-	if (fs_random_hex(hex, sizeof(hex), e) < 0)
+	if (fs_random_hex(hex, (sizeof(hex) - 1) / 2, e) < 0)
 		return err_code(e);
 	snprintf(id, sizeof(id), "deskbox-build-%s", hex);
 	struct runtime_mount m = {ctx, "/.deskbox/context", 1};
 	struct runtime_spec spec = {
-	    .id = id, .bundle_dir = b->bundle, .rootfs = b->rootfs, .hostname = "build",
-	    .uid = uid, .gid = gid, .userns_host_base = b->host_base, .userns_path = b->userns,
-	    .caps = build_caps, .allow_chroot = 1, .argv = argv, .env = env, .cwd = cwd,
-	    .mounts = context ? &m : NULL, .n_mounts = context ? 1 : 0,
-	    .memory_bytes = BUILD_MEMORY_BYTES, .pids_max = BUILD_PIDS_MAX,
+	    .id = id,
+	    .bundle_dir = b->bundle,
+	    .rootfs = b->rootfs,
+	    .hostname = "build",
+	    .uid = uid,
+	    .gid = gid,
+	    .userns_host_base = b->host_base,
+	    .userns_path = b->userns,
+	    .caps = build_caps,
+	    .allow_chroot = 1,
+	    .argv = argv,
+	    .env = env,
+	    .cwd = cwd,
+	    .mounts = context ? &m : NULL,
+	    .n_mounts = context ? 1 : 0,
+	    .memory_bytes = BUILD_MEMORY_BYTES,
+	    .pids_max = BUILD_PIDS_MAX,
 	    .cgroup_parent = "deskbox",
 	};
 	long long left = b->deadline_ms - clock_mono_ms();
@@ -149,11 +211,13 @@ static int container(struct build *b, const char *const *argv, const char *cwd, 
 			       IMAGE_BUILD_TIMEOUT_S);
 	int status = 0;
 	b->last[0] = '\0';
-	if (runtime_write_bundle(&spec, e) < 0 ||
+	if (runtime_write_bundle(&spec, e) < 0 || set_current(b, id, e) < 0 ||
 	    runtime_userns_make(b->userns, b->host_base, e) < 0)
 		return err_code(e);
 	int r = runtime_run(b->rt, id, b->bundle, b->log_w, (int)left, &status, e);
 	runtime_userns_drop(b->userns);
+	if (set_current(b, NULL, e) < 0)
+		return err_code(e);
 	if (r < 0)
 		return err_wrap(e, "%s", what);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -180,8 +244,8 @@ static int run_step(struct build *b, const struct dockerfile_step *st, const cha
 	if (build_user_ids(b, &uid, &gid, e) < 0)
 		return err_wrap(e, "%s", what);
 	const char *shell[] = {"/bin/sh", "-c", st->argv[0], NULL};
-	return container(b, st->exec_form ? (const char *const *)st->argv : shell, b->workdir,
-			 uid, gid, 0, what, e);
+	return container(b, st->exec_form ? (const char *const *)st->argv : shell, b->workdir, uid,
+			 gid, 0, what, e);
 }
 
 static int copy_step(struct build *b, const struct dockerfile_step *st, const char *what,
@@ -195,15 +259,21 @@ static int copy_step(struct build *b, const struct dockerfile_step *st, const ch
 	char dest[DOCKERFILE_PATH_MAX + 8];
 	abs_path(b, st->argv[st->argc - 1], dest, sizeof(dest));
 	const char *argv[DOCKERFILE_MAX_ARGS + 12] = {
-	    "/bin/sh", "-c", copy_script, "sh", dest, st->chown ? st->chown : "",
-	    st->chmod ? st->chmod : "", st->op == DF_ADD ? "add" : "",
+	    "/bin/sh",
+	    "-c",
+	    copy_script,
+	    "sh",
+	    dest,
+	    st->chown ? st->chown : "",
+	    st->chmod ? st->chmod : "",
+	    st->op == DF_ADD ? "add" : "",
 	};
 	size_t n = 8;
 	for (size_t i = 0; i + 1 < st->argc; i++) {
 		const char *s = st->argv[i];
 		if (strcmp(s, "..") == 0 || strncmp(s, "../", 3) == 0 || strstr(s, "/../"))
-			return err_set(e, ERR_INVALID, EINVAL, "%s: '%s' is outside the build context",
-				       what, s);
+			return err_set(e, ERR_INVALID, EINVAL,
+				       "%s: '%s' is outside the build context", what, s);
 		argv[n++] = s[0] == '/' ? s + 1 + (s[1] == '\0' ? 0 : 0) : s;
 		if (!argv[n - 1][0])
 			argv[n - 1] = ".";
@@ -229,7 +299,8 @@ static cJSON *config_item(cJSON *config, const char *key, int array)
 {
 	cJSON *it = cJSON_GetObjectItemCaseSensitive(config, key);
 	if (!it)
-		it = array ? cJSON_AddArrayToObject(config, key) : cJSON_AddObjectToObject(config, key);
+		it = array ? cJSON_AddArrayToObject(config, key)
+			   : cJSON_AddObjectToObject(config, key);
 	return it;
 }
 
@@ -241,8 +312,9 @@ static int state_step(struct build *b, const struct dockerfile_step *st, struct 
 	case DF_ENV:
 	case DF_ARG:
 		for (size_t i = 0; i + 1 < st->argc; i += 2) {
-			int r = st->op == DF_ENV ? env_put(b->env, &b->n_env, st->argv[i], st->argv[i + 1])
-					    : env_put(b->args, &b->n_args, st->argv[i], st->argv[i + 1]);
+			int r = st->op == DF_ENV
+				    ? env_put(b->env, &b->n_env, st->argv[i], st->argv[i + 1])
+				    : env_put(b->args, &b->n_args, st->argv[i], st->argv[i + 1]);
 			if (r < 0)
 				return err_set(e, ERR_LIMIT, -r, "too many variables");
 		}
@@ -327,10 +399,11 @@ static int from_image(const char *state_dir, const struct dockerfile *df, char *
 	if (strcmp(out, "scratch") == 0)
 		return 0;
 	if (strcmp(out, IMAGE_DEFAULT) == 0)
-		return err_set(e, ERR_INVALID, EINVAL,
-			       "Dockerfile line %u: FROM default: the default image cannot be a base "
-			       "(its /usr is the host's); import one (POST /v1/images)",
-			       line);
+		return err_set(
+		    e, ERR_INVALID, EINVAL,
+		    "Dockerfile line %u: FROM default: the default image cannot be a base "
+		    "(its /usr is the host's); import one (POST /v1/images)",
+		    line);
 	if (!image_name_valid(out))
 		return err_set(e, ERR_INVALID, EINVAL,
 			       "Dockerfile line %u: FROM '%.100s': name an image of this deskboxd "
@@ -360,7 +433,8 @@ static int make_tree(struct build *b, struct err *e)
 		if (build_tool(b, cp, e) < 0)
 			return err_wrap(e, "copying image '%s'", base);
 		char mpath[PATH_MAX + 32];
-		snprintf(mpath, sizeof(mpath), "%.*s/manifest.json", (int)(strlen(lower) - 7), lower);
+		snprintf(mpath, sizeof(mpath), "%.*s/manifest.json", (int)(strlen(lower) - 7),
+			 lower);
 		_cleanup_free_ char *text = NULL;
 		size_t len;
 		struct err e2 = ERR_INIT;
@@ -380,7 +454,8 @@ static int make_tree(struct build *b, struct err *e)
 	cJSON_ArrayForEach(kv, cJSON_GetObjectItemCaseSensitive(b->config, "env"))
 	{
 		const char *eq = cJSON_IsString(kv) ? strchr(kv->valuestring, '=') : NULL;
-		if (eq && b->n_env + 1 < BUILD_ENV_MAX && (b->env[b->n_env] = strdup(kv->valuestring)))
+		if (eq && b->n_env + 1 < BUILD_ENV_MAX &&
+		    (b->env[b->n_env] = strdup(kv->valuestring)))
 			b->n_env++;
 	}
 	const cJSON *wd = cJSON_GetObjectItemCaseSensitive(b->config, "workdir");
@@ -434,7 +509,7 @@ static int build_run(struct build *b, long long t0, cJSON **out, struct err *e)
 	if (fs_mkdir_p(b->bundle, 0700, e) < 0 || make_tree(b, e) < 0 || make_context(b, e) < 0)
 		return err_code(e);
 	for (size_t i = 0; i < b->df->n_steps; i++)
-		if (step(b, i, e) < 0)
+		if (set_current(b, NULL, e) < 0 || step(b, i, e) < 0)
 			return err_code(e);
 	char p[PATH_MAX + 32];
 	_cleanup_fd_ int rootfd = open(b->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -496,6 +571,7 @@ static void *build_thread(void *arg)
 	}
 	b->log_w = p[1];
 	if (r == 0) {
+		build_say(b, "build %s of image '%s'\n", b->id, b->name);
 		r = build_run(b, t0, &m, &e);
 		if (r < 0)
 			build_say(b, "\nthe build failed: %s\n", e.msg);
@@ -509,6 +585,8 @@ static void *build_thread(void *arg)
 	}
 	if (logfd >= 0)
 		close(logfd);
+	if (b->context_owned && b->context)
+		unlink(b->context);
 	if (r < 0) {
 		log_msg(LOG_LEVEL_WARN, "image '%s': %s", b->name, e.msg);
 		if (b->tmp[0]) {
@@ -522,8 +600,7 @@ static void *build_thread(void *arg)
 		log_msg(LOG_LEVEL_INFO, "image '%s' built from a Dockerfile", b->name);
 	}
 	cJSON_Delete(m);
-	if (b->context_owned && b->context)
-		unlink(b->context);
+	set_active(b, 0);
 	if (b->done)
 		b->done(b->done_cls);
 	build_free(b);
@@ -532,13 +609,19 @@ static void *build_thread(void *arg)
 
 int image_building(const char *state_dir, const char *name)
 {
-	cJSON *cur = NULL;
+	/* The status file, not image_get(): the image is there (renamed into
+	 * place) a moment before its build is over, the log complete. */
+	char p[PATH_MAX];
+	build_status_path(state_dir, name, ".json", p, sizeof(p));
+	_cleanup_free_ char *text = NULL;
+	size_t len;
 	struct err e = ERR_INIT;
-	if (image_get(state_dir, name, &cur, &e) < 0)
+	if (fs_read_file(p, 1 << 16, &text, &len, &e) < 0)
 		return 0;
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(cur, "status");
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
 	int r = cJSON_IsString(st) && strcmp(st->valuestring, "building") == 0;
-	cJSON_Delete(cur);
+	cJSON_Delete(j);
 	return r;
 }
 
@@ -600,7 +683,9 @@ static struct build *build_new(const struct image_dockerfile *o, struct dockerfi
 	b->done = o->done;
 	b->done_cls = o->done_cls;
 	b->df = df;
-	if (!b->state_dir || !b->name || (o->context && !b->context) || !b->text || !b->config) {
+	struct err e = ERR_INIT;
+	if (fs_random_hex(b->id, (sizeof(b->id) - 1) / 2, &e) < 0 || !b->state_dir || !b->name ||
+	    (o->context && !b->context) || !b->text || !b->config) {
 		b->df = NULL;
 		build_free(b);
 		return NULL;
@@ -628,6 +713,13 @@ int image_dockerfile_start(const struct image_dockerfile *o, struct err *e)
 			dockerfile_free(df);
 		return r;
 	}
+	if (set_active(b, 1) < 0) {
+		pthread_mutex_unlock(&mu);
+		b->done = NULL;
+		build_free(b);
+		return err_set(e, ERR_LIMIT, EBUSY, "%d image builds are under way: wait for one",
+			       IMAGE_BUILDS_MAX);
+	}
 	char logp[PATH_MAX];
 	image_build_log_path(o->state_dir, o->name, logp, sizeof(logp));
 	/* There (empty) before the answer, so a reader that comes at once
@@ -642,6 +734,7 @@ int image_dockerfile_start(const struct image_dockerfile *o, struct err *e)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&t, &attr, build_thread, b) != 0) {
 		build_set_status(b, "failed", "could not start a thread");
+		set_active(b, 0);
 		b->done = NULL;
 		build_free(b);
 		r = err_set(e, ERR_INTERNAL, EAGAIN, "starting the build");

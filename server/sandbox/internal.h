@@ -109,6 +109,10 @@ struct sandboxes {
 	pthread_mutex_t mu;
 	struct sandbox *list;
 	unsigned count;
+	/* Dockerfile builds under way (sandbox_image.c): they use `rt` and
+	 * the uid ranges, so a registry closed while one runs is not freed
+	 * (the process is ending). */
+	unsigned builds;
 	/* The host_base of every sandbox that has one, deleted or not yet
 	 * torn down included (sandbox_userns.c). */
 	uint32_t *ranges;

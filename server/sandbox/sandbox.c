@@ -706,8 +706,23 @@ static void registry_end(struct sandboxes *s, int keep)
 		sandbox_put(sb);
 	}
 	sandbox_monitor_free(s);
-	runtime_free(s->rt);
 	sandbox_store_close(s);
+	/* Builds end with deskboxd: cancelled, each cleans up in its thread
+	 * (a few seconds at most: its container is killed). */
+	image_builds_cancel();
+	unsigned builds = 1;
+	for (int i = 0; i < 200 && builds; i++) {
+		pthread_mutex_lock(&s->mu);
+		builds = s->builds;
+		pthread_mutex_unlock(&s->mu);
+		if (builds)
+			usleep(50 * 1000);
+	}
+	if (builds) {
+		log_msg(LOG_LEVEL_WARN, "%u image build(s) still running end with deskboxd", builds);
+		return;
+	}
+	runtime_free(s->rt);
 	free(s->ranges);
 	free(s);
 }

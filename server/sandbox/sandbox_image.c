@@ -150,6 +150,9 @@ static void build_over(void *cls)
 {
 	struct build_range *br = cls;
 	sandbox_userns_release(br->s, br->base);
+	pthread_mutex_lock(&br->s->mu);
+	br->s->builds--;
+	pthread_mutex_unlock(&br->s->mu);
 	free(br);
 }
 
@@ -170,6 +173,9 @@ int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *
 		free(br);
 		return err_code(e);
 	}
+	pthread_mutex_lock(&s->mu);
+	s->builds++;
+	pthread_mutex_unlock(&s->mu);
 	struct image_dockerfile o = {
 	    .state_dir = s->cfg.state_dir, .name = name, .text = text, .len = len,
 	    .context = owned ? uploaded : context, .context_owned = owned, .rt = s->rt,

@@ -27,7 +27,7 @@ import dbx  # noqa: E402
 from test_images import copy, ldd, make_layout  # noqa: E402
 
 TOOLS = ["dash", "cat", "cp", "mkdir", "chown", "chmod", "dirname", "tar", "id", "ls", "env",
-         "rm", "ln"]
+         "rm", "ln", "sleep"]
 
 DOCKERFILE = """\
 # a comment, then the instructions
@@ -193,13 +193,15 @@ def good_build(t, srv, work):
     t.ok(r.status == 201 and r.json().get("context_bytes", 0) > 1000,
          "PUT …/context stores the build context", r.body[:300])
     r = build(srv, "app1", DOCKERFILE)
-    t.ok(r.status == 202 and r.json().get("status") == "building"
+    bid = r.json().get("build_id", "") if r.status == 202 else ""
+    t.ok(r.status == 202 and r.json().get("status") == "building" and len(bid) == 16
          and r.json().get("log") == "/v1/images/app1/build", "POST with a dockerfile: 202, "
-         "building, where its log is", r.body[:300])
+         "building, its build id, where its log is", r.body[:300])
     status, log, secs = follow_log(srv, "app1")
     t.diag("the build of %d instructions took %.1f s (log followed to its end)"
            % (16, secs))
-    t.ok(status.endswith("200 OK") and "STEP 1/16: FROM dfbase:latest" in log
+    t.ok(status.endswith("200 OK") and log.startswith("build %s of image 'app1'" % bid)
+         and "STEP 1/16: FROM dfbase:latest" in log
          and "build-output-marker" in log and "image 'app1' built" in log,
          "the log streams every step and the RUN's output to the end", log[-1500:])
     j = srv.request("GET", "/v1/images/app1").json()
@@ -223,6 +225,31 @@ def good_build(t, srv, work):
     sandbox_checks(t, srv, "app1")
 
 
+def stopped_during_build(t, srv):
+    """deskboxd stopped while a RUN runs: the build container is killed,
+    deskboxd exits, and the next one shows the build failed."""
+    r = build(srv, "slow", "FROM dfbase\nRUN echo started && sleep 617\n")
+    t.eq(r.status, 202, "a long build starts")
+    log = dbx.wait_until(lambda: "started" in open(os.path.join(
+        srv.state_dir, "images", ".build-slow.log")).read(), timeout=60)
+    t.ok(log, "its RUN is running")
+    t0 = time.monotonic()
+    srv.stop()
+    t.ok(time.monotonic() - t0 < 20, "deskboxd stops at once during a build (%.1f s)"
+         % (time.monotonic() - t0))
+    import subprocess
+    left = subprocess.run(["pgrep", "-f", "sleep 617"], capture_output=True, text=True).stdout
+    t.eq(left, "", "the build container is gone with it")
+    srv2 = dbx.Server(state_dir=srv.state_dir)
+    try:
+        j = srv2.request("GET", "/v1/images/slow").json()
+        t.ok(j.get("status") == "failed" and "stopped during the build" in j.get("error", ""),
+             "the next deskboxd shows the build failed, saying why", j)
+        t.eq(srv2.request("DELETE", "/v1/images/slow").status, 204, "and deletes it")
+    finally:
+        srv2.cleanup()
+
+
 def main():
     dbx.require_root_and_tools()
     for tool in ["umoci"] + TOOLS:
@@ -238,6 +265,7 @@ def main():
         refusals(t, srv)
         good_build(t, srv, work)
         failing_run(t, srv)
+        stopped_during_build(t, srv)
     finally:
         srv.cleanup()
         shutil.rmtree(work, ignore_errors=True)
