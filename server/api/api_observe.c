@@ -19,8 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "common/args.h"
 #include "common/clock.h"
+#include "common/websocket.h"
 #include "server/desktop/desktop.h"
 #include "server/viewer/viewer.h"
 #include "internal.h"
@@ -129,10 +133,37 @@ struct events_sse {
 	long long frame_sent_ms;
 	uint64_t seen_frame;
 	long long deadline_ms; /* timeout_s; 0: none */
+	int ws;		       /* over a WebSocket: one text message an event */
+	int ws_fd, stop_fd;
+	int ws_closing; /* the client sent a close */
+	struct ws_parser ps;
 };
+
+/* A WebSocket message: {"id":N,"event":TYPE,"data":JSON} ("id" only for
+ * backlog events, as in the SSE form). */
+static void send_ws_event(struct events_sse *s, uint64_t id, const char *type, const char *json)
+{
+	char head[96];
+	int n = snprintf(head, sizeof(head), "{");
+	if (id)
+		n += snprintf(head + n, sizeof(head) - (size_t)n, "\"id\":%llu,",
+			      (unsigned long long)id);
+	n += snprintf(head + n, sizeof(head) - (size_t)n, "\"event\":\"%.40s\",\"data\":", type);
+	size_t len = (size_t)n + strlen(json) + 1;
+	unsigned char fh[WS_MAX_HEADER];
+	size_t fl = ws_frame_header(fh, WS_OP_TEXT, len);
+	api_sse_append(&s->out, (const char *)fh, fl);
+	api_sse_append(&s->out, head, (size_t)n);
+	api_sse_append(&s->out, json, strlen(json));
+	api_sse_append(&s->out, "}", 1);
+}
 
 static void send_event(struct events_sse *s, uint64_t id, const char *type, const char *json)
 {
+	if (s->ws) {
+		send_ws_event(s, id, type, json);
+		return;
+	}
 	char head[64];
 	int n = id ? snprintf(head, sizeof(head), "id: %llu\n", (unsigned long long)id) : 0;
 	api_sse_append(&s->out, head, (size_t)n);
@@ -262,8 +293,13 @@ static void wait_once(struct events_sse *s)
 	}
 	if (s->pending && clock_mono_ms() - s->frame_sent_ms >= 1000 / s->max_hz)
 		flush_frame(s);
-	if (s->out.len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS)
-		api_sse_append(&s->out, ": keepalive\n\n", 13);
+	if (s->out.len == 0 && clock_mono_ms() - s->last_ms > KEEPALIVE_MS) {
+		unsigned char ping[2] = {0x80 | WS_OP_PING, 0};
+		if (s->ws)
+			api_sse_append(&s->out, (const char *)ping, 2);
+		else
+			api_sse_append(&s->out, ": keepalive\n\n", 13);
+	}
 }
 
 static long events_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -288,6 +324,124 @@ static void events_release(void *cls)
 	sandbox_put(s->sb);
 	api_sse_release(&s->out);
 	free(s);
+}
+
+/* ---- the same stream over a WebSocket ---- */
+
+#define WS_STALL_MS 60000
+
+/* Writes all of `n` bytes; -1 when the client went, stalled past
+ * WS_STALL_MS or deskboxd stops.  While it waits no events are taken, so
+ * a client that reads too slowly falls behind the backlog and is dropped
+ * (the final event goes out once it reads again), as with SSE. */
+static int ws_write(struct events_sse *s, const char *p, size_t n)
+{
+	long long stalled_at = clock_mono_ms();
+	while (n) {
+		ssize_t w = send(s->ws_fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			stalled_at = clock_mono_ms();
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -1;
+		if (clock_mono_ms() - stalled_at > WS_STALL_MS)
+			return -1;
+		struct pollfd pf[2] = {{s->ws_fd, POLLOUT, 0}, {s->stop_fd, POLLIN, 0}};
+		if (poll(pf, s->stop_fd >= 0 ? 2 : 1, 1000) > 0 && s->stop_fd >= 0 && pf[1].revents)
+			return -1;
+	}
+	return 0;
+}
+
+static int ws_control(void *cls, int opcode, const unsigned char *p, size_t n)
+{
+	struct events_sse *s = cls;
+	unsigned char hdr[WS_MAX_HEADER];
+	if (opcode == WS_OP_PING) {
+		size_t hl = ws_frame_header(hdr, WS_OP_PONG, n);
+		api_sse_append(&s->out, (const char *)hdr, hl);
+		api_sse_append(&s->out, (const char *)p, n);
+	} else if (opcode == WS_OP_CLOSE) {
+		s->ws_closing = 1;
+	}
+	return 0;
+}
+
+static int ws_ignore_text(void *cls, const unsigned char *p, size_t n, int end)
+{
+	return 0; /* the stream takes no messages: they are read and dropped */
+}
+
+static int ws_ignore_data(void *cls, const unsigned char *p, size_t n)
+{
+	return 0;
+}
+
+/* Reads what the client sent, if anything: -1 once it is gone or broke
+ * the protocol. */
+static int ws_read_client(struct events_sse *s, unsigned char *buf, size_t n)
+{
+	if (n == 0) {
+		struct pollfd pf = {s->ws_fd, POLLIN, 0};
+		if (poll(&pf, 1, 0) <= 0)
+			return 0;
+		ssize_t r = recv(s->ws_fd, buf, 4096, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (r <= 0)
+			return -1;
+		n = (size_t)r;
+	}
+	struct ws_handler h = {
+	    .data = ws_ignore_data, .control = ws_control, .text = ws_ignore_text, .cls = s};
+	int code = 0;
+	return ws_parse(&s->ps, buf, n, &h, &code) < 0 ? -1 : 0;
+}
+
+static void ws_close(struct events_sse *s, int code)
+{
+	unsigned char f[4] = {0x80 | WS_OP_CLOSE, 2, (unsigned char)(code >> 8),
+			      (unsigned char)code};
+	ws_write(s, (const char *)f, sizeof(f));
+}
+
+static void events_ws_run(void *cls, int fd, const char *extra, size_t extra_len)
+{
+	struct events_sse *s = cls;
+	s->ws_fd = fd;
+	ws_parser_init(&s->ps);
+	unsigned char in[4096];
+	char out[16384];
+	if (extra_len) {
+		size_t n = extra_len < sizeof(in) ? extra_len : sizeof(in);
+		memcpy(in, extra, n);
+		if (ws_read_client(s, in, n) < 0)
+			return;
+	}
+	for (;;) {
+		size_t n = api_sse_take(&s->out, out, sizeof(out));
+		if (n) {
+			if (ws_write(s, out, n) < 0)
+				return;
+			s->last_ms = clock_mono_ms();
+			continue;
+		}
+		if (s->out.failed || s->ended || s->ws_closing)
+			break;
+		struct pollfd pf = {s->stop_fd, POLLIN, 0};
+		if (s->stop_fd >= 0 && poll(&pf, 1, 0) > 0) {
+			ws_close(s, WS_CLOSE_GOING_AWAY);
+			return;
+		}
+		if (ws_read_client(s, in, 0) < 0)
+			return;
+		if (!s->ws_closing)
+			wait_once(s);
+	}
+	ws_close(s, s->out.failed ? WS_CLOSE_INTERNAL : WS_CLOSE_NORMAL);
 }
 
 /* Where a stream starts: after Last-Event-ID (header) or ?last_event_id,
@@ -321,6 +475,14 @@ int api_desktop_events(struct http_request *req, struct http_response *res, stru
 	if (!s)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	int reset = 0;
+	char accept[WS_ACCEPT_LEN + 1];
+	s->ws = http_header(req, "Upgrade") != NULL;
+	s->ws_fd = -1;
+	s->stop_fd = http_stop_fd(req);
+	if (s->ws && api_ws_handshake(req, accept, e) < 0) {
+		free(s);
+		return err_code(e);
+	}
 	if (get_obs(req, &s->sb, &s->o, e) < 0) {
 		free(s);
 		return err_code(e);
@@ -346,6 +508,10 @@ int api_desktop_events(struct http_request *req, struct http_response *res, stru
 	s->last_ms = clock_mono_ms();
 	if (timeout_s)
 		s->deadline_ms = s->last_ms + timeout_s * 1000;
+	if (s->ws) {
+		http_reply_upgrade(res, events_ws_run, s, events_release);
+		return api_ws_accept(req, res, accept, e);
+	}
 	http_reply_stream(res, 200, "text/event-stream", HTTP_SIZE_UNKNOWN, events_read, s,
 			  events_release);
 	http_add_header(res, "Cache-Control", "no-cache", NULL);
