@@ -246,6 +246,16 @@ static void *cluster_thread(void *arg)
 	return NULL;
 }
 
+/* How long one etcd member gets per call: a third of the TTL, but at
+ * least what electing a new leader takes (etcd's default election timeout
+ * is 1 s), so that a call while the leader changes waits for the next one
+ * instead of failing. */
+static int member_timeout_ms(int ttl_s)
+{
+	int ms = ttl_s * 1000 / 3;
+	return ms < 2000 ? 2000 : ms;
+}
+
 int cluster_open(struct cluster **out, const struct cluster_config *cfg, struct err *e)
 {
 	struct cluster *c = calloc(1, sizeof(*c));
@@ -254,7 +264,7 @@ int cluster_open(struct cluster **out, const struct cluster_config *cfg, struct 
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	if (config_check(c, cfg, e) < 0 ||
-	    etcd_open(&c->etcd, cfg->endpoints, c->ttl_s * 1000 / 3, e) < 0) {
+	    etcd_open(&c->etcd, cfg->endpoints, member_timeout_ms(c->ttl_s), e) < 0) {
 		cluster_close(c);
 		return err_wrap(e, "cluster");
 	}
