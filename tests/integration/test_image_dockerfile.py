@@ -9,7 +9,10 @@ build's range); a template names the image and a sandbox from it sees the
 files and the ENV (not the ARG).  Errors: a refused instruction is a 400
 naming it and its line, a missing FROM image a 404, COPY without a context
 a 400, a failing RUN a failed build whose error and log say which step and
-what it printed."""
+what it printed, too many instructions a 429, a context upload over 512 MiB
+a 413 before its body.  A host directory as the context with a glob COPY.
+deskboxd stopped during a RUN: the container goes with it and the next
+deskboxd shows the build failed."""
 
 import io
 import json
@@ -250,6 +253,36 @@ def stopped_during_build(t, srv):
         srv2.cleanup()
 
 
+def context_dir_and_limits(t, srv, work):
+    """`context` as a host directory, COPY with a glob; an upload over the
+    size bound is refused before its body is read."""
+    ctx = os.path.join(work, "ctx")
+    os.makedirs(ctx)
+    for n in ("one.txt", "two.txt", "skip.md"):
+        with open(os.path.join(ctx, n), "w") as f:
+            f.write(n + "\n")
+    os.chmod(os.path.join(ctx, "one.txt"), 0o600)
+    r = srv.request("POST", "/v1/images", {"name": "app2", "context": ctx, "dockerfile":
+                                           "FROM dfbase\nCOPY *.txt /g/\nRUN cat /g/one.txt\n"})
+    t.eq(r.status, 202, "a build with a host directory as its context")
+    follow_log(srv, "app2")
+    j = srv.request("GET", "/v1/images/app2").json()
+    g = os.path.join(srv.state_dir, "images", "app2", "rootfs", "g")
+    t.ok(j.get("status") == "ready" and sorted(os.listdir(g)) == ["one.txt", "two.txt"],
+         "COPY of a glob copies what it matches (a 0600 file too)", j.get("error"))
+    srv.request("DELETE", "/v1/images/app2")
+    r = build(srv, "app3", "FROM dfbase\nCOPY x /x\n")
+    t.eq(r.status, 400, "the directory context is not left behind for the next build")
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(("PUT /v1/images/big/context HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s"
+               "\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+               % (srv.token, 600 << 20)).encode())
+    head = s.recv(4096).decode(errors="replace")
+    s.close()
+    t.ok(head.startswith("HTTP/1.1 413"), "a context over 512 MiB: 413 before the body",
+         head[:200])
+
+
 def main():
     dbx.require_root_and_tools()
     for tool in ["umoci"] + TOOLS:
@@ -265,6 +298,7 @@ def main():
         refusals(t, srv)
         good_build(t, srv, work)
         failing_run(t, srv)
+        context_dir_and_limits(t, srv, work)
         stopped_during_build(t, srv)
     finally:
         srv.cleanup()
