@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "common/args.h"
 #include "server/api/api.h"
+#include "server/compat/internal.h"
 #include "server/sandbox/sandbox.h"
 
 /* The envd protocol version deskbox speaks: 0.4.0 or later (no default
@@ -213,12 +214,13 @@ int e2b_sandbox_create(struct http_request *req, struct http_response *res, stru
 	else
 		extra.files = extra.startup = NULL;
 	cJSON_Delete(body);
-	if (r == 0)
-		r = sandbox_spec_parse(spec, &sp, e);
-	cJSON_Delete(spec);
 	struct sandbox *sb = NULL;
-	if (r == 0)
+	if (r == 0 && c->api) {
+		r = compat_create(c->api, spec, &sb, e); /* a warm one when it fits */
+	} else if (r == 0 && (r = sandbox_spec_parse(spec, &sp, e)) == 0) {
 		r = sandbox_create(c->sandboxes, &sp, &sb, e);
+	}
+	cJSON_Delete(spec);
 	/* A template's files and startup commands; failing, no sandbox. */
 	if (r == 0 && (r = sandbox_template_apply(sb, &extra, e)) < 0) {
 		struct err e2 = ERR_INIT;
