@@ -295,6 +295,26 @@ check: install-deps check-structure
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
 # Speed figures against the naive tools, measured in the same run.
+# The VM backend's guest (docs/isolation.md): the initramfs generated from
+# Debian's kernel modules and busybox-static, and deskbox's parts shared
+# read-only as the guest's /.deskbox.  Part of `all` where a Debian kernel
+# is installed (linux-image-amd64, install-deps).
+VM_DIR := $(BUILD)/vm
+VM_PARTS := $(VM_DIR)/initramfs.cpio.gz $(VM_DIR)/deskbox/.done
+.PHONY: vm
+vm: $(VM_PARTS)
+ifneq ($(wildcard /boot/vmlinuz-*),)
+all: $(VM_PARTS)
+endif
+$(VM_DIR)/initramfs.cpio.gz: scripts/vm-initramfs.sh
+	$(quiet) GEN $@
+	$(Q)mkdir -p $(VM_DIR) && sh scripts/vm-initramfs.sh $@ $(notdir $(lastword $(subst vmlinuz-, ,$(lastword $(sort $(wildcard /boot/vmlinuz-*))))))
+$(VM_DIR)/deskbox/.done: $(INIT) $(VNC) $(XTOOL) desktop-image/vm-relay.py desktop-image/vm-agent.py
+	$(quiet) GEN $(VM_DIR)/deskbox
+	$(Q)mkdir -p $(VM_DIR)/deskbox && cp $(INIT) $(VM_DIR)/deskbox/init && \
+		cp $(VNC) $(VM_DIR)/deskbox/deskbox-vnc && cp $(XTOOL) $(VM_DIR)/deskbox/xtool && \
+		cp desktop-image/vm-relay.py desktop-image/vm-agent.py $(VM_DIR)/deskbox/ && touch $@
+
 bench: install-deps
 	@$(SUBMAKE) bin
 	@DESKBOX_BUILD=$(abspath $(BUILD)) python3 scripts/bench.py

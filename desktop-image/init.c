@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "exec_agent.h"
+#include "vm_exec.h"
 
 #define DISPLAY_NAME ":0"
 #define RUN_DIR	     "/run/deskbox"
@@ -701,6 +702,8 @@ int main(int argc, char **argv)
 	name = name ? name + 1 : argc > 0 ? argv[0] : "";
 	if (strcmp(name, "sudo") == 0)
 		return sudo_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "vm-exec") == 0)
+		return vm_exec_main(argc, argv);
 	struct init in = {.displayfd = -1, .exit_code = 0};
 	in.t0 = clock_mono_ms();
 	apart = getuid() == 0;

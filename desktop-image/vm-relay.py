@@ -23,7 +23,22 @@ def pump(port_fd, sock):
             data = sock.recv(65536)
             if not data:
                 return
-            os.write(port_fd, data)
+            # A port takes at most 32 KiB a write: the rest again.
+            while data:
+                data = data[os.write(port_fd, data):]
+
+
+def connect(path):
+    """The guest's VNC socket, retried while its server is not listening
+    yet: closing the port meanwhile would hang up the host's connection."""
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return s
+        except OSError:
+            s.close()
+            time.sleep(0.01)
 
 
 def main():
@@ -38,9 +53,8 @@ def main():
             os.close(fd)
             time.sleep(0.005)
             continue
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = connect(path)
         try:
-            s.connect(path)
             pump(fd, s)
         except OSError:
             pass

@@ -42,34 +42,65 @@ for m in $(cat /lib/modules/order); do
 	insmod /lib/modules/$m.ko $args || echo "insmod $m failed"
 done
 r=/newroot
-mount -t tmpfs -o mode=0755,size=64m root $r
-mkdir -p $r/usr $r/etc $r/tmp $r/run/deskbox $r/proc $r/sys $r/dev $r/root $r/home/user \
-	$r/workspace $r/.deskbox
-chmod 1777 $r/tmp
-for l in bin lib lib64 sbin; do ln -s usr/$l $r/$l; done
-o=trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144
-mount -t 9p -o $o usr $r/usr || echo "mount usr failed"
-mount -t 9p -o $o deskbox $r/.deskbox || echo "mount deskbox failed"
-printf 'root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n' > $r/etc/passwd
-printf 'root:x:0:\nuser:x:1000:\n' > $r/etc/group
-echo deskbox > $r/etc/hostname
-chown 1000:1000 $r/home/user $r/workspace
+o=trans=virtio,version=9p2000.L,msize=262144
+if mount -t 9p -o $o,cache=mmap root $r 2>/dev/null; then
+	# A sandbox (server/runtime/runtime_vm.c): its own root tree (the
+	# overlay deskboxd mounted for it, the same a container gets) over 9p,
+	# written on the host as the sandbox's user; /run and the X socket's
+	# directory are the guest's own (sockets do not cross 9p).
+	sandbox=1
+	mount -t tmpfs -o mode=0755,size=16m run $r/run
+	mkdir -p $r/run/deskbox $r/run/host
+	mount -t 9p -o $o run $r/run/host || echo "mount run failed"
+else
+	sandbox=
+	mount -t tmpfs -o mode=0755,size=64m root $r
+	mkdir -p $r/usr $r/etc $r/tmp $r/run/deskbox $r/proc $r/sys $r/dev $r/root $r/home/user \
+		$r/workspace $r/.deskbox
+	chmod 1777 $r/tmp
+	for l in bin lib lib64 sbin; do ln -s usr/$l $r/$l; done
+	printf 'root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n' > $r/etc/passwd
+	printf 'root:x:0:\nuser:x:1000:\n' > $r/etc/group
+	chown 1000:1000 $r/home/user $r/workspace
+fi
+mount -t 9p -o $o,ro,cache=loose usr $r/usr || echo "mount usr failed"
+mount -t 9p -o $o,ro,cache=loose deskbox $r/.deskbox || echo "mount deskbox failed"
+hostname deskbox
 mount --move /dev $r/dev
 mount --move /proc $r/proc
 mount --move /sys $r/sys
+mkdir -p $r/dev/pts $r/dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts $r/dev/pts
+ln -sf pts/ptmx $r/dev/ptmx 2>/dev/null
+mount -t tmpfs -o mode=1777 shm $r/dev/shm
 # ash gives background jobs /dev/null: one outside the new root too.
 mknod -m 666 /dev/null c 1 3
 port() { for p in $r/sys/class/virtio-ports/*; do [ "$(cat $p/name)" = "$1" ] && echo /dev/${p##*/}; done; }
-agent=$(port deskbox.agent)
-echo "deskbox ports: agent=$agent"
-vnc=$(port deskbox.vnc)
-echo "deskbox ports: vnc=$vnc"
-# A port reads EOF until the host end is connected: retry.
-[ -n "$agent" ] && chroot $r /bin/sh -c "while :; do /bin/sh -s <>$agent >&0 2>&0; sleep 0.01; done" &
-[ -n "$vnc" ] && chroot $r /bin/sh -c "while [ ! -S /run/deskbox/vnc.sock ]; do sleep 0.005; done;
-	exec python3 /.deskbox/vm-relay.py $vnc /run/deskbox/vnc.sock" &
 export PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin HOME=/root LANG=C.UTF-8
 export DISPLAY=:0 DESKBOX_DISPLAY=${deskbox_display:-1280x800}
+if [ -n "$sandbox" ]; then
+	# The sandbox's env (deskboxd writes it beside the ready flag).
+	while IFS= read -r kv; do export "$kv"; done < $r/run/host/env
+	mkdir -p $r/tmp/.X11-unix
+	mount -t tmpfs -o mode=1777 x11 $r/tmp/.X11-unix
+	ports=
+	for p in $r/sys/class/virtio-ports/*; do
+		case $(cat $p/name) in deskbox.exec*) ports="$ports /dev/${p##*/}" ;; esac
+	done
+	echo "deskbox exec ports:$ports"
+	chroot $r /usr/bin/python3 /.deskbox/vm-agent.py $ports &
+	# The host waits on run/ready (a link to its guest/ready).
+	chroot $r /bin/sh -c "while [ ! -e /run/deskbox/ready ]; do sleep 0.2; done;
+		: > /run/host/ready" &
+else
+	agent=$(port deskbox.agent)
+	echo "deskbox ports: agent=$agent"
+	[ -n "$agent" ] && chroot $r /bin/sh -c "while :; do /bin/sh -s <>$agent >&0 2>&0; sleep 0.01; done" &
+fi
+vnc=$(port deskbox.vnc)
+echo "deskbox ports: vnc=$vnc"
+[ -n "$vnc" ] && chroot $r /bin/sh -c "while [ ! -S /run/deskbox/vnc.sock ]; do sleep 0.005; done;
+	exec python3 /.deskbox/vm-relay.py $vnc /run/deskbox/vnc.sock" &
 exec chroot $r /.deskbox/init
 INIT
 chmod 755 "$tmp/init"

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -82,6 +83,34 @@ static int sibling(const char *name, char *out, size_t size)
 	*slash = '\0';
 	snprintf(out, size, "%s/%s", self, name);
 	return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+/* The VM backend's parts (docs/isolation.md): the options' or, by
+ * default, Debian's newest kernel and what `make vm` puts in <bin>/vm/. */
+static void configure_vm(const struct options *o, const char *init_path)
+{
+	static char kernel[PATH_MAX], initrd[PATH_MAX], share[PATH_MAX];
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", init_path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	glob_t g;
+	if (!o->vm_kernel && glob("/boot/vmlinuz-*", 0, NULL, &g) == 0) {
+		snprintf(kernel, sizeof(kernel), "%s", g.gl_pathv[g.gl_pathc - 1]);
+		globfree(&g);
+	}
+	snprintf(initrd, sizeof(initrd), "%s/vm/initramfs.cpio.gz", dir);
+	snprintf(share, sizeof(share), "%s/vm/deskbox", dir);
+	struct runtime_vm_opts vo = {
+	    .qemu = "/usr/bin/qemu-system-x86_64",
+	    .kernel = o->vm_kernel ? o->vm_kernel : kernel[0] ? kernel : NULL,
+	    .initrd = o->vm_initrd ? o->vm_initrd : initrd,
+	    .share = share,
+	    .accel = o->vm_accel,
+	    .client = init_path,
+	};
+	runtime_vm_configure(&vo);
 }
 
 /* What deskboxd finds and sets up on the host before it starts serving. */
@@ -472,6 +501,7 @@ int main(int argc, char **argv)
 	struct host h;
 	if (find_host_paths(&o, &h) < 0)
 		return 1;
+	configure_vm(&o, h.init);
 	sigset_t sigs;
 	block_signals(&sigs);
 	if (setup_host(&o, &h) < 0)

@@ -39,6 +39,7 @@ static const char usage_text[] =
     "                [--default-isolation container|vm]\n"
     "                [--cluster etcd://HOST:PORT,... --node-name N --advertise URL\n"
     "                 --cluster-secret-file FILE [--cluster-ttl S]]\n"
+    "                [--vm-kernel FILE] [--vm-initrd FILE] [--vm-accel tcg|kvm|auto]\n"
     "\n"
     "  --listen           address to serve the API on (default 127.0.0.1:8080;\n"
     "                     port 0 picks a free port, printed at start)\n"
@@ -244,6 +245,12 @@ static int set_string_option(int c, const char *arg, struct options *o)
 	case 'l':
 		o->listen = arg;
 		return 1;
+	case '1':
+		o->vm_kernel = arg;
+		return 1;
+	case '2':
+		o->vm_initrd = arg;
+		return 1;
 	case 's':
 		o->state_dir = arg;
 		return 1;
@@ -314,6 +321,12 @@ static int parse_word_option(int c, const char *arg, struct options *o)
 {
 	if (c == 'I')
 		return runtime_isolation_parse(arg, &o->default_isolation) < 0 ? -1 : 0;
+	if (c == '3') {
+		if (strcmp(arg, "tcg") && strcmp(arg, "kvm") && strcmp(arg, "auto"))
+			return -1;
+		o->vm_accel = arg;
+		return 0;
+	}
 	if (c == 'K') {
 		static const char *const modes[] = {
 		    [DISK_STORE_AUTO] = "auto",
@@ -497,6 +510,9 @@ static const struct option longopts[] = {
     {"advertise", required_argument, NULL, OPT_ADVERTISE},
     {"cluster-secret-file", required_argument, NULL, OPT_CLUSTER_SECRET},
     {"cluster-ttl", required_argument, NULL, OPT_CLUSTER_TTL},
+    {"vm-kernel", required_argument, NULL, '1'},
+    {"vm-initrd", required_argument, NULL, '2'},
+    {"vm-accel", required_argument, NULL, '3'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -559,7 +575,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		default:
 			if (set_string_option(c, optarg, o))
 				break;
-			if (c == 'X' || c == 'K' || c == 'I') {
+			if (c == 'X' || c == 'K' || c == 'I' || c == '3') {
 				if (parse_word_option(c, optarg, o) < 0)
 					goto bad;
 				break;

@@ -27,6 +27,10 @@ struct options {
 	long long default_timeout_s;
 	/* --default-isolation; 0: container. */
 	enum runtime_isolation default_isolation;
+	/* The VM backend's kernel and initramfs (NULL: Debian's newest
+	 * /boot/vmlinuz-* and <build>/vm/initramfs.cpio.gz) and accelerator
+	 * (--vm-accel tcg|kvm|auto, NULL: auto). */
+	const char *vm_kernel, *vm_initrd, *vm_accel;
 	int png_level; /* --png-level: screenshots' deflate level, 1-9 */
 	long long userns_base;
 	int allow_shared_uid;

@@ -91,5 +91,18 @@ int build_open_in(int rootfd, const char *rel, uint64_t flags);
 int build_mkdir_in(struct build *b, const char *path, struct err *e);
 /* The uid and gid of the build's USER, from the tree's passwd/group. */
 int build_user_ids(struct build *b, uint32_t *uid, uint32_t *gid, struct err *e);
+/* The runtime's state dir and cgroup mode (runtime.c). */
+const char *runtime_root(const struct runtime *rt);
+enum runtime_cgroup_mode runtime_cgroup_mode(const struct runtime *rt);
+
+/* The VM backend (runtime_vm.c) and its exec path (runtime_vm_exec.c):
+ * the client (deskbox-init vm-exec) relaying `x`'s stdio to the guest's
+ * exec agent, as *client_pid. */
+extern const struct runtime_backend runtime_vm_backend;
+int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exec *x,
+		    pid_t *client_pid, struct err *e);
+/* The run dir of running VM `id`; -ESRCH when it does not run. */
+int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
+const char *runtime_vm_client(void);
 
 #endif

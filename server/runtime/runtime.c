@@ -9,6 +9,8 @@
  * reap with waitpid(-1, ...) elsewhere in the process. */
 #include "runtime.h"
 
+#include "internal.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +53,16 @@ struct runtime {
 	char *root;   /* --root */
 	enum runtime_cgroup_mode cgroup_mode;
 };
+
+const char *runtime_root(const struct runtime *rt)
+{
+	return rt->root;
+}
+
+enum runtime_cgroup_mode runtime_cgroup_mode(const struct runtime *rt)
+{
+	return rt->cgroup_mode;
+}
 
 static char *const child_env[] = {
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};

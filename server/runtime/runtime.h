@@ -188,6 +188,14 @@ int runtime_isolation_parse(const char *name, enum runtime_isolation *out);
  * ERR_NOT_IMPLEMENTED saying what is missing. */
 int runtime_kvm_probe(struct err *e);
 
+/* What a backend may lack (runtime_backend.feature). */
+enum runtime_feature {
+	RUNTIME_FEATURE_NETWORK = 1, /* a network mode other than "none" */
+	RUNTIME_FEATURE_CHECKPOINT,  /* checkpoints, restores, forks */
+	RUNTIME_FEATURE_PAUSE,	     /* pause, resume */
+	RUNTIME_FEATURE_TERMINAL,    /* terminals (a pty) */
+};
+
 /* What the sandbox and process layers do with a sandbox's isolation,
  * whatever it is: each backend fills every field (the container's are the
  * crun calls above, with the same contracts).  The callers never test
@@ -205,7 +213,35 @@ struct runtime_backend {
 	int (*exec_spawn)(struct runtime *rt, const char *id, const struct runtime_exec *x,
 			  pid_t *client_pid, struct err *e);
 	int (*connect_inside)(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e);
+	/* 0 when the backend can do `f`; else ERR_NOT_IMPLEMENTED naming it. */
+	int (*feature)(enum runtime_feature f, struct err *e);
+	/* The least time its desktop may take to come up (0: the configured
+	 * one is enough); a VM under emulation boots in tens of seconds. */
+	int ready_timeout_ms;
 };
+
+/* ---- the VM backend (runtime_vm.c, runtime_vm_exec.c) ---- */
+
+/* Where the VM backend finds its parts (deskboxd's --vm-* options). */
+struct runtime_vm_opts {
+	const char *qemu;   /* qemu-system-x86_64 */
+	const char *kernel; /* --vm-kernel: Debian's /boot/vmlinuz-* */
+	const char *initrd; /* --vm-initrd: scripts/vm-initramfs.sh's (make vm) */
+	const char *share;  /* deskbox's guest parts, the guest's /.deskbox (make vm) */
+	const char *accel;  /* --vm-accel tcg|kvm|auto */
+	const char *client; /* deskbox-init, which runs as `vm-exec` on the host */
+};
+void runtime_vm_configure(const struct runtime_vm_opts *o);
+/* The accelerator a VM gets: "kvm", or "tcg" (emulation) when asked or,
+ * with "auto", when /dev/kvm is absent or is the nested kvm_pvm one
+ * (which does not boot Debian's kernel: docs/isolation.md). */
+const char *runtime_vm_accel(void);
+/* 0 when a VM can start here; else ERR_NOT_IMPLEMENTED saying what is
+ * missing. */
+int runtime_vm_usable(struct err *e);
+/* The guest's exec channels: at most this many execs run at once, the
+ * others wait for one. */
+#define RUNTIME_VM_EXEC_PORTS 4
 
 /* The backend of isolation `iso` (static, never freed).  "vm":
  * ERR_NOT_IMPLEMENTED naming the reason (no /dev/kvm, or what this

@@ -11,6 +11,12 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "internal.h"
+
+static int crun_feature(enum runtime_feature f, struct err *e)
+{
+	return 0;
+}
 
 static const struct runtime_backend crun_backend = {
     .isolation = RUNTIME_ISOLATION_CONTAINER,
@@ -21,6 +27,8 @@ static const struct runtime_backend crun_backend = {
     .update = runtime_update,
     .exec_spawn = runtime_exec_spawn,
     .connect_inside = runtime_connect_inside,
+    .feature = crun_feature,
+    .ready_timeout_ms = 0,
 };
 
 static const char *const isolation_names[] = {
@@ -65,13 +73,10 @@ int runtime_backend_get(enum runtime_isolation iso, const struct runtime_backend
 		*out = &crun_backend;
 		return 0;
 	}
-	if (runtime_kvm_probe(e) < 0)
+	if (runtime_vm_usable(e) < 0)
 		return err_code(e);
-	/* The VM backend's parts (docs/isolation.md) are not wired to the
-	 * sandbox lifecycle yet: say so rather than run a container. */
-	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-		       "isolation 'vm': this deskboxd cannot run a desktop in a VM yet "
-		       "(docs/isolation.md); use \"container\"");
+	*out = &runtime_vm_backend;
+	return 0;
 }
 
 const struct runtime_backend *runtime_backend_container(void)

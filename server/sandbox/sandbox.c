@@ -306,6 +306,8 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	sb->pooled = pooled != 0;
 	sb->net_at_claim = pooled == POOLED_BARE;
 	if (sandbox_backend_set(sb, e) < 0 || sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
+	    (sb->spec.network.mode != NETWORK_NONE &&
+	     sb->be->feature(RUNTIME_FEATURE_NETWORK, e) < 0) ||
 	    sandbox_secrets_resolve(sb, e) < 0 || sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);

@@ -164,6 +164,8 @@ static int capture(struct sandbox *sb, const char *dst, struct err *e)
 /* ERR_* unless sb can be checkpointed now (its lock held). */
 static int check_usable(struct sandbox *sb, struct err *e)
 {
+	if (sb->be->feature(RUNTIME_FEATURE_CHECKPOINT, e) < 0)
+		return err_code(e);
 	pthread_mutex_lock(&sb->mu);
 	enum sandbox_status st = sb->status;
 	pthread_mutex_unlock(&sb->mu);

@@ -509,6 +509,8 @@ static int write_bundle(struct sandbox *sb, const char *bundle, const char *root
 static int connect_desktop(struct sandbox *sb, struct err *e)
 {
 	int timeout_ms = sb->owner->cfg.ready_timeout_ms;
+	if (sb->be->ready_timeout_ms > timeout_ms)
+		timeout_ms = sb->be->ready_timeout_ms;
 	struct capture *cap;
 	if (wait_desktop(sb, "vnc.sock", timeout_ms, e) < 0 || capture_begin(sb, &cap, e) < 0)
 		return err_code(e);
@@ -516,7 +518,7 @@ static int connect_desktop(struct sandbox *sb, struct err *e)
 		capture_free(cap);
 		return err_code(e);
 	}
-	if (capture_finish(cap, CAPTURE_READY_TIMEOUT_MS, e) < 0)
+	if (capture_finish(cap, sb->be->ready_timeout_ms ?: CAPTURE_READY_TIMEOUT_MS, e) < 0)
 		return err_code(e);
 	pthread_mutex_lock(&sb->mu);
 	sb->cap = cap;

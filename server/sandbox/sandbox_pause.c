@@ -175,6 +175,8 @@ static void set_status(struct sandbox *sb, enum sandbox_status st)
 
 int sandbox_pause_locked(struct sandbox *sb, struct err *e)
 {
+	if (sb->be->feature(RUNTIME_FEATURE_PAUSE, e) < 0)
+		return err_code(e);
 	if (sandbox_freeze(sb, e) < 0)
 		return err_wrap(e, "pausing sandbox '%s'", sb->id);
 	set_status(sb, SANDBOX_PAUSED);

@@ -367,6 +367,32 @@ static void test_backends(void)
 	ok(r < 0 && !be && e.kind == ERR_NOT_IMPLEMENTED && strstr(e.msg, "vm"),
 	   "backend: vm is refused with not_implemented, saying why");
 	note("vm: %s", e.msg);
+	ok(runtime_backend_container()->feature(RUNTIME_FEATURE_CHECKPOINT, NULL) == 0,
+	   "backend: the container lacks no feature");
+
+	/* Configured with parts that are not there: refused naming the part. */
+	struct runtime_vm_opts vo = {.qemu = "/usr/bin/qemu-system-x86_64",
+				     .kernel = "/nonexistent/vmlinuz",
+				     .initrd = "/nonexistent/initrd",
+				     .share = "/nonexistent/share",
+				     .accel = "tcg",
+				     .client = "/bin/false"};
+	runtime_vm_configure(&vo);
+	ok(strcmp(runtime_vm_accel(), "tcg") == 0, "vm: --vm-accel tcg is what a VM gets");
+	err_clear(&e);
+	be = NULL;
+	r = runtime_backend_get(RUNTIME_ISOLATION_VM, &be, &e);
+	ok(r < 0 && !be && e.kind == ERR_NOT_IMPLEMENTED && strstr(e.msg, "/nonexistent/vmlinuz") &&
+	       strstr(e.msg, "make vm"),
+	   "vm: a missing kernel is not_implemented naming it and `make vm`");
+	note("vm: %s", e.msg);
+	vo.accel = "auto";
+	runtime_vm_configure(&vo);
+	const char *a = runtime_vm_accel();
+	ok(strcmp(a, "kvm") == 0 || strcmp(a, "tcg") == 0, "vm: auto picks kvm or tcg");
+	note("vm: auto picks %s here%s", a,
+	     access("/sys/module/kvm_pvm", F_OK) == 0 ? " (kvm_pvm: a stock kernel does not boot on it)"
+						     : "");
 }
 
 int main(void)

@@ -1,0 +1,658 @@
+/* runtime_vm: the "vm" isolation backend (docs/isolation.md).  One QEMU
+ * process per sandbox, a child of deskboxd (its subreaper), running as the
+ * sandbox's user uid (host_base + IMAGE_USER_UID) in its own cgroup
+ * (/deskbox/<id>, like a container's), under QEMU's seccomp filter, with no
+ * network device.  The guest boots Debian's kernel and the generated
+ * initramfs (scripts/vm-initramfs.sh) and takes as its root the sandbox's
+ * overlay (the same <dir>/rootfs a container gets) over virtio-9p, with the
+ * host's /usr and deskbox's parts read-only beside it.  Its only channels
+ * are virtio-serial ports, each a unix socket QEMU listens on in the
+ * sandbox's run/ directory: vnc.sock (the guest's VNC server, so the
+ * bridge and every viewer path are unchanged) and exec0..N.sock (the
+ * guest's exec agent, desktop-image/vm-agent.py, reached by the client in
+ * desktop-image/vm_exec.c).
+ *
+ * What the backend needs of the sandbox comes from the bundle the sandbox
+ * layer writes for either backend (config.json: the root, the env, the
+ * mounts, the uid mapping and the limits), so the layers above never know
+ * which backend they hold. */
+#include "runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/clock.h"
+#include "common/fs.h"
+#include "internal.h"
+
+#define VM_MIN_MEM_MB	   512
+#define VM_DEFAULT_MEM_MB  1024
+#define VM_OVERHEAD_MB	   384 /* QEMU and TCG's translation cache, in the cgroup's limit */
+#define VM_ARGV_MAX	   96
+#define VM_STOP_TIMEOUT_MS 5000
+
+static struct runtime_vm_opts vm_opts;
+static int vm_configured;
+static char vm_accel_used[8] = "tcg";
+
+const char *runtime_vm_client(void)
+{
+	return vm_opts.client;
+}
+
+void runtime_vm_configure(const struct runtime_vm_opts *o)
+{
+	vm_opts = *o;
+	vm_configured = 1;
+}
+
+/* kvm_pvm (a nested hypervisor without vmx/svm) answers the KVM API but
+ * Debian's kernel stops in its earliest boot code on it. */
+static int kvm_is_pvm(void)
+{
+	return access("/sys/module/kvm_pvm", F_OK) == 0;
+}
+
+const char *runtime_vm_accel(void)
+{
+	const char *a = vm_opts.accel ? vm_opts.accel : "auto";
+	if (strcmp(a, "auto") != 0)
+		return a;
+	return runtime_kvm_probe(NULL) == 0 && !kvm_is_pvm() ? "kvm" : "tcg";
+}
+
+int runtime_vm_usable(struct err *e)
+{
+	if (!vm_configured || !vm_opts.kernel || !vm_opts.initrd || !vm_opts.share)
+		return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+			       "isolation 'vm': this deskboxd has no VM kernel and initramfs "
+			       "(docs/isolation.md)");
+	const char *accel = runtime_vm_accel();
+	if (strcmp(accel, "kvm") == 0 && runtime_kvm_probe(e) < 0)
+		return err_code(e);
+	if (strcmp(accel, "tcg") != 0 && strcmp(accel, "kvm") != 0)
+		return err_set(e, ERR_NOT_IMPLEMENTED, EINVAL, "isolation 'vm': unknown accel '%s'",
+			       accel);
+	const char *need[] = {vm_opts.kernel, vm_opts.initrd, vm_opts.share, vm_opts.qemu};
+	for (size_t i = 0; i < sizeof(need) / sizeof(*need); i++)
+		if (access(need[i], R_OK) < 0)
+			return err_sys(e, ERR_NOT_IMPLEMENTED, errno,
+				       "isolation 'vm' needs '%s' (make vm; docs/isolation.md)",
+				       need[i]);
+	snprintf(vm_accel_used, sizeof(vm_accel_used), "%s", accel);
+	return 0;
+}
+
+/* <runtime root>/vm-<id>: pid and the run dir's path, root's only. */
+static void vm_dir(struct runtime *rt, const char *id, char *out, size_t size)
+{
+	snprintf(out, size, "%s/vm-%s", runtime_root(rt), id);
+}
+
+/* What the VM takes from the bundle. */
+struct vm_spec {
+	char rootfs[PATH_MAX], run[PATH_MAX], userns[PATH_MAX], display[32];
+	uint32_t uid; /* the sandbox's root: host_base */
+	int fds[3]; /* the root and guest/ directories, passed to QEMU */
+	int host_usr; /* the image takes the host's /usr (the default one) */
+	uint64_t mem_mb;
+	int64_t pids_max;
+	long cpu_quota, cpu_period;
+};
+
+static const char *env_value(const cJSON *env, const char *key)
+{
+	size_t kl = strlen(key);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, env)
+	{
+		if (cJSON_IsString(it) && strncmp(it->valuestring, key, kl) == 0 &&
+		    it->valuestring[kl] == '=')
+			return it->valuestring + kl + 1;
+	}
+	return NULL;
+}
+
+static double num_at(const cJSON *o, const char *a, const char *b)
+{
+	const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(o, a), b);
+	return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+
+/* The env for the guest's init: one "K=V" a line (<run>/guest/env). */
+static int write_env(const char *guest, const cJSON *env, struct err *e)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/env", guest);
+	_cleanup_file_ FILE *f = fopen(path, "we");
+	if (!f)
+		return err_sys(e, ERR_INTERNAL, errno, "writing '%s'", path);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, env)
+	{
+		if (cJSON_IsString(it) && !strchr(it->valuestring, '\n'))
+			fprintf(f, "%s\n", it->valuestring);
+	}
+	return 0;
+}
+
+static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, struct err *e)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/config.json", bundle_dir);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (fs_read_file(path, 1 << 20, &text, &len, e) < 0)
+		return err_code(e);
+	cJSON *c = cJSON_Parse(text);
+	if (!c)
+		return err_set(e, ERR_INTERNAL, EINVAL, "VM: unreadable '%s'", path);
+	const cJSON *root = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "root"), "path");
+	const cJSON *lx = cJSON_GetObjectItem(c, "linux");
+	const cJSON *map = cJSON_GetArrayItem(cJSON_GetObjectItem(lx, "uidMappings"), 0);
+	const cJSON *host = cJSON_GetObjectItem(map, "hostID");
+	const cJSON *res = cJSON_GetObjectItem(lx, "resources");
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItem(lx, "namespaces"))
+	{
+		const cJSON *t = cJSON_GetObjectItem(m, "type");
+		const cJSON *p = cJSON_GetObjectItem(m, "path");
+		if (cJSON_IsString(t) && cJSON_IsString(p) && !strcmp(t->valuestring, "user"))
+			snprintf(v->userns, sizeof(v->userns), "%s", p->valuestring);
+	}
+	cJSON_ArrayForEach(m, cJSON_GetObjectItem(c, "mounts"))
+	{
+		const cJSON *d = cJSON_GetObjectItem(m, "destination");
+		const cJSON *s = cJSON_GetObjectItem(m, "source");
+		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/run/deskbox"))
+			snprintf(v->run, sizeof(v->run), "%s", s->valuestring);
+		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/usr") &&
+		    !strcmp(s->valuestring, "/usr"))
+			v->host_usr = 1;
+	}
+	int r = 0;
+	if (!cJSON_IsString(root) || !v->run[0])
+		r = err_set(e, ERR_INTERNAL, EINVAL, "VM: the bundle names no root or run dir");
+	else if (!v->host_usr)
+		r = err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+			    "isolation 'vm': only the default image runs in a VM yet (a stored "
+			    "image's own /usr is not shared with the guest; docs/isolation.md)");
+	else if (!cJSON_IsNumber(host) || host->valuedouble <= 0 || !v->userns[0])
+		r = err_set(e, ERR_UNAVAILABLE, EPERM,
+			    "isolation 'vm' needs the sandbox's own uid range (deskboxd with "
+			    "user namespaces)");
+	if (r == 0) {
+		snprintf(v->rootfs, sizeof(v->rootfs), "%s", root->valuestring);
+		v->uid = (uint32_t)host->valuedouble;
+		v->mem_mb = (uint64_t)num_at(res, "memory", "limit") >> 20;
+		v->pids_max = (int64_t)num_at(res, "pids", "limit");
+		v->cpu_quota = (long)num_at(res, "cpu", "quota");
+		v->cpu_period = (long)num_at(res, "cpu", "period");
+		const cJSON *pe = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "process"), "env");
+		const char *d = env_value(pe, "DESKBOX_DISPLAY");
+		snprintf(v->display, sizeof(v->display), "%s", d ? d : "1280x800");
+		*env = cJSON_Duplicate(pe, 1);
+	}
+	cJSON_Delete(c);
+	return r;
+}
+
+static const char *const cg_ctrls[] = {"memory", "pids", "cpu", "freezer"};
+#define N_CG (sizeof(cg_ctrls) / sizeof(*cg_ctrls))
+
+static void cg_path(struct runtime *rt, const char *ctrl, const char *id, const char *file,
+		    char *out, size_t size)
+{
+	if (runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2)
+		snprintf(out, size, "/sys/fs/cgroup/deskbox/%s%s%s", id, file ? "/" : "",
+			 file ? file : "");
+	else
+		snprintf(out, size, "/sys/fs/cgroup/%s/deskbox/%s%s%s", ctrl, id, file ? "/" : "",
+			 file ? file : "");
+}
+
+static void cg_write(const char *path, long long v)
+{
+	_cleanup_fd_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%lld", v);
+	if (fd >= 0 && write(fd, buf, (size_t)n) < 0) {
+		/* a limit the kernel refuses is left out */
+	}
+}
+
+/* The VM's cgroup (its limits: the guest's memory plus QEMU's overhead);
+ * the cgroup.procs files the child joins go to `procs`. */
+static int cg_make(struct runtime *rt, const char *id, const struct vm_spec *v,
+		   char procs[N_CG][PATH_MAX], struct err *e)
+{
+	int v2 = runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2;
+	char p[PATH_MAX];
+	for (size_t i = 0; i < (v2 ? 1 : N_CG); i++) {
+		cg_path(rt, cg_ctrls[i], id, NULL, p, sizeof(p));
+		if (fs_mkdir_p(p, 0755, e) < 0)
+			return err_code(e);
+		cg_path(rt, cg_ctrls[i], id, "cgroup.procs", procs[i], PATH_MAX);
+	}
+	long long mem = (long long)(v->mem_mb + VM_OVERHEAD_MB) << 20;
+	cg_path(rt, "memory", id, v2 ? "memory.max" : "memory.limit_in_bytes", p, sizeof(p));
+	cg_write(p, mem);
+	if (v->pids_max > 0) {
+		cg_path(rt, "pids", id, "pids.max", p, sizeof(p));
+		cg_write(p, 64 + v->pids_max / 16);
+	}
+	if (v->cpu_quota > 0 && !v2) {
+		cg_path(rt, "cpu", id, "cpu.cfs_period_us", p, sizeof(p));
+		cg_write(p, v->cpu_period > 0 ? v->cpu_period : RUNTIME_CPU_PERIOD_US);
+		cg_path(rt, "cpu", id, "cpu.cfs_quota_us", p, sizeof(p));
+		cg_write(p, v->cpu_quota);
+	}
+	return 0;
+}
+
+static void cg_remove(struct runtime *rt, const char *id)
+{
+	int v2 = runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2;
+	char p[PATH_MAX];
+	for (size_t i = 0; i < (v2 ? 1 : N_CG); i++) {
+		cg_path(rt, cg_ctrls[i], id, NULL, p, sizeof(p));
+		rmdir(p);
+	}
+}
+
+static int add_share(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *tag,
+		     const char *path, int ro)
+{
+	snprintf(bufs[*nb], PATH_MAX, "local,id=%s,path=%s,multidevs=remap,security_model=%s%s", tag, path,
+		 ro ? "none" : "passthrough",
+		 ro ? ",readonly=on" : "");
+	argv[n++] = "-fsdev";
+	argv[n++] = bufs[(*nb)++];
+	snprintf(bufs[*nb], PATH_MAX, "virtio-9p-pci,fsdev=%s,mount_tag=%s", tag, tag);
+	argv[n++] = "-device";
+	argv[n++] = bufs[(*nb)++];
+	return n;
+}
+
+static int add_port(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *name,
+		    const char *sock)
+{
+	snprintf(bufs[*nb], PATH_MAX, "socket,id=%s,path=%s,server=on,wait=off", name, sock);
+	argv[n++] = "-chardev";
+	argv[n++] = bufs[(*nb)++];
+	snprintf(bufs[*nb], PATH_MAX, "virtserialport,chardev=%s,name=deskbox.%s", name, name);
+	argv[n++] = "-device";
+	argv[n++] = bufs[(*nb)++];
+	return n;
+}
+
+/* QEMU's argv; its sockets are relative to the run dir, its cwd. */
+static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PATH_MAX])
+{
+	int n = 0, nb = 0;
+	int kvm = strcmp(vm_accel_used, "kvm") == 0;
+	argv[n++] = vm_opts.qemu;
+	argv[n++] = "-M";
+	argv[n++] = "q35";
+	argv[n++] = "-accel";
+	argv[n++] = kvm ? "kvm" : "tcg,tb-size=128";
+	argv[n++] = "-cpu";
+	argv[n++] = kvm ? "host,-arch-capabilities" : "max";
+	snprintf(bufs[nb], PATH_MAX, "%llu", (unsigned long long)v->mem_mb);
+	argv[n++] = "-m";
+	argv[n++] = bufs[nb++];
+	const char *fixed[] = {"-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
+			       "-no-reboot", "-nic", "none", "-sandbox",
+			       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+			       "resourcecontrol=deny",
+			       "-kernel", vm_opts.kernel, "-initrd", vm_opts.initrd, "-append"};
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
+		argv[n++] = fixed[i];
+	snprintf(bufs[nb], PATH_MAX, "console=ttyS0 quiet panic=-1 deskbox_display=%s",
+		 v->display);
+	argv[n++] = bufs[nb++];
+	argv[n++] = "-chardev";
+	argv[n++] = "stdio,id=con,signal=off";
+	argv[n++] = "-serial";
+	argv[n++] = "chardev:con";
+	argv[n++] = "-device";
+	argv[n++] = "virtio-serial-pci,max_ports=16";
+	n = add_port(argv, n, bufs, &nb, "vnc", "vnc.sock");
+	for (int i = 0; i < RUNTIME_VM_EXEC_PORTS; i++) {
+		char name[16], sock[32];
+		snprintf(name, sizeof(name), "exec%d", i);
+		snprintf(sock, sizeof(sock), "exec%d.sock", i);
+		n = add_port(argv, n, bufs, &nb, name, sock);
+	}
+	/* The sandbox's directory is root's only: the VM opens its shares
+	 * through the fds deskboxd passes (v->fds). */
+	char root[32], run[32];
+	snprintf(root, sizeof(root), "/proc/self/fd/%d", v->fds[0]);
+	snprintf(run, sizeof(run), "/proc/self/fd/%d", v->fds[1]);
+	n = add_share(argv, n, bufs, &nb, "root", root, 0);
+	n = add_share(argv, n, bufs, &nb, "usr", "/usr", 1);
+	n = add_share(argv, n, bufs, &nb, "deskbox", vm_opts.share, 1);
+	n = add_share(argv, n, bufs, &nb, "run", run, 0);
+	argv[n] = NULL;
+}
+
+static void child_fail(const char *what)
+{
+	static const char pre[] = "deskbox: starting the VM: ";
+	if (write(2, pre, sizeof(pre) - 1) < 0 || write(2, what, strlen(what)) < 0 ||
+	    write(2, "\n", 1) < 0)
+		_exit(126);
+	_exit(126);
+}
+
+/* The child: its cgroup, the sandbox's user namespace (as its root, so
+ * that the guest sees the owners a container sees and files it makes get
+ * the sandbox's ids), stdio to the log.  Only async-signal-safe calls
+ * (deskboxd has threads). */
+static void child(const char *const *argv, const char *run, int log_fd, int go, const int fds[3])
+{
+	for (int i = 0; i < 2; i++)
+		if (fcntl(fds[i], F_SETFD, 0) < 0)
+			_exit(126);
+	/* The parent puts us in the VM's cgroup first. */
+	char c;
+	if (read(go, &c, 1) != 1)
+		_exit(126);
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int out = log_fd >= 0 ? log_fd : nul;
+	if (nul < 0 || dup2(nul, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+		_exit(126);
+	if (out == log_fd)
+		fcntl(1, F_SETFD, 0), fcntl(2, F_SETFD, 0);
+	setsid();
+	if (chdir(run) < 0 || setns(fds[2], CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0 ||
+	    setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail("chdir or the sandbox's user namespace");
+	static char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+	execve(argv[0], (char *const *)argv, env);
+	child_fail(argv[0]);
+}
+
+/* The run dir becomes the VM's (its sockets), with guest/ (the guest's
+ * one writable place on the host beside its root: the ready flag, the
+ * env) and ready -> guest/ready for the sandbox layer's wait. */
+static int prepare_run(const struct vm_spec *v, const cJSON *env, char *guest, struct err *e)
+{
+	snprintf(guest, PATH_MAX, "%s/guest", v->run);
+	char ready[PATH_MAX];
+	snprintf(ready, sizeof(ready), "%s/ready", v->run);
+	unlink(ready);
+	if (chown(v->run, v->uid, v->uid) < 0 || chmod(v->run, 0700) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "VM: giving '%s' to the VM", v->run);
+	if ((mkdir(guest, 0700) < 0 && errno != EEXIST) || symlink("guest/ready", ready) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "VM: preparing '%s'", guest);
+	char flag[PATH_MAX];
+	snprintf(flag, sizeof(flag), "%s/ready", guest);
+	unlink(flag);
+	if (write_env(guest, env, e) < 0)
+		return err_code(e);
+	char envp[PATH_MAX];
+	snprintf(envp, sizeof(envp), "%s/env", guest);
+	if (chown(guest, v->uid, v->uid) < 0 || chown(envp, v->uid, v->uid) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "VM: giving '%s' to the VM", guest);
+	return 0;
+}
+
+static void close_fds(int fds[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* The host's /usr on the root (read-only), in deskboxd's namespace, as a
+ * container gets it: the files API and code_run's interpreter lookup see
+ * the tree the guest sees (which mounts its own 9p share of /usr there). */
+static int bind_usr(const char *rootfs, struct err *e)
+{
+	char usr[PATH_MAX];
+	snprintf(usr, sizeof(usr), "%s/usr", rootfs);
+	umount2(usr, MNT_DETACH);
+	if (mount("/usr", usr, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, usr, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "VM: the host's /usr on '%s'", usr);
+	return 0;
+}
+
+static int write_state(struct runtime *rt, const char *id, pid_t pid, const struct vm_spec *v,
+		       struct err *e)
+{
+	char dir[PATH_MAX], p[PATH_MAX], buf[2 * PATH_MAX + 32];
+	vm_dir(rt, id, dir, sizeof(dir));
+	if (fs_mkdir_p(dir, 0700, e) < 0)
+		return err_code(e);
+	int n = snprintf(buf, sizeof(buf), "%d\n%s\n%s\n", (int)pid, v->run, v->rootfs);
+	snprintf(p, sizeof(p), "%s/state", dir);
+	return fs_write_atomic(p, buf, (size_t)n, 0600, e);
+}
+
+static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
+		    pid_t *init_pid, struct err *e)
+{
+	if (runtime_vm_usable(e) < 0)
+		return err_code(e);
+	struct vm_spec v = {.fds = {-1, -1, -1}};
+	cJSON *env = NULL;
+	if (read_bundle(bundle_dir, &v, &env, e) < 0)
+		return err_code(e);
+	if (!v.mem_mb)
+		v.mem_mb = VM_DEFAULT_MEM_MB;
+	if (v.mem_mb < VM_MIN_MEM_MB)
+		v.mem_mb = VM_MIN_MEM_MB;
+	char guest[PATH_MAX], procs[N_CG][PATH_MAX] = {{0}};
+	int r = prepare_run(&v, env, guest, e);
+	cJSON_Delete(env);
+	if (r < 0 || bind_usr(v.rootfs, e) < 0 || cg_make(rt, id, &v, procs, e) < 0)
+		return err_code(e);
+	const char *argv[VM_ARGV_MAX];
+	static __thread char bufs[48][PATH_MAX];
+	v.fds[0] = open(v.rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	v.fds[1] = open(guest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	v.fds[2] = open(v.userns, O_RDONLY | O_CLOEXEC);
+	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0) {
+		r = err_sys(e, ERR_INTERNAL, errno, "VM: opening its shares");
+		close_fds(v.fds);
+		return r;
+	}
+	qemu_argv(&v, argv, bufs);
+	int go[2];
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		close_fds(v.fds);
+		return err_sys(e, ERR_INTERNAL, errno, "pipe");
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(go[0]);
+		close(go[1]);
+		close_fds(v.fds);
+		return err_sys(e, ERR_INTERNAL, errno, "fork");
+	}
+	if (pid == 0)
+		child(argv, v.run, log_fd, go[0], v.fds);
+	close(go[0]);
+	close_fds(v.fds);
+	/* In its cgroup before it runs (the monitor checks it is there). */
+	for (size_t i = 0; i < N_CG && procs[i][0]; i++) {
+		_cleanup_fd_ int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || dprintf(fd, "%d", (int)pid) < 0) {
+			r = err_sys(e, ERR_INTERNAL, errno, "VM: joining '%s'", procs[i]);
+			break;
+		}
+	}
+	if (r == 0 && write(go[1], "g", 1) != 1)
+		r = err_sys(e, ERR_INTERNAL, errno, "VM: starting");
+	close(go[1]);
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return r;
+	}
+	*init_pid = pid;
+	return write_state(rt, id, pid, &v, e);
+}
+
+/* The VM's pid from its state file, if that QEMU still runs (its cgroup
+ * is the sandbox's: a reused pid is not taken for it). */
+static pid_t vm_pid(struct runtime *rt, const char *id, char *run, size_t run_size,
+		    char rootfs[PATH_MAX])
+{
+	char dir[PATH_MAX], p[PATH_MAX];
+	vm_dir(rt, id, dir, sizeof(dir));
+	snprintf(p, sizeof(p), "%s/state", dir);
+	_cleanup_file_ FILE *f = fopen(p, "re");
+	int pid = 0;
+	char line[PATH_MAX] = "";
+	if (!f || fscanf(f, "%d\n", &pid) != 1 || !fgets(line, sizeof(line), f))
+		return 0;
+	line[strcspn(line, "\n")] = '\0';
+	if (run)
+		snprintf(run, run_size, "%s", line);
+	if (rootfs && fgets(rootfs, PATH_MAX, f))
+		rootfs[strcspn(rootfs, "\n")] = '\0';
+	char cg[PATH_MAX], want[128], buf[4096];
+	snprintf(cg, sizeof(cg), "/proc/%d/cgroup", pid);
+	snprintf(want, sizeof(want), "/deskbox/%s\n", id);
+	_cleanup_fd_ int fd = open(cg, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strstr(buf, want) ? pid : 0;
+}
+
+int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size)
+{
+	return vm_pid(rt, id, out, size, NULL) > 0 ? 0 : -ESRCH;
+}
+
+static int vm_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e)
+{
+	pid_t pid = vm_pid(rt, id, NULL, 0, NULL);
+	if (pid <= 0)
+		return err_set(e, ERR_NOT_FOUND, ESRCH, "VM '%s' is not running", id);
+	if (kill(pid, sig) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "signalling VM '%s'", id);
+	return 0;
+}
+
+static int vm_remove(struct runtime *rt, const char *id, int force, struct err *e)
+{
+	char run[PATH_MAX] = "", rootfs[PATH_MAX] = "", dir[PATH_MAX], p[PATH_MAX];
+	pid_t pid = vm_pid(rt, id, run, sizeof(run), rootfs);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		/* Reaped by the monitor (we are its subreaper) or by us. */
+		long long until = clock_mono_ms() + VM_STOP_TIMEOUT_MS;
+		while (kill(pid, 0) == 0 && clock_mono_ms() < until) {
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				break;
+			clock_sleep_ms(5);
+		}
+	}
+	if (run[0]) {
+		static const char *const names[] = {"vnc.sock", "ready", "guest/env",
+						    "guest/ready"};
+		for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+			snprintf(p, sizeof(p), "%s/%s", run, names[i]);
+			unlink(p);
+		}
+		for (int i = 0; i < RUNTIME_VM_EXEC_PORTS; i++) {
+			snprintf(p, sizeof(p), "%s/exec%d.sock", run, i);
+			unlink(p);
+			snprintf(p, sizeof(p), "%s/exec%d.lock", run, i);
+			unlink(p);
+		}
+		snprintf(p, sizeof(p), "%s/guest", run);
+		rmdir(p);
+	}
+	if (rootfs[0]) {
+		snprintf(p, sizeof(p), "%s/usr", rootfs);
+		umount2(p, MNT_DETACH);
+	}
+	cg_remove(rt, id);
+	vm_dir(rt, id, dir, sizeof(dir));
+	snprintf(p, sizeof(p), "%s/state", dir);
+	unlink(p);
+	rmdir(dir);
+	return 0;
+}
+
+static int vm_state(struct runtime *rt, const char *id, int *running, pid_t *init_pid,
+		    struct err *e)
+{
+	pid_t pid = vm_pid(rt, id, NULL, 0, NULL);
+	*running = pid > 0;
+	*init_pid = pid > 0 ? pid : 0;
+	return 0;
+}
+
+static int vm_update(struct runtime *rt, const char *id, const struct runtime_limits *l,
+		     struct err *e)
+{
+	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+		       "isolation 'vm': live limits are not implemented (a VM's memory and CPU "
+		       "are fixed at its start; docs/isolation.md)");
+}
+
+static int vm_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e)
+{
+	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+		       "isolation 'vm': the port proxy cannot reach into a VM yet (it has no "
+		       "network device, by design; docs/isolation.md)");
+}
+
+static int vm_feature(enum runtime_feature f, struct err *e)
+{
+	static const char *const why[] = {
+	    [RUNTIME_FEATURE_NETWORK] = "network modes other than \"none\" (a VM has no network "
+					"device yet)",
+	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
+					   "are not implemented)",
+	    [RUNTIME_FEATURE_PAUSE] = "pause and resume",
+	    [RUNTIME_FEATURE_TERMINAL] = "terminals (the guest's exec agent streams pipes only)",
+	};
+	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
+	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+		       "isolation 'vm': %s is not implemented for VM sandboxes "
+		       "(docs/isolation.md)",
+		       w);
+}
+
+static int vm_exec_spawn(struct runtime *rt, const char *id, const struct runtime_exec *x,
+			 pid_t *client_pid, struct err *e)
+{
+	return runtime_vm_exec(rt, id, x, client_pid, e);
+}
+
+const struct runtime_backend runtime_vm_backend = {
+    .isolation = RUNTIME_ISOLATION_VM,
+    .start = vm_start,
+    .kill = vm_kill,
+    .remove = vm_remove,
+    .state = vm_state,
+    .update = vm_update,
+    .exec_spawn = vm_exec_spawn,
+    .connect_inside = vm_connect_inside,
+    .feature = vm_feature,
+    .ready_timeout_ms = 240000,
+};
