@@ -63,7 +63,9 @@ else
 	printf 'root:x:0:\nuser:x:1000:\n' > $r/etc/group
 	chown 1000:1000 $r/home/user $r/workspace
 fi
-mount -t 9p -o $o,ro,cache=loose usr $r/usr || echo "mount usr failed"
+# The image's /usr: the host's (read-only) or the sandbox's own overlay of
+# it (deskbox_usr=rw: packages it installs persist).
+mount -t 9p -o $o,${deskbox_usr:-ro},cache=loose usr $r/usr || echo "mount usr failed"
 mount -t 9p -o $o,ro,cache=loose deskbox $r/.deskbox || echo "mount deskbox failed"
 hostname deskbox
 mount --move /dev $r/dev

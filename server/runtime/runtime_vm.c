@@ -107,8 +107,11 @@ static void vm_dir(struct runtime *rt, const char *id, char *out, size_t size)
 struct vm_spec {
 	char rootfs[PATH_MAX], run[PATH_MAX], userns[PATH_MAX], display[32];
 	uint32_t uid; /* the sandbox's root: host_base */
-	int fds[3]; /* the root and guest/ directories, passed to QEMU */
-	int host_usr; /* the image takes the host's /usr (the default one) */
+	int fds[4]; /* root, guest/, the user namespace and /usr, passed to QEMU */
+	/* The image's /usr: the host's (read-only) or the sandbox's own
+	 * overlay of it on <rootfs>/usr. */
+	char usr[PATH_MAX];
+	int usr_ro;
 	uint64_t mem_mb;
 	int64_t pids_max;
 	long cpu_quota, cpu_period;
@@ -150,6 +153,17 @@ static int write_env(const char *guest, const cJSON *env, struct err *e)
 	return 0;
 }
 
+static int mount_ro(const cJSON *m)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, cJSON_GetObjectItem(m, "options"))
+	{
+		if (cJSON_IsString(o) && !strcmp(o->valuestring, "ro"))
+			return 1;
+	}
+	return 0;
+}
+
 static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, struct err *e)
 {
 	char path[PATH_MAX];
@@ -180,14 +194,15 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 		const cJSON *s = cJSON_GetObjectItem(m, "source");
 		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/run/deskbox"))
 			snprintf(v->run, sizeof(v->run), "%s", s->valuestring);
-		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/usr") &&
-		    !strcmp(s->valuestring, "/usr"))
-			v->host_usr = 1;
+		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/usr")) {
+			snprintf(v->usr, sizeof(v->usr), "%s", s->valuestring);
+			v->usr_ro = mount_ro(m);
+		}
 	}
 	int r = 0;
 	if (!cJSON_IsString(root) || !v->run[0])
 		r = err_set(e, ERR_INTERNAL, EINVAL, "VM: the bundle names no root or run dir");
-	else if (!v->host_usr)
+	else if (!v->usr[0])
 		r = err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
 			    "isolation 'vm': only the default image runs in a VM yet (a stored "
 			    "image's own /usr is not shared with the guest; docs/isolation.md)");
@@ -322,8 +337,9 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 			       "-kernel", vm_opts.kernel, "-initrd", vm_opts.initrd, "-append"};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		argv[n++] = fixed[i];
-	snprintf(bufs[nb], PATH_MAX, "console=ttyS0 quiet panic=-1 deskbox_display=%s",
-		 v->display);
+	snprintf(bufs[nb], PATH_MAX,
+		 "console=ttyS0 quiet panic=-1 deskbox_display=%s deskbox_usr=%s", v->display,
+		 v->usr_ro ? "ro" : "rw");
 	argv[n++] = bufs[nb++];
 	argv[n++] = "-chardev";
 	argv[n++] = "stdio,id=con,signal=off";
@@ -344,7 +360,9 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	snprintf(root, sizeof(root), "/proc/self/fd/%d", v->fds[0]);
 	snprintf(run, sizeof(run), "/proc/self/fd/%d", v->fds[1]);
 	n = add_share(argv, n, bufs, &nb, "root", root, 0);
-	n = add_share(argv, n, bufs, &nb, "usr", "/usr", 1);
+	char usr[32];
+	snprintf(usr, sizeof(usr), "/proc/self/fd/%d", v->fds[3]);
+	n = add_share(argv, n, bufs, &nb, "usr", usr, v->usr_ro);
 	n = add_share(argv, n, bufs, &nb, "deskbox", vm_opts.share, 1);
 	n = add_share(argv, n, bufs, &nb, "run", run, 0);
 	argv[n] = NULL;
@@ -363,10 +381,11 @@ static void child_fail(const char *what)
  * that the guest sees the owners a container sees and files it makes get
  * the sandbox's ids), stdio to the log.  Only async-signal-safe calls
  * (deskboxd has threads). */
-static void child(const char *const *argv, const char *run, int log_fd, int go, const int fds[3])
+static void child(const char *const *argv, const char *run, int log_fd, int go, const int fds[4])
 {
-	for (int i = 0; i < 2; i++)
-		if (fcntl(fds[i], F_SETFD, 0) < 0)
+	static const int pass[] = {0, 1, 3};
+	for (int i = 0; i < 3; i++)
+		if (fcntl(fds[pass[i]], F_SETFD, 0) < 0)
 			_exit(126);
 	/* The parent puts us in the VM's cgroup first. */
 	char c;
@@ -413,9 +432,9 @@ static int prepare_run(const struct vm_spec *v, const cJSON *env, char *guest, s
 	return 0;
 }
 
-static void close_fds(int fds[3])
+static void close_fds(int fds[4])
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 }
@@ -441,7 +460,9 @@ static int write_state(struct runtime *rt, const char *id, pid_t pid, const stru
 	vm_dir(rt, id, dir, sizeof(dir));
 	if (fs_mkdir_p(dir, 0700, e) < 0)
 		return err_code(e);
-	int n = snprintf(buf, sizeof(buf), "%d\n%s\n%s\n", (int)pid, v->run, v->rootfs);
+	/* The rootfs only when its /usr is our bind mount, for the remove. */
+	int n = snprintf(buf, sizeof(buf), "%d\n%s\n%s\n", (int)pid, v->run,
+			 strcmp(v->usr, "/usr") ? "" : v->rootfs);
 	snprintf(p, sizeof(p), "%s/state", dir);
 	return fs_write_atomic(p, buf, (size_t)n, 0600, e);
 }
@@ -451,7 +472,7 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 {
 	if (runtime_vm_usable(e) < 0)
 		return err_code(e);
-	struct vm_spec v = {.fds = {-1, -1, -1}};
+	struct vm_spec v = {.fds = {-1, -1, -1, -1}};
 	cJSON *env = NULL;
 	if (read_bundle(bundle_dir, &v, &env, e) < 0)
 		return err_code(e);
@@ -462,14 +483,16 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 	char guest[PATH_MAX], procs[N_CG][PATH_MAX] = {{0}};
 	int r = prepare_run(&v, env, guest, e);
 	cJSON_Delete(env);
-	if (r < 0 || bind_usr(v.rootfs, e) < 0 || cg_make(rt, id, &v, procs, e) < 0)
+	if (r < 0 || (!strcmp(v.usr, "/usr") && bind_usr(v.rootfs, e) < 0) ||
+	    cg_make(rt, id, &v, procs, e) < 0)
 		return err_code(e);
 	const char *argv[VM_ARGV_MAX];
 	static __thread char bufs[48][PATH_MAX];
 	v.fds[0] = open(v.rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[1] = open(guest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[2] = open(v.userns, O_RDONLY | O_CLOEXEC);
-	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0) {
+	v.fds[3] = open(v.usr, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0 || v.fds[3] < 0) {
 		r = err_sys(e, ERR_INTERNAL, errno, "VM: opening its shares");
 		close_fds(v.fds);
 		return r;
