@@ -94,6 +94,8 @@ npm_ci() {
 npm_ci browser playwright-core
 npm_ci mcp @modelcontextprotocol/sdk
 npm_ci openapi @apidevtools/swagger-parser
+# kubernetes-models for tests/k8s (test_k8s.py validates contrib/k8s with it).
+npm_ci k8s kubernetes-models
 # The compatibility front-ends' official clients (docs/compat.md).
 npm_ci compat-daytona @daytonaio/sdk
 npm_ci compat-sprites @fly/sprites
