@@ -308,11 +308,12 @@ struct image_overlay {
 };
 int image_mount_overlay(const struct image_overlay *o, struct err *e);
 
-/* What deskbox adds to the default image's /usr, as the top lower layer of
- * a sandbox's /usr overlay: bin/sudo, a link to IMAGE_SUDO_TARGET (the
- * init, which acts as sudo under that name and asks its own root side to
- * run the command; a set-user-ID sudo cannot work under no_new_privs).
- * Made once under <state>/images/default/usr-extra, its path in `out`. */
+/* What deskbox adds to a sandbox's /usr, as the top lower layer of the
+ * default image's /usr overlay (`out`) or, through its parent directory
+ * (a tree with usr/bin/sudo), of a stored image's root: bin/sudo, a link
+ * to IMAGE_SUDO_TARGET (the init, which acts as sudo under that name and
+ * asks its own root side to run the command; a set-user-ID sudo cannot
+ * work under no_new_privs).  Made once as <state>/images/default/extra/usr. */
 #define IMAGE_SUDO_TARGET "/.deskbox/init"
 int image_prepare_usr_extra(const char *state_dir, char *out, size_t size, struct err *e);
 

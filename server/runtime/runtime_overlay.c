@@ -151,7 +151,9 @@ int image_mount_overlay(const struct image_overlay *o, struct err *e)
 int image_prepare_usr_extra(const char *state_dir, char *out, size_t size, struct err *e)
 {
 	char dir[PATH_MAX], bin[PATH_MAX], link[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/images/default/usr-extra", state_dir);
+	/* <state>/images/default/extra/usr: the tree above it is a stored image's top
+	 * layer (usr/bin/sudo), the usr/ below it the default image's. */
+	snprintf(dir, sizeof(dir), "%s/images/default/extra/usr", state_dir);
 	snprintf(bin, sizeof(bin), "%s/bin", dir);
 	snprintf(link, sizeof(link), "%s/sudo", bin);
 	if (fs_mkdir_p(bin, 0755, e) < 0)

@@ -221,9 +221,18 @@ static int mount_layers(struct sandbox *sb, const char *lower, const char *upper
 	sb->own_usr = 0;
 	if (!sb->host_base)
 		return image_mount_rootfs(lower, upper, work, rootfs, e);
-	char stage[PATH_MAX];
+	char stage[PATH_MAX], extra[PATH_MAX];
 	sandbox_path(sb, stage, sizeof(stage), "layers");
-	struct image_overlay o = {.lowers = {lower},
+	int stored = sb->spec.image[0] && strcmp(sb->spec.image, IMAGE_DEFAULT) != 0;
+	/* A stored image gets deskbox's sudo above it, where its /usr/bin is a
+	 * directory (a link there would be hidden by the layer's). */
+	snprintf(extra, sizeof(extra), "%s", sb->owner->usr_extra);
+	*strrchr(extra, '/') = '\0';
+	char bin[PATH_MAX];
+	struct stat st;
+	snprintf(bin, sizeof(bin), "%s/usr/bin", lower);
+	int top = stored && lstat(bin, &st) == 0 && S_ISDIR(st.st_mode);
+	struct image_overlay o = {.lowers = {top ? extra : lower, top ? lower : NULL},
 				  .upper = upper,
 				  .work = work,
 				  .target = rootfs,
@@ -239,7 +248,7 @@ static int mount_layers(struct sandbox *sb, const char *lower, const char *upper
 		err_clear(e);
 		return image_mount_rootfs(lower, upper, work, rootfs, e);
 	}
-	if (sb->spec.image[0] && strcmp(sb->spec.image, IMAGE_DEFAULT) != 0)
+	if (stored)
 		return 0;
 	char usr[PATH_MAX], uupper[PATH_MAX], uwork[PATH_MAX];
 	snprintf(usr, sizeof(usr), "%s/usr", rootfs);

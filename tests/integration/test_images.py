@@ -420,6 +420,11 @@ def sandbox_checks(t, srv):
     t.eq(sb.get("image"), "tiny", "the sandbox names its image")
     r = srv.exec(sid, ["python3", "-c", "import os, sys; print(sys.version_info[0], os.getuid())"])
     t.eq((r["exit_code"], r["stdout"]), (0, "3 1000\n"), "python3 -c runs inside as the user")
+    r = srv.exec(sid, ["sh", "-c", "sudo python3 -c 'import os; print(os.getuid())' && "
+                       "sudo sh -c 'echo img > /etc/by-root' && python3 -c "
+                       "'import os; print(os.stat(\"/etc/by-root\").st_uid)'"])
+    t.eq((r["exit_code"], r["stdout"]), (0, "0\n0\n"),
+         "deskbox's sudo works in a stored image and its root owns its /etc")
     r = srv.exec(sid, ["sh", "-c", "ls /usr/bin/chromium /usr/bin/xterm 2>&1; echo $?"])
     t.ok(r["stdout"].strip().endswith("2"), "the host's /usr is not there (no chromium, xterm)",
          r["stdout"])

@@ -172,6 +172,34 @@ def check_sudo(t, srv, sid):
          "a signal to sudo reaches the root command", r.body)
 
 
+def check_sdk(t, srv):
+    """The Python SDK's user= and root= (the source tree's package)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+    import deskbox
+    c = deskbox.Deskbox("http://127.0.0.1:%d" % srv.port, token=srv.token)
+    sb = c.create(root=False)
+    try:
+        t.eq(sb.process.exec(["id", "-u"]).stdout, "1000\n", "SDK: exec as the user")
+        try:
+            sb.process.exec(["id", "-u"], user="root")
+            got = None
+        except deskbox.DeskboxError as err:
+            got = (type(err).__name__, err.code)
+        t.eq(got, ("Conflict", "root_disabled"), "SDK: root=False, then user=\"root\" is "
+             "a Conflict with code root_disabled")
+    finally:
+        sb.delete()
+    sb = c.create()
+    try:
+        t.eq(sb.process.exec(["id", "-u"], user="root").stdout, "0\n", "SDK: exec(user=\"root\")")
+        t.eq(sb.process.code_run("import os; print(os.getuid())", user="root").stdout, "0\n",
+             "SDK: code_run(user=\"root\")")
+        t.eq(sb.sessions.create(user="root").exec("id -u").stdout, "0\n",
+             "SDK: sessions.create(user=\"root\")")
+    finally:
+        sb.delete()
+
+
 def check_bad_values(t, srv, sid):
     P = "/v1/sandboxes/%s" % sid
     r = ex(srv, sid, ["id", "-u"], user=None)
@@ -249,6 +277,7 @@ def main():
         srv.request("DELETE", "/v1/sandboxes/" + other)
         check_bad_values(t, srv, sid)
         check_opt_out(t, srv)
+        check_sdk(t, srv)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
     finally:
         srv.cleanup()

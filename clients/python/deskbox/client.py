@@ -177,18 +177,21 @@ class Deskbox:
                pids_max: Optional[int] = None, cpu_millis: Optional[int] = None,
                network: Any = None, name: Optional[str] = None,
                metadata: Optional[Mapping[str, str]] = None,
-               read_only_root: Optional[bool] = None) -> Sandbox:
+               read_only_root: Optional[bool] = None,
+               root: Optional[bool] = None) -> Sandbox:
         """Creates a sandbox; returns once its desktop is up.  `network`:
         "none", "internet" or {"allow": [...]} (default: the server's).
         `name`: unique, usable in place of the id (Conflict, code
         "name_taken", when in use); `metadata`: string labels list() can
         filter on; `read_only_root`: all but /workspace, /tmp and the home
-        directories read-only (docs/lifecycle.md)."""
+        directories read-only (docs/lifecycle.md); `root=False`: nothing
+        runs as the sandbox's root (user="root" is a Conflict, code
+        "root_disabled"; docs/security.md)."""
         body = {"display": _size(display), "agent_display": _size(agent_display),
                 "memory_mb": memory_mb, "env": dict(env) if env else None,
                 "pids_max": pids_max, "cpu_millis": cpu_millis, "network": network,
                 "name": name, "metadata": dict(metadata) if metadata is not None else None,
-                "read_only_root": read_only_root}
+                "read_only_root": read_only_root, "root": root}
         info = self._t.json("POST", "/v1/sandboxes",
                             body={k: v for k, v in body.items() if v is not None},
                             timeout=_CREATE_TIMEOUT_S)

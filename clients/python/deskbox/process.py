@@ -90,21 +90,23 @@ class Process:
     def exec(self, argv: Union[None, str, Sequence[str]] = None, *,
              command: Optional[str] = None, timeout_s: Optional[float] = None,
              env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
-             stdin: Optional[str] = None) -> ExecResult:
-        """Runs argv (a list), or a string through /bin/sh -c, and waits."""
+             stdin: Optional[str] = None, user: Optional[str] = None) -> ExecResult:
+        """Runs argv (a list), or a string through /bin/sh -c, and waits.
+        user="root": as the sandbox's root (its user namespace's)."""
         body = self._body(argv, command, {"timeout_s": timeout_s, "env": env, "cwd": cwd,
-                                          "stdin": stdin})
+                                          "stdin": stdin, "user": user})
         j = self._t.json("POST", self._base + "/exec", body=body,
                          timeout=self._timeout(timeout_s))
         return ExecResult.from_json(j)
 
     def start(self, argv: Union[None, str, Sequence[str]] = None, *,
               command: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-              cwd: Optional[str] = None, stdin: bool = False) -> int:
+              cwd: Optional[str] = None, stdin: bool = False,
+              user: Optional[str] = None) -> int:
         """Starts a background run; returns its pid in the sandbox.  With
         stdin=True its stdin stays open for write_stdin."""
         body = self._body(argv, command, {"env": env, "cwd": cwd, "background": True,
-                                          "stdin": True if stdin else None})
+                                          "stdin": True if stdin else None, "user": user})
         return int(self._t.json("POST", self._base + "/exec", body=body)["pid"])
 
     def write_stdin(self, pid: int, data: Union[bytes, str] = b"",
@@ -125,22 +127,24 @@ class Process:
     def exec_stream(self, argv: Union[None, str, Sequence[str]] = None, *,
                     command: Optional[str] = None, timeout_s: Optional[float] = None,
                     env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
-                    stdin: Optional[str] = None) -> Iterator[OutputEvent]:
+                    stdin: Optional[str] = None,
+                    user: Optional[str] = None) -> Iterator[OutputEvent]:
         """Like exec, yielding output as it arrives and the result last.
         Leaving the loop early kills the run."""
         body = self._body(argv, command, {"timeout_s": timeout_s, "env": env, "cwd": cwd,
-                                          "stdin": stdin})
+                                          "stdin": stdin, "user": user})
         return self._stream("/exec", body, timeout_s)
 
     def code_run(self, code: str, language: str = "python", *, stream: bool = False,
                  timeout_s: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                  cwd: Optional[str] = None, stdin: Optional[str] = None,
-                 context: Optional[str] = None) -> Any:
+                 context: Optional[str] = None, user: Optional[str] = None) -> Any:
         """Runs code with python3, bash or node.  Returns an ExecResult, or
         with stream=True an iterator of OutputEvent."""
         body = {k: v for k, v in {"code": code, "language": language, "timeout_s": timeout_s,
                                   "env": env, "cwd": cwd, "stdin": stdin,
-                                  "context": context}.items() if v is not None}
+                                  "context": context, "user": user}.items()
+                if v is not None}
         if stream:
             return self._stream("/code_run", body, timeout_s)
         j = self._t.json("POST", self._base + "/code_run", body=body,

@@ -63,8 +63,10 @@ class Sessions:
         self._base = base + "/sessions"
 
     def create(self, cwd: Optional[str] = None,
-               env: Optional[Mapping[str, str]] = None) -> Session:
-        body = {k: v for k, v in {"cwd": cwd, "env": dict(env) if env else None}.items()
+               env: Optional[Mapping[str, str]] = None,
+               user: Optional[str] = None) -> Session:
+        body = {k: v for k, v in {"cwd": cwd, "env": dict(env) if env else None,
+                                  "user": user}.items()
                 if v is not None}
         return Session(self._t, self._base, self._t.json("POST", self._base, body=body))
 
@@ -79,12 +81,14 @@ class Terminals:
 
     def create(self, cols: Optional[int] = None, rows: Optional[int] = None,
                command: Optional[List[str]] = None, cwd: Optional[str] = None,
-               env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+               env: Optional[Mapping[str, str]] = None,
+               user: Optional[str] = None) -> Dict[str, Any]:
         """Starts a program on a pseudo-terminal (default: a login shell);
         returns the terminal (its "id" for get/delete and the WebSocket)."""
         body = {k: v for k, v in {"cols": cols, "rows": rows,
                                   "command": list(command) if command else None,
-                                  "cwd": cwd, "env": dict(env) if env else None}.items()
+                                  "cwd": cwd, "env": dict(env) if env else None,
+                                  "user": user}.items()
                 if v is not None}
         return self._t.json("POST", self._base, body=body)
 
