@@ -64,11 +64,11 @@ def run_one(srv, engine, package, n, m, pool):
     return json.loads(lines[-1])
 
 
-def figures(report, title, what, pair):
+def figures(report, title, what, pair, client="SDK"):
     sdk, nat = pair["sdk"], pair["native"]
     if not sdk or not nat:
         return None
-    report("%s %s (SDK)" % (title, what), sdk, naive=nat, naive_name="native")
+    report("%s %s (%s)" % (title, what, client), sdk, naive=nat, naive_name="native")
     added = [a - b for a, b in zip(sdk, nat)]
     return added
 
@@ -89,7 +89,7 @@ def run(srv, report, quick, pool=2):
                 report("compat %s: create, added over native" % title, added)
                 summary[engine]["create_added_ms"] = round(statistics.median(added), 3)
         added = figures(report, "compat %s:" % title, "command round trip, %s" % command,
-                        got["command"])
+                        got["command"], "SDK" if package else "REST")
         if added:
             report("compat %s: command, added over native" % title, added, target="<= 1 ms")
             summary[engine]["command_added_ms"] = round(statistics.median(added), 3)
