@@ -25,10 +25,59 @@ int api_image_list(struct http_request *req, struct http_response *res, struct e
 }
 
 /* Every field of the body must be one of these. */
-static const char *const image_fields[] = {"name",  "oci_layout", "oci_archive", "ref", "build",
-					   "mirror", "dockerfile", "context",	  NULL};
+static const char *const image_fields[] = {"name",   "oci_layout", "oci_archive", "ref",  "build",
+					   "mirror", "dockerfile", "context",	  "args", NULL};
 
-/* {"name","dockerfile","context"?}: a build from a Dockerfile (202). */
+#define BUILD_ARGS_MAX 64
+
+/* "args": {"K": "V"} as "K=V" strings (NULL-terminated, *out freed with
+ * free_args), NULL without it. */
+static int build_args(const cJSON *body, char ***out, struct err *e)
+{
+	*out = NULL;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(body, "args");
+	if (!a)
+		return 0;
+	if (!cJSON_IsObject(a) || cJSON_GetArraySize(a) > BUILD_ARGS_MAX)
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "field 'args' must be an object of at most %d strings",
+			       BUILD_ARGS_MAX);
+	char **v = calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*v));
+	size_t n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a)
+	{
+		const char *k = it->string;
+		size_t kl =
+		    strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+		if (!v || !cJSON_IsString(it) || !k[0] || k[kl] || kl > 128 ||
+		    (k[0] >= '0' && k[0] <= '9') || strlen(it->valuestring) > 4096 ||
+		    asprintf(&v[n], "%s=%s", k, it->valuestring) < 0) {
+			int oom = !v;
+			for (size_t i = 0; v && i < n; i++)
+				free(v[i]);
+			free(v);
+			return !oom ? err_set(e, ERR_INVALID, EINVAL,
+					   "field 'args': '%.64s' must be a variable name with a "
+					   "string "
+					   "value (at most 4096 bytes)",
+					   k)
+				 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+		}
+		n++;
+	}
+	*out = v;
+	return 0;
+}
+
+static void free_args(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* {"name","dockerfile","context"?,"args"?}: a build from a Dockerfile (202). */
 static int create_from_dockerfile(struct api *api, const cJSON *body, const char *name,
 				  struct http_response *res, struct err *e)
 {
@@ -46,8 +95,14 @@ static int create_from_dockerfile(struct api *api, const cJSON *body, const char
 			       "field 'context' must be an absolute host path (a directory or a "
 			       "tar); or upload one with PUT /v1/images/%s/context",
 			       name);
-	if (sandbox_image_dockerfile(api->sandboxes, name, text, strlen(text), context, e) < 0)
+	char **args;
+	if (build_args(body, &args, e) < 0)
 		return err_code(e);
+	int r = sandbox_image_dockerfile(api->sandboxes, name, text, strlen(text), context,
+					 (const char *const *)args, e);
+	free_args(args);
+	if (r < 0)
+		return r;
 	cJSON *j;
 	if (sandbox_image_get(api->sandboxes, name, &j, e) < 0)
 		return err_code(e);
@@ -72,8 +127,9 @@ static int create_image(struct api *api, const cJSON *body, struct http_response
 		return err_code(e);
 	if (cJSON_GetObjectItemCaseSensitive(body, "dockerfile"))
 		return create_from_dockerfile(api, body, im.name, res, e);
-	if (cJSON_GetObjectItemCaseSensitive(body, "context"))
-		return err_set(e, ERR_INVALID, EINVAL, "'context' goes with 'dockerfile'");
+	if (cJSON_GetObjectItemCaseSensitive(body, "context") ||
+	    cJSON_GetObjectItemCaseSensitive(body, "args"))
+		return err_set(e, ERR_INVALID, EINVAL, "'context' and 'args' go with 'dockerfile'");
 	if (build) {
 		if (strcmp(build, "debian") != 0)
 			return err_set(e, ERR_INVALID, EINVAL, "field 'build' must be \"debian\"");

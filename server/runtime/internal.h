@@ -105,4 +105,36 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
 const char *runtime_vm_client(void);
 
+/* ---- the Dockerfile parser's word level (runtime_dockerfile_words.c) ---- */
+
+/* A growing string; `failed` once memory or the size bound ran out. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	int failed;
+};
+
+/* The parser's state: variables so far and the steps being built. */
+struct parser {
+	struct dockerfile *df;
+	char *keys[DOCKERFILE_MAX_VARS], *vals[DOCKERFILE_MAX_VARS];
+	size_t n_vars;
+	unsigned line;
+	char workdir[DOCKERFILE_PATH_MAX];
+	const char *const *build_args; /* "K=V" values for ARG K, or NULL */
+	struct err *e;
+};
+
+/* ERR_INVALID "Dockerfile line N: ..." into p->e; returns its code. */
+int df_fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *df_var_get(const struct parser *p, const char *k);
+int df_var_set(struct parser *p, const char *k, const char *v);
+void df_free_words(char **w);
+/* One more byte on a growing string (sets b->failed when it cannot). */
+void df_sb_putc(struct sbuf *b, char c);
+/* The words of `text` (quotes, escapes, variables), NULL-terminated. */
+int df_words_of(struct parser *p, const char *text, char ***words, size_t *n);
+/* `text` substituted as one word (NULL with p->e set on failure). */
+char *df_expand_all(struct parser *p, const char *text);
+
 #endif

@@ -422,6 +422,7 @@ struct image_dockerfile {
 	size_t len;
 	const char *context;
 	int context_owned;
+	const char *const *build_args; /* "K=V" for ARG K (dockerfile_parse_args), or NULL */
 	struct runtime *rt;
 	uint32_t host_base;
 	void (*done)(void *cls);
@@ -491,6 +492,10 @@ struct dockerfile {
  * DOCKERFILE_MAX_BYTES, ERR_LIMIT over DOCKERFILE_MAX_STEPS.  *out is the
  * caller's (dockerfile_free). */
 int dockerfile_parse(const char *text, size_t len, struct dockerfile **out, struct err *e);
+/* The same with build args ("K=V", NULL-terminated): each is the value of
+ * its ARG (over the default); one that no ARG declares is ERR_INVALID. */
+int dockerfile_parse_args(const char *text, size_t len, const char *const *args,
+			  struct dockerfile **out, struct err *e);
 void dockerfile_free(struct dockerfile *df);
 /* The FROM image's name (never NULL after a successful parse). */
 const char *dockerfile_from(const struct dockerfile *df);

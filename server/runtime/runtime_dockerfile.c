@@ -15,254 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growing string; `failed` once memory or the size bound ran out. */
-struct sbuf {
-	char *s;
-	size_t len, cap;
-	int failed;
-};
-
-static void sb_putc(struct sbuf *b, char c)
-{
-	if (b->failed)
-		return;
-	if (b->len + 2 > b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 64;
-		char *s = cap <= 2 * DOCKERFILE_MAX_BYTES ? realloc(b->s, cap) : NULL;
-		if (!s) {
-			b->failed = 1;
-			return;
-		}
-		b->s = s;
-		b->cap = cap;
-	}
-	b->s[b->len++] = c;
-	b->s[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	while (*s)
-		sb_putc(b, *s++);
-}
-
-static char *sb_take(struct sbuf *b)
-{
-	if (b->failed) {
-		free(b->s);
-		return NULL;
-	}
-	char *s = b->s ? b->s : strdup("");
-	*b = (struct sbuf){0};
-	return s;
-}
-
-/* The parser's state: variables so far and the steps being built. */
-struct parser {
-	struct dockerfile *df;
-	char *keys[DOCKERFILE_MAX_VARS], *vals[DOCKERFILE_MAX_VARS];
-	size_t n_vars;
-	unsigned line;
-	char workdir[DOCKERFILE_PATH_MAX];
-	struct err *e;
-};
-
-static int fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct parser *p, const char *fmt, ...)
-{
-	char msg[ERR_MSG_MAX - 32];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return err_set(p->e, ERR_INVALID, EINVAL, "Dockerfile line %u: %s", p->line, msg);
-}
-
-static const char *var_get(const struct parser *p, const char *k)
-{
-	for (size_t i = p->n_vars; i-- > 0;)
-		if (strcmp(p->keys[i], k) == 0)
-			return p->vals[i];
-	return NULL;
-}
-
-static int var_set(struct parser *p, const char *k, const char *v)
-{
-	for (size_t i = 0; i < p->n_vars; i++)
-		if (strcmp(p->keys[i], k) == 0) {
-			char *nv = strdup(v);
-			if (!nv)
-				return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
-			free(p->vals[i]);
-			p->vals[i] = nv;
-			return 0;
-		}
-	if (p->n_vars == DOCKERFILE_MAX_VARS)
-		return fail(p, "more than %d variables", DOCKERFILE_MAX_VARS);
-	p->keys[p->n_vars] = strdup(k);
-	p->vals[p->n_vars] = strdup(v);
-	if (!p->keys[p->n_vars] || !p->vals[p->n_vars]) {
-		free(p->keys[p->n_vars]);
-		free(p->vals[p->n_vars]);
-		return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	p->n_vars++;
-	return 0;
-}
-
-static int expand(struct parser *p, const char **sp, const char *stop, int split, struct sbuf *out,
-		  char ***words, size_t *n_words, int depth);
-
-/* One ${...} or $NAME at *sp (just after the '$') onto `out`. */
-static int expand_var(struct parser *p, const char **sp, struct sbuf *out, int depth)
-{
-	const char *s = *sp;
-	char name[DOCKERFILE_NAME_MAX + 1];
-	size_t n = 0;
-	int braced = *s == '{';
-	s += braced;
-	while ((isalnum((unsigned char)*s) || *s == '_') && n < DOCKERFILE_NAME_MAX)
-		name[n++] = *s++;
-	name[n] = '\0';
-	if (!braced && (n == 0 || isdigit((unsigned char)name[0]))) {
-		sb_putc(out, '$'); /* a lone '$' stays, as in Docker */
-		*sp = s;
-		return 0;
-	}
-	if (n == 0 || isdigit((unsigned char)name[0]))
-		return fail(p, "bad variable name after '${'");
-	const char *v = var_get(p, name);
-	if (!braced || *s == '}') {
-		if (braced)
-			s++;
-		sb_puts(out, v ? v : "");
-		*sp = s;
-		return 0;
-	}
-	if (s[0] != ':' || (s[1] != '-' && s[1] != '+'))
-		return fail(p,
-			    "unsupported variable expansion '${%s%.2s': only ${%s}, "
-			    "${%s:-word} and ${%s:+word}",
-			    name, s, name, name, name);
-	int plus = s[1] == '+';
-	s += 2;
-	struct sbuf word = {0};
-	if (expand(p, &s, "}", 0, &word, NULL, NULL, depth + 1) < 0 || *s != '}') {
-		free(word.s);
-		return p->e->kind ? err_code(p->e) : fail(p, "unterminated '${'");
-	}
-	s++;
-	int set = v && *v;
-	sb_puts(out,
-		plus ? (set ? (word.s ? word.s : "") : "") : (set ? v : (word.s ? word.s : "")));
-	free(word.s);
-	*sp = s;
-	return 0;
-}
-
-static int push_word(struct parser *p, struct sbuf *cur, char ***words, size_t *n)
-{
-	if (*n >= DOCKERFILE_MAX_ARGS)
-		return fail(p, "more than %d words", DOCKERFILE_MAX_ARGS);
-	char **w = realloc(*words, (*n + 2) * sizeof(**words));
-	char *s = sb_take(cur);
-	if (!w || !s) {
-		free(s);
-		if (w)
-			*words = w;
-		return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
-	}
-	*words = w;
-	w[(*n)++] = s;
-	w[*n] = NULL;
-	return 0;
-}
-
-/* Shell-like word processing of *sp up to a character in `stop` (or the
- * end): quotes, backslash escapes and variables.  With `split`, unquoted
- * blanks separate words, appended to *words; else all goes to `out`. */
-static int expand(struct parser *p, const char **sp, const char *stop, int split, struct sbuf *out,
-		  char ***words, size_t *n_words, int depth)
-{
-	if (depth > 8)
-		return fail(p, "variable expansions nested too deep");
-	const char *s = *sp;
-	char quote = 0;
-	int in_word = 0;
-	for (; *s && (quote || !strchr(stop, *s)); s++) {
-		if (!quote && split && (*s == ' ' || *s == '\t')) {
-			if (in_word && push_word(p, out, words, n_words) < 0)
-				return err_code(p->e);
-			in_word = 0;
-			continue;
-		}
-		in_word = 1;
-		if (quote != '\'' && *s == '\\' && s[1] && (!quote || strchr("\"\\$", s[1]))) {
-			sb_putc(out, *++s);
-		} else if (!quote && (*s == '\'' || *s == '"')) {
-			quote = *s;
-		} else if (quote && *s == quote) {
-			quote = 0;
-		} else if (quote != '\'' && *s == '$') {
-			s++;
-			if (expand_var(p, &s, out, depth) < 0)
-				return err_code(p->e);
-			s--;
-		} else {
-			sb_putc(out, *s);
-		}
-	}
-	if (quote)
-		return fail(p, "unterminated %s quote", quote == '"' ? "double" : "single");
-	if (out->failed)
-		return fail(p, "a word is too long");
-	if (split && in_word && push_word(p, out, words, n_words) < 0)
-		return err_code(p->e);
-	*sp = s;
-	return 0;
-}
-
-static void free_words(char **w)
-{
-	for (size_t i = 0; w && w[i]; i++)
-		free(w[i]);
-	free(w);
-}
-
-static int words_of(struct parser *p, const char *text, char ***words, size_t *n)
-{
-	struct sbuf cur = {0};
-	*words = NULL;
-	*n = 0;
-	int r = expand(p, &text, "", 1, &cur, words, n, 0);
-	free(cur.s);
-	if (r < 0) {
-		free_words(*words);
-		*words = NULL;
-		*n = 0;
-	}
-	return r;
-}
-
-static char *expand_all(struct parser *p, const char *text)
-{
-	struct sbuf out = {0};
-	if (expand(p, &text, "", 0, &out, NULL, NULL, 0) < 0) {
-		free(out.s);
-		return NULL;
-	}
-	char *s = sb_take(&out);
-	if (!s)
-		err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
-	return s;
-}
+#include "internal.h"
 
 void dockerfile_free(struct dockerfile *df)
 {
 	if (!df)
 		return;
 	for (size_t i = 0; i < df->n_steps; i++) {
-		free_words(df->steps[i].argv);
+		df_free_words(df->steps[i].argv);
 		free(df->steps[i].chown);
 		free(df->steps[i].chmod);
 	}
@@ -297,14 +57,14 @@ static struct dockerfile_step *add_step(struct parser *p, enum dockerfile_op op,
 {
 	struct dockerfile *df = p->df;
 	if (df->n_steps == DOCKERFILE_MAX_STEPS) {
-		free_words(argv);
-		fail(p, "more than %d instructions", DOCKERFILE_MAX_STEPS);
+		df_free_words(argv);
+		df_fail(p, "more than %d instructions", DOCKERFILE_MAX_STEPS);
 		p->e->kind = ERR_LIMIT;
 		return NULL;
 	}
 	struct dockerfile_step *st = realloc(df->steps, (df->n_steps + 1) * sizeof(*st));
 	if (!st) {
-		free_words(argv);
+		df_free_words(argv);
 		err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
 		return NULL;
 	}
@@ -328,7 +88,7 @@ static char **json_form(const char *text, size_t *argc)
 	cJSON_ArrayForEach(it, arr)
 	{
 		if (!cJSON_IsString(it) || !(w[i] = strdup(it->valuestring))) {
-			free_words(w);
+			df_free_words(w);
 			w = NULL;
 			break;
 		}
@@ -343,10 +103,10 @@ static char **json_form(const char *text, size_t *argc)
 static int command_step(struct parser *p, enum dockerfile_op op, const char *text)
 {
 	if (!text[0])
-		return fail(p, "%s needs a command", dockerfile_op_name(op));
+		return df_fail(p, "%s needs a command", dockerfile_op_name(op));
 	if (op == DF_RUN && strncmp(text, "--", 2) == 0)
-		return fail(p, "RUN %.*s is not supported: only a plain RUN command",
-			    (int)strcspn(text, " \t="), text);
+		return df_fail(p, "RUN %.*s is not supported: only a plain RUN command",
+			       (int)strcspn(text, " \t="), text);
 	size_t n = 0;
 	char **w = json_form(text, &n);
 	int exec = w != NULL;
@@ -361,8 +121,8 @@ static int command_step(struct parser *p, enum dockerfile_op op, const char *tex
 	if (!w)
 		return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
 	if (exec && n == 0 && op == DF_RUN) {
-		free_words(w);
-		return fail(p, "RUN needs a command");
+		df_free_words(w);
+		return df_fail(p, "RUN needs a command");
 	}
 	struct dockerfile_step *st = add_step(p, op, w, n);
 	if (!st)
@@ -392,16 +152,16 @@ static int copy_step(struct parser *p, enum dockerfile_op op, const char *text)
 			free(chown);
 			free(chmod);
 			if (strncmp(flag, "--from", 6) == 0)
-				return fail(p,
-					    "%s --from is not supported: multi-stage builds are "
-					    "not supported",
-					    name);
-			return fail(p, "%s %.*s is not supported (only --chown and --chmod)", name,
-				    (int)strcspn(flag, "="), flag);
+				return df_fail(p,
+					       "%s --from is not supported: multi-stage builds are "
+					       "not supported",
+					       name);
+			return df_fail(p, "%s %.*s is not supported (only --chown and --chmod)",
+				       name, (int)strcspn(flag, "="), flag);
 		}
 		char value[DOCKERFILE_NAME_MAX + 1];
 		snprintf(value, sizeof(value), "%.*s", (int)(flen - 8), text + 8);
-		if (!(*slot = expand_all(p, value))) {
+		if (!(*slot = df_expand_all(p, value))) {
 			free(chown);
 			free(chmod);
 			return err_code(p->e);
@@ -411,23 +171,23 @@ static int copy_step(struct parser *p, enum dockerfile_op op, const char *text)
 	}
 	size_t n = 0;
 	char **w = json_form(text, &n);
-	if (!w && words_of(p, text, &w, &n) < 0) {
+	if (!w && df_words_of(p, text, &w, &n) < 0) {
 		free(chown);
 		free(chmod);
 		return err_code(p->e);
 	}
 	int r = 0;
 	if (n < 2)
-		r = fail(p, "%s needs a source and a destination", name);
+		r = df_fail(p, "%s needs a source and a destination", name);
 	for (size_t i = 0; r == 0 && i + 1 < n; i++)
 		if (is_url(w[i]))
-			r = fail(p,
-				 "%s of a URL ('%s') is not supported: only files of the build "
-				 "context",
-				 name, w[i]);
+			r = df_fail(p,
+				    "%s of a URL ('%s') is not supported: only files of the build "
+				    "context",
+				    name, w[i]);
 	struct dockerfile_step *st = NULL;
 	if (r < 0)
-		free_words(w);
+		df_free_words(w);
 	else if (!(st = add_step(p, op, w, n))) /* it freed w */
 		r = err_code(p->e);
 	if (r < 0) {
@@ -440,6 +200,16 @@ static int copy_step(struct parser *p, enum dockerfile_op op, const char *text)
 	return 0;
 }
 
+/* The value given for ARG `k` ("K=V" in `args`), or NULL. */
+static const char *build_arg(const char *const *args, const char *k)
+{
+	size_t n = strlen(k);
+	for (size_t i = 0; args && args[i]; i++)
+		if (strncmp(args[i], k, n) == 0 && args[i][n] == '=')
+			return args[i] + n + 1;
+	return NULL;
+}
+
 /* ENV, LABEL, ARG: key=value pairs (ENV also the old `ENV key value`). */
 static int pairs_step(struct parser *p, enum dockerfile_op op, const char *text)
 {
@@ -450,9 +220,9 @@ static int pairs_step(struct parser *p, enum dockerfile_op op, const char *text)
 	if (op == DF_ENV && !memchr(text, '=', first)) {
 		char key[DOCKERFILE_NAME_MAX + 1];
 		if (first == 0 || first > DOCKERFILE_NAME_MAX || !text[first])
-			return fail(p, "ENV needs key=value");
+			return df_fail(p, "ENV needs key=value");
 		snprintf(key, sizeof(key), "%.*s", (int)first, text);
-		char *v = expand_all(p, text + first + strspn(text + first, " \t"));
+		char *v = df_expand_all(p, text + first + strspn(text + first, " \t"));
 		kv = v ? calloc(3, sizeof(*kv)) : NULL;
 		if (kv && !(kv[0] = strdup(key)))
 			free(v), v = NULL;
@@ -465,7 +235,7 @@ static int pairs_step(struct parser *p, enum dockerfile_op op, const char *text)
 		kv[1] = v;
 		m = 2;
 	} else {
-		if (words_of(p, text, &w, &n) < 0)
+		if (df_words_of(p, text, &w, &n) < 0)
 			return err_code(p->e);
 		kv = calloc(2 * n + 1, sizeof(*kv));
 		for (size_t i = 0; kv && i < n; i++) {
@@ -473,34 +243,44 @@ static int pairs_step(struct parser *p, enum dockerfile_op op, const char *text)
 			if (!eq && op == DF_ARG) {
 				kv[m++] = strdup(w[i]);
 				kv[m] = NULL;
-				const char *v = var_get(p, w[i]);
+				const char *v = df_var_get(p, w[i]);
 				kv[m++] = strdup(v ? v : "");
 				continue;
 			}
 			if (!eq || eq == w[i]) {
-				int r = fail(p, "%s needs key=value, not '%.60s'", name, w[i]);
-				free_words(kv);
-				free_words(w);
+				int r = df_fail(p, "%s needs key=value, not '%.60s'", name, w[i]);
+				df_free_words(kv);
+				df_free_words(w);
 				return r;
 			}
 			*eq = '\0';
 			kv[m++] = strdup(w[i]);
 			kv[m++] = strdup(eq + 1);
 		}
-		free_words(w);
+		df_free_words(w);
 		if (!kv || n == 0) {
-			free_words(kv);
+			df_free_words(kv);
 			return n ? err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory")
-				 : fail(p, "%s needs key=value", name);
+				 : df_fail(p, "%s needs key=value", name);
 		}
 	}
 	for (size_t i = 0; i < m; i += 2) {
 		if (!kv[i] || !kv[i + 1]) {
-			free_words(kv);
+			df_free_words(kv);
 			return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
 		}
-		if (op != DF_LABEL && var_set(p, kv[i], kv[i + 1]) < 0) {
-			free_words(kv);
+		const char *given = op == DF_ARG ? build_arg(p->build_args, kv[i]) : NULL;
+		if (given) {
+			char *v = strdup(given);
+			if (!v) {
+				df_free_words(kv);
+				return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
+			}
+			free(kv[i + 1]);
+			kv[i + 1] = v;
+		}
+		if (op != DF_LABEL && df_var_set(p, kv[i], kv[i + 1]) < 0) {
+			df_free_words(kv);
 			return err_code(p->e);
 		}
 	}
@@ -512,16 +292,16 @@ static int from_step(struct parser *p, const char *text)
 {
 	for (size_t i = 0; i < p->df->n_steps; i++)
 		if (p->df->steps[i].op == DF_FROM)
-			return fail(p, "a second FROM: multi-stage builds are not supported");
+			return df_fail(p, "a second FROM: multi-stage builds are not supported");
 	if (strncmp(text, "--", 2) == 0)
-		return fail(p, "FROM %.*s is not supported", (int)strcspn(text, " \t="), text);
+		return df_fail(p, "FROM %.*s is not supported", (int)strcspn(text, " \t="), text);
 	char **w;
 	size_t n;
-	if (words_of(p, text, &w, &n) < 0)
+	if (df_words_of(p, text, &w, &n) < 0)
 		return err_code(p->e);
 	if (n != 1 && !(n == 3 && strcasecmp(w[1], "AS") == 0)) {
-		free_words(w);
-		return fail(p, "FROM takes an image (and AS name)");
+		df_free_words(w);
+		return df_fail(p, "FROM takes an image (and AS name)");
 	}
 	if (n == 3) {
 		free(w[1]);
@@ -534,26 +314,26 @@ static int from_step(struct parser *p, const char *text)
 /* WORKDIR, USER, STOPSIGNAL: one word after substitution. */
 static int word_step(struct parser *p, enum dockerfile_op op, const char *text)
 {
-	char *v = expand_all(p, text);
+	char *v = df_expand_all(p, text);
 	if (!v)
 		return err_code(p->e);
 	int r = 0;
 	if (!v[0])
-		r = fail(p, "%s needs a value", dockerfile_op_name(op));
+		r = df_fail(p, "%s needs a value", dockerfile_op_name(op));
 	else if (op == DF_WORKDIR) {
 		char path[DOCKERFILE_PATH_MAX];
 		int len = v[0] == '/' ? snprintf(path, sizeof(path), "%s", v)
 				      : snprintf(path, sizeof(path), "%s/%s",
 						 strcmp(p->workdir, "/") ? p->workdir : "", v);
 		if (len < 0 || (size_t)len >= sizeof(path))
-			r = fail(p, "WORKDIR is longer than %d bytes", DOCKERFILE_PATH_MAX - 1);
+			r = df_fail(p, "WORKDIR is longer than %d bytes", DOCKERFILE_PATH_MAX - 1);
 		else {
 			free(v);
 			v = strdup(path);
 			snprintf(p->workdir, sizeof(p->workdir), "%s", path);
 		}
 	} else if (strpbrk(v, " \t"))
-		r = fail(p, "%s takes one word", dockerfile_op_name(op));
+		r = df_fail(p, "%s takes one word", dockerfile_op_name(op));
 	char **w = r == 0 && v ? calloc(2, sizeof(*w)) : NULL;
 	if (r == 0 && !w)
 		r = err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -570,21 +350,21 @@ static int list_step(struct parser *p, enum dockerfile_op op, const char *text)
 {
 	size_t n = 0;
 	char **w = op == DF_VOLUME ? json_form(text, &n) : NULL;
-	if (!w && words_of(p, text, &w, &n) < 0)
+	if (!w && df_words_of(p, text, &w, &n) < 0)
 		return err_code(p->e);
 	for (size_t i = 0; op == DF_EXPOSE && i < n; i++) {
 		char *end;
 		long port = strtol(w[i], &end, 10);
 		if (end == w[i] || port < 1 || port > 65535 ||
 		    (*end && strcmp(end, "/tcp") && strcmp(end, "/udp"))) {
-			int r = fail(p, "EXPOSE: bad port '%s'", w[i]);
-			free_words(w);
+			int r = df_fail(p, "EXPOSE: bad port '%s'", w[i]);
+			df_free_words(w);
 			return r;
 		}
 	}
 	if (n == 0) {
-		free_words(w);
-		return fail(p, "%s needs a value", dockerfile_op_name(op));
+		df_free_words(w);
+		return df_fail(p, "%s needs a value", dockerfile_op_name(op));
 	}
 	return add_step(p, op, w, n) ? 0 : err_code(p->e);
 }
@@ -627,7 +407,7 @@ static int instruction(struct parser *p, const char *line)
 		*c = (char)toupper((unsigned char)*c);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		if (wl == strlen(refused[i][0]) && strcmp(word, refused[i][0]) == 0)
-			return fail(p, "%s is not supported: %s", refused[i][0], refused[i][1]);
+			return df_fail(p, "%s is not supported: %s", refused[i][0], refused[i][1]);
 	enum dockerfile_op op = DF_FROM;
 	size_t i = 0;
 	for (; i < sizeof(instructions) / sizeof(instructions[0]); i++)
@@ -635,17 +415,17 @@ static int instruction(struct parser *p, const char *line)
 			break;
 	int maintainer = wl == 10 && strcmp(word, "MAINTAINER") == 0;
 	if (i == sizeof(instructions) / sizeof(instructions[0]) && !maintainer)
-		return fail(p, "unknown instruction '%.*s'", (int)(wl < 40 ? wl : 40), line);
+		return df_fail(p, "unknown instruction '%.*s'", (int)(wl < 40 ? wl : 40), line);
 	op = maintainer ? DF_LABEL : instructions[i].op;
 	int has_from = 0;
 	for (size_t k = 0; k < p->df->n_steps; k++)
 		has_from |= p->df->steps[k].op == DF_FROM;
 	if (!has_from && op != DF_FROM && op != DF_ARG)
-		return fail(p, "%s before FROM: a Dockerfile starts with FROM", word);
+		return df_fail(p, "%s before FROM: a Dockerfile starts with FROM", word);
 	if (maintainer) {
 		char **kv = calloc(3, sizeof(*kv));
 		if (!kv || !(kv[0] = strdup("maintainer")) || !(kv[1] = strdup(args))) {
-			free_words(kv);
+			df_free_words(kv);
 			return err_set(p->e, ERR_INTERNAL, ENOMEM, "out of memory");
 		}
 		return add_step(p, DF_LABEL, kv, 2) ? 0 : err_code(p->e);
@@ -685,8 +465,8 @@ static int directive(struct parser *p, const char *line)
 	s++;
 	s += strspn(s, " \t");
 	if (strncmp(s, "\\", 1) != 0 || s[1 + strspn(s + 1, " \t\r")] != '\0')
-		return fail(p, "the escape directive is not supported: the escape character is "
-			       "always '\\'");
+		return df_fail(p, "the escape directive is not supported: the escape character is "
+				  "always '\\'");
 	return 0;
 }
 
@@ -724,10 +504,10 @@ static int lines(struct parser *p, const char *text, size_t len)
 			start = lineno;
 		int more = n > 0 && l[n - 1] == '\\';
 		for (size_t i = lead; i < n - (size_t)more; i++)
-			sb_putc(&cur, l[i]);
+			df_sb_putc(&cur, l[i]);
 		if (cur.failed) {
 			p->line = start;
-			r = fail(p, "the line is too long");
+			r = df_fail(p, "the line is too long");
 		} else if (!more) {
 			p->line = start;
 			if (cur.len)
@@ -735,7 +515,7 @@ static int lines(struct parser *p, const char *text, size_t len)
 			free(cur.s);
 			cur = (struct sbuf){0};
 		} else {
-			sb_putc(&cur, ' ');
+			df_sb_putc(&cur, ' ');
 		}
 	}
 	/* A continuation on the last line ends the instruction there. */
@@ -751,13 +531,39 @@ static int lines(struct parser *p, const char *text, size_t len)
 
 int dockerfile_parse(const char *text, size_t len, struct dockerfile **out, struct err *e)
 {
+	return dockerfile_parse_args(text, len, NULL, out, e);
+}
+
+/* Every build arg names an ARG of the Dockerfile. */
+static int args_declared(const struct dockerfile *df, const char *const *args, struct err *e)
+{
+	for (size_t i = 0; args && args[i]; i++) {
+		size_t n = strcspn(args[i], "=");
+		int found = 0;
+		for (size_t k = 0; k < df->n_steps && !found; k++)
+			for (size_t a = 0; df->steps[k].op == DF_ARG && a < df->steps[k].argc;
+			     a += 2)
+				found |= strlen(df->steps[k].argv[a]) == n &&
+					 strncmp(df->steps[k].argv[a], args[i], n) == 0;
+		if (!found)
+			return err_set(
+			    e, ERR_INVALID, EINVAL,
+			    "build arg '%.*s' is not declared by an ARG of the Dockerfile",
+			    (int)(n < 100 ? n : 100), args[i]);
+	}
+	return 0;
+}
+
+int dockerfile_parse_args(const char *text, size_t len, const char *const *args,
+			  struct dockerfile **out, struct err *e)
+{
 	*out = NULL;
 	if (len > DOCKERFILE_MAX_BYTES)
 		return err_set(e, ERR_TOO_LARGE, EFBIG, "the Dockerfile is larger than %d bytes",
 			       DOCKERFILE_MAX_BYTES);
 	if (memchr(text, '\0', len))
 		return err_set(e, ERR_INVALID, EINVAL, "the Dockerfile holds a NUL byte");
-	struct parser p = {.e = e, .workdir = "/"};
+	struct parser p = {.e = e, .workdir = "/", .build_args = args};
 	p.df = calloc(1, sizeof(*p.df));
 	if (!p.df)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
@@ -765,7 +571,7 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile **out, stru
 	 * ENV PATH=/x:$PATH keeps the usual directories. */
 	/* A NUL-terminated copy: the body need not be. */
 	char *copy = malloc(len + 1);
-	int r = copy ? var_set(&p, "PATH", DOCKERFILE_DEFAULT_PATH)
+	int r = copy ? df_var_set(&p, "PATH", DOCKERFILE_DEFAULT_PATH)
 		     : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	if (copy) {
 		memcpy(copy, text, len);
@@ -775,6 +581,7 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile **out, stru
 	free(copy);
 	if (r == 0 && (p.df->n_steps == 0 || !dockerfile_from(p.df)))
 		r = err_set(e, ERR_INVALID, EINVAL, "the Dockerfile has no FROM");
+	r = r ?: args_declared(p.df, args, e);
 	for (size_t i = 0; i < p.n_vars; i++) {
 		free(p.keys[i]);
 		free(p.vals[i]);

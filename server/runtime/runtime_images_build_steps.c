@@ -700,7 +700,7 @@ int image_dockerfile_start(const struct image_dockerfile *o, struct err *e)
 	if (!o->host_base)
 		return err_set(e, ERR_NOT_IMPLEMENTED, EPERM,
 			       "Dockerfile builds need user namespaces (deskboxd runs without)");
-	if (dockerfile_parse(o->text, o->len, &df, e) < 0)
+	if (dockerfile_parse_args(o->text, o->len, o->build_args, &df, e) < 0)
 		return err_code(e);
 	pthread_mutex_lock(&mu);
 	int r = build_check(o, df, e);

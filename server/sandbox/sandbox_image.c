@@ -157,7 +157,7 @@ static void build_over(void *cls)
 }
 
 int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *text, size_t len,
-			     const char *context, struct err *e)
+			     const char *context, const char *const *build_args, struct err *e)
 {
 	char uploaded[PATH_MAX];
 	if (image_name_valid(name))
@@ -178,7 +178,8 @@ int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *
 	pthread_mutex_unlock(&s->mu);
 	struct image_dockerfile o = {
 	    .state_dir = s->cfg.state_dir, .name = name, .text = text, .len = len,
-	    .context = owned ? uploaded : context, .context_owned = owned, .rt = s->rt,
+	    .context = owned ? uploaded : context, .context_owned = owned,
+	    .build_args = build_args, .rt = s->rt,
 	    .host_base = br->base, .done = build_over, .done_cls = br,
 	};
 	if (image_dockerfile_start(&o, e) < 0) {

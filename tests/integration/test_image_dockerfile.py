@@ -138,6 +138,10 @@ def refusals(t, srv):
     r = srv.request("POST", "/v1/images", {"name": "bad5", "dockerfile": "FROM dfbase\n",
                                            "contxt": "/x"})
     t.eq(r.status, 400, "an unknown member: 400")
+    r = srv.request("POST", "/v1/images", {"name": "bad8", "dockerfile": "FROM dfbase\n",
+                                           "args": {"NOT_DECLARED": "1"}})
+    t.ok(r.status == 400 and "NOT_DECLARED" in r.body.decode(),
+         "a build arg no ARG declares: 400 naming it", r.body[:200])
     r = build(srv, "bad6", "FROM dfbase\n" + "RUN true\n" * 200)
     t.eq(r.status, 429, "more than 200 instructions: 429")
     r = build(srv, "bad7", "FROM dfbase\n#" + "x" * 70000 + "\n")
@@ -178,8 +182,8 @@ def sandbox_checks(t, srv, name):
     t.eq(sh("cat /opt/tree/sub/a.txt /opt/tree/.hidden"), "a\ndot\n",
          "COPY of a directory copies its contents, dotfiles too")
     t.eq(sh("cat /opt/unpacked/inner.txt"), "unpacked by ADD\n", "ADD unpacks a local tar")
-    t.eq(sh("cat /opt/app/made.txt"), "hi built from a Dockerfile\n",
-         "RUN saw the ARG and the ENV, in the WORKDIR")
+    t.eq(sh("cat /opt/app/made.txt"), "hey built from a Dockerfile\n",
+         "RUN saw the ARG (the request's value over its default) and the ENV, in the WORKDIR")
     t.eq(sh("cat /opt/app/uid.txt /opt/app/u/uid.txt"), "0\n1000\n",
          "RUN ran as the image's root, and as USER 1000 after USER")
     t.eq(sh("cat /opt/app/copied-by-run.txt"), "hello from the context\n", "RUN's exec form")
@@ -195,7 +199,8 @@ def good_build(t, srv, work):
                     headers={"Content-Type": "application/x-tar"})
     t.ok(r.status == 201 and r.json().get("context_bytes", 0) > 1000,
          "PUT …/context stores the build context", r.body[:300])
-    r = build(srv, "app1", DOCKERFILE)
+    r = srv.request("POST", "/v1/images", {"name": "app1", "dockerfile": DOCKERFILE,
+                                           "args": {"GREETING": "hey"}})
     bid = r.json().get("build_id", "") if r.status == 202 else ""
     t.ok(r.status == 202 and r.json().get("status") == "building" and len(bid) == 16
          and r.json().get("log") == "/v1/images/app1/build", "POST with a dockerfile: 202, "

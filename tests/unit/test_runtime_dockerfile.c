@@ -170,8 +170,27 @@ static void test_limits(void)
 	dockerfile_free(df);
 }
 
+static void test_build_args(void)
+{
+	static const char *const args[] = {"V=given", "EMPTY=", NULL};
+	struct err e = ERR_INIT;
+	struct dockerfile *df = NULL;
+	const char *text = "ARG V=default\nFROM img-$V\nARG EMPTY=x\nENV A=$V-$EMPTY\n";
+	ok(dockerfile_parse_args(text, strlen(text), args, &df, &e) == 0 &&
+	       strcmp(dockerfile_from(df), "img-given") == 0 &&
+	       strcmp(df->steps[3].argv[1], "given-") == 0,
+	   "a build arg is its ARG's value, over the default");
+	dockerfile_free(df);
+	static const char *const stray[] = {"NOPE=1", NULL};
+	e = (struct err)ERR_INIT;
+	ok(dockerfile_parse_args(text, strlen(text), stray, &df, &e) < 0 &&
+	       strstr(e.msg, "build arg 'NOPE' is not declared"),
+	   "a build arg no ARG declares is refused");
+}
+
 int main(void)
 {
+	test_build_args();
 	test_forms();
 	test_vars();
 	test_refused();
