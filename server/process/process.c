@@ -443,8 +443,9 @@ static int start_program(struct process_table *t, struct process_run *r,
 	if (a <= 0)
 		return a;
 	if (o->pty)
-		return err_set(e, ERR_UNAVAILABLE, ENOTSUP,
-			       "terminals need the sandbox's exec agent (deskbox-init)");
+		return t->host.be->feature(RUNTIME_FEATURE_TERMINAL, e)
+			   ?: err_set(e, ERR_UNAVAILABLE, ENOTSUP,
+				      "terminals need the sandbox's exec agent (deskbox-init)");
 	char pidfile[PATH_MAX] = "";
 	if (start_via_runtime(t, r, o, stdio, pidfile, sizeof(pidfile), e) < 0) {
 		r->client = -1;

@@ -194,6 +194,8 @@ enum runtime_feature {
 	RUNTIME_FEATURE_CHECKPOINT,  /* checkpoints, restores, forks */
 	RUNTIME_FEATURE_PAUSE,	     /* pause, resume */
 	RUNTIME_FEATURE_TERMINAL,    /* terminals (a pty) */
+	RUNTIME_FEATURE_ADOPT,	     /* taken over by the next deskboxd */
+	RUNTIME_FEATURE_READ_ONLY_ROOT,
 };
 
 /* What the sandbox and process layers do with a sandbox's isolation,

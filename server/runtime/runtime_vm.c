@@ -653,6 +653,9 @@ static int vm_feature(enum runtime_feature f, struct err *e)
 					   "are not implemented)",
 	    [RUNTIME_FEATURE_PAUSE] = "pause and resume",
 	    [RUNTIME_FEATURE_TERMINAL] = "terminals (the guest's exec agent streams pipes only)",
+	    [RUNTIME_FEATURE_ADOPT] = "a takeover by the next deskboxd (its sockets and mounts "
+				      "are in the old deskboxd's namespace)",
+	    [RUNTIME_FEATURE_READ_ONLY_ROOT] = "a read-only root",
 	};
 	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,

@@ -308,6 +308,7 @@ static int create(struct sandboxes *s, struct sandbox_spec *spec, int pooled,
 	if (sandbox_backend_set(sb, e) < 0 || sandbox_net_resolve(sb, sb->net_at_claim, e) < 0 ||
 	    (sb->spec.network.mode != NETWORK_NONE &&
 	     sb->be->feature(RUNTIME_FEATURE_NETWORK, e) < 0) ||
+	    (sb->spec.read_only_root && sb->be->feature(RUNTIME_FEATURE_READ_ONLY_ROOT, e) < 0) ||
 	    sandbox_secrets_resolve(sb, e) < 0 || sandbox_userns_claim(s, &sb->host_base, e) < 0) {
 		sandbox_put(sb);
 		return err_code(e);

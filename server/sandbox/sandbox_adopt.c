@@ -62,6 +62,8 @@ int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e)
 {
 	int running = 0;
 	pid_t pid = 0;
+	if (sb->be->feature(RUNTIME_FEATURE_ADOPT, e) < 0)
+		return err_code(e);
 	if (sb->be->state(sb->owner->rt, sb->container_id, &running, &pid, e) < 0)
 		return err_code(e);
 	if (!running || pid <= 0)

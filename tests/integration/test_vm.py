@@ -161,6 +161,9 @@ def vm_checks(t, srv, sid, boot_s):
     check_501(t, srv.request("POST", base + "/process/exec",
                              {"argv": ["sleep", "1"], "background": True}),
               "a background run", "pid")
+    check_501(t, srv.request("POST", base + "/terminals", {}), "a terminal", "terminal")
+    check_501(t, srv.request("POST", "/v1/sandboxes", {"isolation": "vm", "read_only_root": True}),
+              "a VM with a read-only root", "read-only root")
     r = srv.request("POST", "/v1/sandboxes", {"isolation": "vm", "network": "internet"})
     t.ok(r.status in (400, 501) and "network" in message_of(r),
          "a VM with a network mode is refused naming the network", (r.status, r.body[:300]))
@@ -195,6 +198,7 @@ def vm_part(t, srv, servers, state):
              "QEMU runs under -sandbox on with -nic none")
     try:
         vm_checks(t, srv, sid, boot_s)
+        srv = crash_part(t, srv, servers, state, sid, pids)
     finally:
         run = srv.ns_path("sandboxes", sid)
         r = srv.request("DELETE", "/v1/sandboxes/" + sid, timeout=120)
@@ -210,6 +214,33 @@ def vm_part(t, srv, servers, state):
          "no VM state is left in the runtime's dir")
     with open("/proc/%d/mountinfo" % srv.proc.pid) as f:
         t.ok(sid not in f.read(), "no mount of the sandbox is left in deskboxd's namespace")
+    return srv
+
+
+def crash_part(t, srv, servers, state, sid, pids):
+    """deskboxd killed with SIGKILL: the VM runs on without it; the next
+    deskboxd does not take it over (docs/isolation.md) but stops it as after
+    a crash, and a start boots it again with its files.  Returns the new
+    server."""
+    srv.kill()
+    t.ok(pids and all(os.path.exists("/proc/%d" % p) for p in pids),
+         "after kill -9 of deskboxd the VM still runs")
+    srv = dbx.Server(state_dir=state)
+    servers.append(srv)
+    view = srv.request("GET", "/v1/sandboxes/" + sid).json()
+    t.eq(view.get("status"), "stopped", "the next deskboxd lists it stopped, not taken over")
+    gone = dbx.wait_until(lambda: not any(os.path.exists("/proc/%d" % p) for p in pids),
+                          timeout=10)
+    t.ok(gone, "and its QEMU is gone (stopped as after a crash)")
+    t0 = time.monotonic()
+    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
+    t.ok(r.status == 200 and r.json().get("status") == "running",
+         "a start boots the VM again (%.1f s)" % (time.monotonic() - t0), r.body[:300])
+    r = srv.request("POST", "/v1/sandboxes/%s/process/exec" % sid,
+                    {"argv": ["cat", "/workspace/up.txt"]})
+    t.ok(r.status == 200 and r.json().get("stdout") == "from the host \u2713",
+         "its files are still there", r.body[:300])
+    return srv
 
 
 def main():
@@ -241,7 +272,7 @@ def main():
         r = srv.request("POST", "/v1/templates", {"name": "bad", "isolation": "kvm"})
         t.ok(r.status == 400 and "isolation" in message_of(r),
              "a template with a bad isolation: 400 naming the field", r.body[:200])
-        vm_part(t, srv, servers, state)
+        srv = vm_part(t, srv, servers, state) or srv
         r = srv.request("POST", "/v1/sandboxes", {"template": "vmdesk", "isolation": "container"})
         t.ok(r.status == 201 and r.json().get("isolation") == "container",
              "the request's own isolation wins over the template's", r.body[:200])
