@@ -107,7 +107,7 @@ static void vm_dir(struct runtime *rt, const char *id, char *out, size_t size)
 struct vm_spec {
 	char rootfs[PATH_MAX], run[PATH_MAX], userns[PATH_MAX], display[32];
 	uint32_t uid; /* the sandbox's root: host_base */
-	int fds[4]; /* root, guest/, the user namespace and /usr, passed to QEMU */
+	int fds[4];   /* root, guest/, the user namespace and /usr, passed to QEMU */
 	/* The image's /usr: the host's (read-only) or the sandbox's own
 	 * overlay of it on <rootfs>/usr. */
 	char usr[PATH_MAX];
@@ -192,7 +192,8 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 	{
 		const cJSON *d = cJSON_GetObjectItem(m, "destination");
 		const cJSON *s = cJSON_GetObjectItem(m, "source");
-		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/run/deskbox"))
+		if (cJSON_IsString(d) && cJSON_IsString(s) &&
+		    !strcmp(d->valuestring, "/run/deskbox"))
 			snprintf(v->run, sizeof(v->run), "%s", s->valuestring);
 		if (cJSON_IsString(d) && cJSON_IsString(s) && !strcmp(d->valuestring, "/usr")) {
 			snprintf(v->usr, sizeof(v->usr), "%s", s->valuestring);
@@ -292,9 +293,8 @@ static void cg_remove(struct runtime *rt, const char *id)
 static int add_share(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *tag,
 		     const char *path, int ro)
 {
-	snprintf(bufs[*nb], PATH_MAX, "local,id=%s,path=%s,multidevs=remap,security_model=%s%s", tag, path,
-		 ro ? "none" : "passthrough",
-		 ro ? ",readonly=on" : "");
+	snprintf(bufs[*nb], PATH_MAX, "local,id=%s,path=%s,multidevs=remap,security_model=%s%s",
+		 tag, path, ro ? "none" : "passthrough", ro ? ",readonly=on" : "");
 	argv[n++] = "-fsdev";
 	argv[n++] = bufs[(*nb)++];
 	snprintf(bufs[*nb], PATH_MAX, "virtio-9p-pci,fsdev=%s,mount_tag=%s", tag, tag);
@@ -330,11 +330,23 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	snprintf(bufs[nb], PATH_MAX, "%llu", (unsigned long long)v->mem_mb);
 	argv[n++] = "-m";
 	argv[n++] = bufs[nb++];
-	const char *fixed[] = {"-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
-			       "-no-reboot", "-nic", "none", "-sandbox",
+	const char *fixed[] = {"-smp",
+			       "1",
+			       "-nodefaults",
+			       "-no-user-config",
+			       "-display",
+			       "none",
+			       "-no-reboot",
+			       "-nic",
+			       "none",
+			       "-sandbox",
 			       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
 			       "resourcecontrol=deny",
-			       "-kernel", vm_opts.kernel, "-initrd", vm_opts.initrd, "-append"};
+			       "-kernel",
+			       vm_opts.kernel,
+			       "-initrd",
+			       vm_opts.initrd,
+			       "-append"};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		argv[n++] = fixed[i];
 	snprintf(bufs[nb], PATH_MAX,
@@ -448,7 +460,8 @@ static int bind_usr(const char *rootfs, struct err *e)
 	snprintf(usr, sizeof(usr), "%s/usr", rootfs);
 	umount2(usr, MNT_DETACH);
 	if (mount("/usr", usr, NULL, MS_BIND, NULL) < 0 ||
-	    mount(NULL, usr, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+	    mount(NULL, usr, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+		0)
 		return err_sys(e, ERR_INTERNAL, errno, "VM: the host's /usr on '%s'", usr);
 	return 0;
 }
@@ -487,7 +500,12 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 	    cg_make(rt, id, &v, procs, e) < 0)
 		return err_code(e);
 	const char *argv[VM_ARGV_MAX];
-	static __thread char bufs[48][PATH_MAX];
+	/* On the heap: 192 KiB of thread-local storage would be part of every
+	 * thread's static TLS, more than the 256 KiB stacks of the process
+	 * layer's threads hold (pthread_create answers EINVAL). */
+	_cleanup_free_ char(*bufs)[PATH_MAX] = malloc(48 * sizeof(*bufs));
+	if (!bufs)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	v.fds[0] = open(v.rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[1] = open(guest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[2] = open(v.userns, O_RDONLY | O_CLOEXEC);
