@@ -66,7 +66,7 @@ def report(name, values, unit="ms", naive=None, naive_name=None, higher_is_bette
 
 
 STAGES = [0]
-N_STAGES = 14
+N_STAGES = 15
 T0 = time.time()
 
 
@@ -429,6 +429,10 @@ def main():
     if os.geteuid() != 0:
         print("bench: needs root")
         return 1
+    if ONLY == "cluster":  # just the forwarding hop and creates over 3 nodes
+        import bench_cluster
+        bench_cluster.run(report, QUICK)
+        return write_results()
     if ONLY == "density":  # just the 100 desktops
         import bench_density
         bench_density.run(report, pct, idle_cost, QUICK)
@@ -667,6 +671,9 @@ def main():
         pass
     finally:
         srv.cleanup()
+    stage("a cluster of 3 nodes and 3 etcd members in namespaces (scripts/bench_cluster.py)")
+    import bench_cluster
+    bench_cluster.run(report, QUICK)
     stage("networks, in namespaces of their own (scripts/bench_network.py)")
     import bench_network
     bench_network.run(report, QUICK)
