@@ -28,6 +28,7 @@ import bench_shots  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_a11y  # noqa: E402
 import bench_compat  # noqa: E402
+import bench_vm  # noqa: E402
 
 RESULTS = []
 QUICK = os.environ.get("BENCH_QUICK") == "1"
@@ -445,6 +446,12 @@ def main():
         finally:
             srv.cleanup()
         return write_results()
+    if ONLY == "vm":  # just the VM backend beside the container (scripts/bench_vm.py)
+        try:
+            bench_vm.run(srv, report, QUICK)
+        finally:
+            srv.cleanup()
+        return write_results()
     if ONLY == "memory":  # just the idle cost, with the same warm pool
         try:
             many = bench_memory.run(srv, report, idle_cost, sandbox_pids, own_bridges, QUICK)
@@ -638,6 +645,8 @@ def main():
         terminal_echo(srv, sid, 50 if QUICK else 200)
         srv.request("DELETE", "/v1/sandboxes/" + sid)
 
+        stage("the VM backend beside the container (scripts/bench_vm.py)")
+        bench_vm.run(srv, report, QUICK)
         stage("the port proxy")
         bench_ports(srv, report, QUICK)
         stage("archives")
