@@ -149,6 +149,7 @@ int cli_cmd_archive(struct cli *c, int argc, char **argv);
 int cli_cmd_unpack(struct cli *c, int argc, char **argv);
 int cli_cmd_find(struct cli *c, int argc, char **argv);
 int cli_cmd_search(struct cli *c, int argc, char **argv);
+int cli_cmd_build(struct cli *c, int argc, char **argv);
 
 /* Parses a verb's options with getopt_long: `opts` may be NULL; the global
  * options (--url, --token, --json, --help) are accepted everywhere.

@@ -85,6 +85,13 @@ static const struct cli_verb verbs[] = {
      "REMOTE_DIR must not exist or be empty; a bad archive leaves nothing.\n"
      "  --format F           tar, tar.gz (tgz) or zip (default: from the name, else tar)\n"
      "  --parents            create REMOTE_DIR's missing parents\n"},
+    {"build", cli_cmd_build, "build NAME [CONTEXT_DIR] [--file DOCKERFILE] [--arg K=V]...",
+     "build image NAME from a Dockerfile, printing its log",
+     "Sends CONTEXT_DIR (as a tar) and the Dockerfile (default CONTEXT_DIR/Dockerfile,\n"
+     "or ./Dockerfile without a context), then prints the build's log as it runs.\n"
+     "Exits 0 when the image is ready, 5 when the build failed (docs/images.md).\n"
+     "  --file DOCKERFILE    the Dockerfile to build\n"
+     "  --arg K=V            the value of the Dockerfile's ARG K (repeatable)\n"},
     {"find", cli_cmd_find, "find ID PATH [--name GLOB] [--max-depth N]",
      "list the entries under PATH, one path a line (directories end in /)",
      "  --name GLOB          only entries whose name matches (fnmatch, e.g. '*.py')\n"

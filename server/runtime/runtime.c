@@ -423,12 +423,14 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
 int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
 		int timeout_ms, int *status, struct err *e)
 {
-	char log_path[PATH_MAX], log_opt[PATH_MAX + 8];
+	char log_path[PATH_MAX], log_opt[PATH_MAX + 8], pid_file[PATH_MAX];
 	snprintf(log_path, sizeof(log_path), "%s/crun.log", bundle_dir);
 	snprintf(log_opt, sizeof(log_opt), "--log=file:%s", log_path);
+	snprintf(pid_file, sizeof(pid_file), "%s/init.pid", bundle_dir);
 	unlink(log_path);
-	char *argv[] = {"crun", "--root",	    rt->root,	log_opt,
-			"run",	"--bundle", (char *)bundle_dir, (char *)id, NULL};
+	unlink(pid_file);
+	char *argv[] = {"crun",	    "--root", rt->root, log_opt,	    "run", "--bundle",
+			(char *)bundle_dir, "--pid-file", pid_file, (char *)id, NULL};
 	pid_t pid;
 	if (spawn(rt, argv, -1, log_fd, log_fd, &pid, e) < 0)
 		return err_wrap(e, "crun run '%s'", id);

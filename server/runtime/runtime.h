@@ -114,7 +114,8 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
  * builds): its init's stdout and stderr, and crun's own message when it
  * fails, go to `log_fd`.  After `timeout_ms` every process of it is killed
  * (ERR_TIMEOUT).  The container is deleted after; *status is crun's wait
- * status, which carries the init's exit status. */
+ * status, which carries the init's exit status.  The init's host pid is in
+ * <bundle_dir>/init.pid while it runs. */
 int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
 		int timeout_ms, int *status, struct err *e);
 

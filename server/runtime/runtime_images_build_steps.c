@@ -98,8 +98,19 @@ void image_builds_cancel(void)
 		if (!b)
 			continue;
 		b->cancelled = 1;
-		if (b->cur[0])
-			runtime_kill(b->rt, b->cur, SIGKILL, 1, NULL);
+		if (!b->cur[0])
+			continue;
+		runtime_kill(b->rt, b->cur, SIGKILL, 1, NULL);
+		/* And its init, the pid namespace's first process, whose end
+		 * ends every process in it (crun kill may find the container
+		 * not yet, or no longer, in its state). */
+		char p[PATH_MAX + 32], text[32] = "";
+		snprintf(p, sizeof(p), "%s/init.pid", b->bundle);
+		_cleanup_fd_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+		long pid = n > 0 ? strtol(text, NULL, 10) : 0;
+		if (pid > 1)
+			kill((pid_t)pid, SIGKILL);
 	}
 	pthread_mutex_unlock(&active_mu);
 }

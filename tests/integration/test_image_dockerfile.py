@@ -288,6 +288,38 @@ def context_dir_and_limits(t, srv, work):
          head[:200])
 
 
+def cli_build(t, srv, work):
+    """deskbox build NAME DIR: the context sent, the log printed, exit 0;
+    a failing build exits 5 with the reason."""
+    import subprocess
+    cli = os.path.join(dbx.BUILD, "deskbox")
+    d = os.path.join(work, "cli-ctx")
+    os.makedirs(d)
+    with open(os.path.join(d, "data.txt"), "w") as f:
+        f.write("from the cli\n")
+    with open(os.path.join(d, "Dockerfile"), "w") as f:
+        f.write("FROM dfbase\nARG WHO=nobody\nCOPY data.txt /d/\nRUN echo \"by $WHO\" >> "
+                "/d/data.txt && cat /d/data.txt\n")
+    env = dict(os.environ, DESKBOX_URL="http://127.0.0.1:%d" % srv.port,
+               DESKBOX_TOKEN=srv.token)
+    p = subprocess.run([cli, "build", "fromcli", d, "--arg", "WHO=cli"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    f = os.path.join(srv.state_dir, "images", "fromcli", "rootfs", "d", "data.txt")
+    got = open(f).read() if os.path.exists(f) else None
+    t.ok(p.returncode == 0 and "STEP 4/4: RUN" in p.stdout and "by cli" in p.stdout
+         and got == "from the cli\nby cli\n", "deskbox build NAME DIR: context, args, "
+         "the log on stdout, exit 0", p.stdout[-800:] + p.stderr[-400:])
+    with open(os.path.join(d, "Dockerfile.bad"), "w") as f:
+        f.write("FROM dfbase\nRUN echo nope && false\n")
+    p = subprocess.run([cli, "build", "cli-bad", d, "--file", os.path.join(d, "Dockerfile.bad")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    t.ok(p.returncode == 5 and "nope" in p.stdout and "RUN (line 2) failed" in p.stderr,
+         "a failing build: the log, the reason on stderr, exit 5",
+         "%d %s %s" % (p.returncode, p.stdout[-400:], p.stderr[-400:]))
+    for n in ("fromcli", "cli-bad"):
+        srv.request("DELETE", "/v1/images/" + n)
+
+
 def main():
     dbx.require_root_and_tools()
     for tool in ["umoci"] + TOOLS:
@@ -304,6 +336,7 @@ def main():
         good_build(t, srv, work)
         failing_run(t, srv)
         context_dir_and_limits(t, srv, work)
+        cli_build(t, srv, work)
         stopped_during_build(t, srv)
     finally:
         srv.cleanup()
