@@ -2,7 +2,8 @@
 """Installing into a sandbox's own /usr as its root: a small .deb built here
 (dpkg-deb --build) with dpkg -i, a tiny wheel built here (zipfile, no
 network) with pip from a local directory, and apt-get install from a local
-flat repository (file:, the mirror stand-in: no network).  All of it
+flat repository (file:) and over HTTP from a mirror stand-in served on the
+sandbox's own loopback (its network namespace: no packet leaves).  All of it
 persists across stop/start, a checkpoint restore and a fork; another
 sandbox and the host see none of it."""
 
@@ -162,6 +163,30 @@ def main():
         t.ok(rc == 0, "apt-get update and install from the local mirror", out[-1500:])
         out = installed(srv, sid)
         t.ok(want_all(out), "the three are installed", out)
+
+        # ---- apt over HTTP: a mirror stand-in on the sandbox's own loopback ----
+        deb3 = build_deb(tmp, "dbx-http", "3.0", "#!/bin/sh\necho hello-over-http\n")
+        packages, release = flat_repo(tmp, [deb3])
+        sh(srv, sid, "mkdir -p /workspace/mirror")
+        for name, data in (("dbx-http_3.0_all.deb", open(deb3, "rb").read()),
+                           ("Packages", packages.encode()), ("Release", release.encode())):
+            upload(srv, sid, "/workspace/mirror/" + name, data)
+        r = srv.request("POST", "/v1/sandboxes/%s/process/exec" % sid, {
+            "argv": ["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory",
+                     "/workspace/mirror", "8765"], "background": True})
+        mirror = r.json().get("pid") if r.status == 200 else None
+        up = dbx.wait_until(lambda: sh(srv, sid, "python3 -c 'import urllib.request as u; "
+                                       "u.urlopen(\"http://127.0.0.1:8765/Release\")'")[1] == 0,
+                            10)
+        out, rc = sh(srv, sid, "echo 'deb [trusted=yes] http://127.0.0.1:8765 ./' > "
+                     "/etc/apt/sources.list.d/mirror.list && apt-get update -q && "
+                     "apt-get install -y -q dbx-http && dbx-http", user="root", timeout_s=120)
+        t.ok(up and rc == 0 and "hello-over-http" in out,
+             "apt-get install over HTTP from a mirror stand-in in the sandbox's namespace",
+             out[-1500:])
+        if mirror:
+            srv.request("POST", "/v1/sandboxes/%s/process/%d/kill" % (sid, mirror))
+        sh(srv, sid, "rm /etc/apt/sources.list.d/mirror.list", user="root")
 
         # ---- nobody else sees them ----
         out, _ = sh(srv, other, CHECK + " 2>&1")
