@@ -45,6 +45,7 @@ struct process_run {
 	char *stdin_copy; /* background runs own their stdin */
 	size_t stdin_len, stdin_off;
 	int keep_stdin;
+	int keep_orphans;
 	struct process_stream_buf so, se; /* a terminal's master is so.fd */
 	uint64_t total[2];
 

@@ -345,6 +345,7 @@ static struct process_run *run_new(const struct process_opts *o)
 	r->stdin_data = o->stdin_data;
 	r->stdin_len = o->stdin_data ? o->stdin_len : 0;
 	r->keep_stdin = o->keep_stdin_open;
+	r->keep_orphans = o->keep_orphans;
 	return r;
 }
 
@@ -507,6 +508,8 @@ pid_t process_pid(struct process_run *r)
 static void conclude(struct process_run *r, process_output_fn fn, void *cls)
 {
 	pthread_mutex_lock(&r->table->mu);
+	if (r->cg_live && r->keep_orphans && !r->killed && !r->timed_out)
+		run_cgroup_release(&r->cg);
 	if (r->cg_live)
 		run_cgroup_kill(&r->cg);
 	/* Under the lock: process_bg_stdin() may be about to dup it. */

@@ -83,6 +83,10 @@ struct process_opts {
 	size_t max_output;   /* per stream */
 	int keep_stdin_open; /* contexts: stdin stays open for process_write() */
 	int want_pid;	     /* find out the program's pid (process_pid) */
+	/* When the program exits by itself, what it left running (a daemon,
+	 * `cmd &`) goes on in the sandbox's own cgroup, until the sandbox
+	 * ends, instead of being killed with the run (E2B's envd). */
+	int keep_orphans;
 	/* A terminal: the program gets a new pseudo-terminal of the sandbox
 	 * (cols x rows) as stdin, stdout, stderr and controlling tty; its
 	 * output is the run's stdout.  Needs the exec agent. */

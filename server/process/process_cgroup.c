@@ -297,6 +297,40 @@ uint64_t run_cgroup_oom_kills(struct run_cgroup *cg)
 	return keyed_value(buf, "oom_kill");
 }
 
+/* Moves every pid listed in `dir` into `to`; returns how many. */
+static int move_members(const char *dir, const char *to)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	_cleanup_file_ FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	long pid;
+	int n = 0;
+	while (fscanf(f, "%ld", &pid) == 1) {
+		char v[32];
+		snprintf(v, sizeof(v), "%ld", pid);
+		if (pid > 1 && write_file(to, "cgroup.procs", v) == 0)
+			n++;
+	}
+	return n;
+}
+
+void run_cgroup_release(struct run_cgroup *cg)
+{
+	for (int i = 0; i < cg->n_dirs; i++) {
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof(parent), "%s", cg->dirs[i]);
+		char *slash = strrchr(parent, '/');
+		if (!slash || slash == parent)
+			continue;
+		*slash = '\0';
+		/* again while some were moved: one may have forked meanwhile */
+		for (int k = 0; k < 20 && move_members(cg->dirs[i], parent) > 0; k++)
+			;
+	}
+}
+
 void run_cgroup_destroy(struct run_cgroup *cg)
 {
 	run_cgroup_kill(cg);

@@ -60,6 +60,10 @@ int run_cgroup_empty(struct run_cgroup *cg);
 /* How many processes of the run the kernel's OOM killer killed. */
 uint64_t run_cgroup_oom_kills(struct run_cgroup *cg);
 
+/* Moves what is left into the sandbox's own cgroup (the parent), where it
+ * lives on until the sandbox ends: the programs a run left behind. */
+void run_cgroup_release(struct run_cgroup *cg);
+
 /* Kills what is left and removes the directories. */
 void run_cgroup_destroy(struct run_cgroup *cg);
 

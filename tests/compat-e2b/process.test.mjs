@@ -82,6 +82,24 @@ try {
   ok(await until(async () => (await native(`${sb}/files/download?path=/tmp/late.txt`)).text === 'late\n'),
      'a disconnected program finishes its work (read through /v1 files)')
 
+  // the SDK's user option: Authorization: Basic base64("root:")
+  r = await sbx.commands.run('id -u; echo $HOME; touch /etc/by-e2b-root', { user: 'root' })
+  ok(r.stdout === '0\n/root\n', "commands.run with user 'root': uid 0, HOME /root", r.stdout)
+  let asUser = await native(`${sb}/process/exec`, 'POST', { argv: ['sh', '-c', 'id -u; stat -c %u /etc/by-e2b-root'] })
+  ok(asUser.json().stdout === '1000\n0\n', "the default user is deskbox's (1000); root's file is root's (through /v1)", asUser.text)
+  err = null
+  try { await sbx.commands.run('true', { user: 'nobody' }) } catch (e) { err = e }
+  ok(err && /nobody/.test(err.message), 'an unknown user is refused, naming it', err && err.message)
+
+  // what a command leaves running (a daemon, `cmd &`) goes on, as in envd
+  let t1 = Date.now()
+  r = await sbx.commands.run('sleep 300 >/dev/null 2>&1 & echo left-$!')
+  const left = Number(r.stdout.trim().slice(5))
+  ok(r.exitCode === 0 && left > 0 && Date.now() - t1 < 3000, 'commands.run of `sleep 300 &` returns at once', [r.stdout, Date.now() - t1])
+  let ps0 = await native(`${sb}/process/exec`, 'POST', { argv: ['sh', '-c', `kill -0 ${left} && echo alive`] })
+  ok(ps0.json().stdout === 'alive\n', 'what it left running lives on (kill -0 through /v1)', ps0.text)
+  await native(`${sb}/process/exec`, 'POST', { argv: ['kill', String(left)] })
+
   // the deadline (Connect-Timeout-Ms) ends a program
   const t0 = Date.now()
   err = null

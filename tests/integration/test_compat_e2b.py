@@ -79,7 +79,20 @@ def bad_input(t, srv):
 
 
 def connect_error(t, got, status, code, name):
+    """A unary procedure's error: `status` with Connect's JSON {"code"}.  A
+    streaming one (application/connect+json) answers 200 with a stream that
+    is only its end-of-stream envelope carrying the error, as Connect has
+    it (the SDK reads any other status as unimplemented or internal)."""
     st, ctype, data = got
+    if ctype.startswith("application/connect+json"):
+        try:
+            end = json.loads(data[5:]) if data[:1] == b"\x02" else None
+        except ValueError:
+            end = None
+        err = end.get("error") if isinstance(end, dict) else None
+        t.ok(st == 200 and isinstance(err, dict) and err.get("code") == code and
+             isinstance(err.get("message"), str) and err["message"], name, (st, ctype, data[:300]))
+        return
     try:
         j = json.loads(data)
     except ValueError:
@@ -198,7 +211,7 @@ def sdk_script(t, srv, script, tls=None):
          out[-2000:])
 
 
-def desktop_script(t, srv):
+def desktop_script(t, srv, tls=None):
     """@e2b/desktop runs xdotool, scrot, xrandr and XFCE's session in the
     sandbox: they come from the host's /usr (scripts/install-deps.sh)."""
     missing = [b for b in ("xdotool", "scrot", "xrandr", "xdpyinfo", "startxfce4", "xfwm4",
@@ -207,7 +220,7 @@ def desktop_script(t, srv):
         t.skip("the @e2b/desktop SDK script", "not installed: " + " ".join(missing) +
                " (scripts/install-deps.sh)")
         return
-    sdk_script(t, srv, "desktop.test.mjs")
+    sdk_script(t, srv, "desktop.test.mjs", tls=tls)
 
 
 TEST_DOMAIN = "e2b.deskbox.test"
@@ -226,10 +239,12 @@ def over_tls(t):
                     "/CN=deskbox test CA", "-addext",
                     "subjectAltName=DNS:*.%s,DNS:%s,IP:127.0.0.1" % (TEST_DOMAIN, TEST_DOMAIN),
                     "-keyout", key, "-out", cert], check=True, capture_output=True)
-    srv = dbx.Server(args=["--tls-cert", cert, "--tls-key", key, "--ports-domain", TEST_DOMAIN])
+    srv = dbx.Server(args=["--tls-cert", cert, "--tls-key", key, "--ports-domain", TEST_DOMAIN,
+                           "--templates-dir", TEMPLATES])
     try:
         for script in ("hosts.test.mjs", "envd.test.mjs", "process.test.mjs", "code.test.mjs"):
             sdk_script(t, srv, script, tls=cert)
+        desktop_script(t, srv, tls=cert)
     finally:
         srv.cleanup()
         shutil.rmtree(d, ignore_errors=True)

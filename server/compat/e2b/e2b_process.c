@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 #include "common/args.h"
@@ -24,6 +25,8 @@
 #define START_MAX_ENV  128
 #define INPUT_WAIT_MS  10000
 #define PTY_SIZE_MAX   1000
+
+static int decode_b64(const char *s, char **out, size_t *len, struct err *e);
 
 /* ---- the table of programs started here ---- */
 
@@ -214,6 +217,44 @@ static int parse_start(const cJSON *req, struct start_args *a, struct err *e)
 	a->o.env = a->env;
 	/* envd: without "stdin" the pipe is kept, with false it is /dev/null */
 	a->o.keep_stdin_open = stdin_on && !a->o.pty;
+	a->o.keep_orphans = 1; /* envd: `cmd &`, `x11vnc -bg` outlive cmd */
+	return 0;
+}
+
+/* The user the SDK asks for (its `user` option): Authorization: Basic
+ * base64("<user>:").  "root" is the container's root (the sandbox must
+ * allow it), "user" or none the sandbox's user; another is refused. */
+static int user_of(struct http_request *req, struct start_args *a, struct err *e)
+{
+	const char *h = http_header(req, "Authorization");
+	if (!h || strncasecmp(h, "Basic ", 6) != 0)
+		return 0;
+	char *dec;
+	size_t len;
+	if (decode_b64(h + 6, &dec, &len, e) < 0)
+		return err_set(e, ERR_INVALID, EINVAL, "the Authorization header is not Basic base64");
+	dec[len] = '\0';
+	char *colon = strchr(dec, ':');
+	if (colon)
+		*colon = '\0';
+	int r = 0;
+	if (strcmp(dec, "root") == 0)
+		a->o.root = 1;
+	else if (dec[0] && strcmp(dec, "user") != 0)
+		r = err_set(e, ERR_INVALID, EINVAL,
+			    "user '%.64s' does not exist here: the sandbox has 'user' and 'root'", dec);
+	free(dec);
+	if (r < 0 || !a->o.root)
+		return r;
+	/* HOME and USER as root's, unless the request sets them */
+	static const char *const root_env[] = {"HOME=/root", "USER=root", "LOGNAME=root"};
+	for (size_t i = 0; i < 3 && a->n_env < START_MAX_ENV; i++) {
+		size_t k = strcspn(root_env[i], "=") + 1, j = 0;
+		while (j < a->n_env && strncmp(a->env[j], root_env[i], k) != 0)
+			j++;
+		if (j == a->n_env)
+			a->env[a->n_env++] = root_env[i];
+	}
 	return 0;
 }
 
@@ -247,7 +288,19 @@ static int start_in(struct sandbox *sb, struct start_args *a, struct compat_proc
 	return 0;
 }
 
+static int start_request(struct http_request *req, struct http_response *res, struct err *e);
+
+/* Start: its errors go in the stream's end (e2b_pstream_error). */
 int e2b_process_start(struct http_request *req, struct http_response *res, struct err *e)
+{
+	if (start_request(req, res, e) == 0)
+		return 0;
+	struct err why = *e;
+	*e = (struct err)ERR_INIT;
+	return e2b_pstream_error(res, &why, e);
+}
+
+static int start_request(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct compat *c = req->app;
 	cJSON *j;
@@ -259,12 +312,16 @@ int e2b_process_start(struct http_request *req, struct http_response *res, struc
 	int r = a ? parse_start(j, a, e) : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	if (r == 0)
 		r = timeout_of(req, c, &a->o.timeout_ms, e);
+	if (r == 0)
+		r = user_of(req, a, e);
 	if (r == 0 && a->tag)
 		snprintf(p.tag, sizeof(p.tag), "%s", a->tag);
 	if (r == 0)
 		a->o.max_output = c->exec_max_output;
 	if (r == 0 && (r = e2b_enter(req, &sb, e)) == 0) {
-		r = start_in(sb, a, &p, e);
+		r = a->o.root ? sandbox_root_check(sb, e) : 0;
+		if (r == 0)
+			r = start_in(sb, a, &p, e);
 		sandbox_unuse(sb);
 	}
 	if (r == 0) {
@@ -286,7 +343,19 @@ int e2b_process_start(struct http_request *req, struct http_response *res, struc
 
 /* ---- Connect, List ---- */
 
+static int connect_request(struct http_request *req, struct http_response *res, struct err *e);
+
+/* Connect: its errors go in the stream's end too. */
 int e2b_process_connect(struct http_request *req, struct http_response *res, struct err *e)
+{
+	if (connect_request(req, res, e) == 0)
+		return 0;
+	struct err why = *e;
+	*e = (struct err)ERR_INIT;
+	return e2b_pstream_error(res, &why, e);
+}
+
+static int connect_request(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct compat *c = req->app;
 	cJSON *j;
@@ -305,11 +374,7 @@ int e2b_process_connect(struct http_request *req, struct http_response *res, str
 		return r;
 	if (found < 0) {
 		sandbox_put(sb);
-		if (e->kind != ERR_NOT_FOUND)
-			return err_code(e);
-		struct err why = *e;
-		*e = (struct err)ERR_INIT;
-		return e2b_pstream_error(res, &why, e);
+		return found;
 	}
 	return e2b_pstream_reply(res, sb, pid, term[0] ? term : NULL, 1, e);
 }

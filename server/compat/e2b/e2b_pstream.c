@@ -206,7 +206,40 @@ int e2b_pstream_error(struct http_response *res, const struct err *err, struct e
 	if (!s)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	s->started = 1;
-	end_error(s, err->kind == ERR_NOT_FOUND ? "not_found" : "invalid_argument", err->msg);
+	const char *code = "internal";
+	switch (err->kind) {
+	case ERR_NOT_FOUND:
+		code = "not_found";
+		break;
+	case ERR_INVALID:
+	case ERR_UNKNOWN_FIELD:
+	case ERR_UNSUPPORTED:
+		code = "invalid_argument";
+		break;
+	case ERR_LIMIT:
+	case ERR_TOO_LARGE:
+	case ERR_NO_SPACE:
+		code = "resource_exhausted";
+		break;
+	case ERR_FORBIDDEN:
+	case ERR_ROOT_DISABLED:
+		code = "permission_denied";
+		break;
+	case ERR_CONFLICT:
+	case ERR_NOT_RUNNING:
+	case ERR_PAUSED:
+		code = "failed_precondition";
+		break;
+	case ERR_UNAVAILABLE:
+		code = "unavailable";
+		break;
+	case ERR_TIMEOUT:
+		code = "deadline_exceeded";
+		break;
+	default:
+		break;
+	}
+	end_error(s, code, err->msg);
 	http_reply_stream(res, 200, "application/connect+json", HTTP_SIZE_UNKNOWN, pstream_read, s,
 			  pstream_release);
 	return 0;

@@ -53,8 +53,9 @@ int e2b_process_update(struct http_request *req, struct http_response *res, stru
  * `term`; `from_now`: only the output that comes next. */
 int e2b_pstream_reply(struct http_response *res, struct sandbox *sb, pid_t pid,
 		      const char *term, int from_now, struct err *e);
-/* A stream that is only its end, carrying `err` (the SDK reads a stream's
- * errors from there: a 404 status would be Connect's unimplemented). */
+/* A stream that is only its end, carrying `err` as Connect's code (the
+ * SDK reads a stream's errors from there: any status but 200 would be
+ * Connect's unimplemented or internal). */
 int e2b_pstream_error(struct http_response *res, const struct err *err, struct err *e);
 /* A server-streaming request's one message (enveloped), a JSON object. */
 int e2b_connect_message(struct http_request *req, cJSON **msg, struct err *e);
