@@ -320,6 +320,33 @@ def cli_build(t, srv, work):
         srv.request("DELETE", "/v1/images/" + n)
 
 
+def sdk_build(t, srv, work):
+    """The Python SDK: client.images.build with a context directory, args
+    and the log as it streams; a failed build raises BuildFailed."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "clients", "python"))
+    import deskbox
+    client = deskbox.Deskbox("http://127.0.0.1:%d" % srv.port, srv.token)
+    d = os.path.join(work, "sdk-ctx")
+    os.makedirs(os.path.join(d, "sub"))
+    with open(os.path.join(d, "sub", "f.txt"), "w") as f:
+        f.write("sdk\n")
+    seen = []
+    m = client.images.build("fromsdk", "FROM dfbase\nARG N=0\nCOPY sub /s\nRUN echo n=$N\n",
+                            context=d, args={"N": "7"}, on_log=seen.append)
+    f = os.path.join(srv.state_dir, "images", "fromsdk", "rootfs", "s", "f.txt")
+    t.ok(m.get("status") == "ready" and "n=7" in "".join(seen) and os.path.exists(f),
+         "SDK: images.build with a directory context, args and the streamed log",
+         "".join(seen)[-500:])
+    try:
+        client.images.build("sdk-bad", "FROM dfbase\nRUN echo broken >&2; exit 4\n")
+        t.ok(False, "SDK: a failed build raises BuildFailed")
+    except deskbox.BuildFailed as e:
+        t.ok("exit status 4" in e.error and "broken" in e.log,
+             "SDK: a failed build raises BuildFailed with the error and the log", e.error)
+    for n in ("fromsdk", "sdk-bad"):
+        client.images.delete(n)
+
+
 def main():
     dbx.require_root_and_tools()
     for tool in ["umoci"] + TOOLS:
@@ -337,6 +364,7 @@ def main():
         failing_run(t, srv)
         context_dir_and_limits(t, srv, work)
         cli_build(t, srv, work)
+        sdk_build(t, srv, work)
         stopped_during_build(t, srv)
     finally:
         srv.cleanup()

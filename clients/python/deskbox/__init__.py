@@ -12,6 +12,7 @@ from .desktop import Desktop
 from .errors import (Conflict, DeskboxError, Forbidden, InvalidArgument, LimitExceeded,
                      NotFound, ServerError, Unauthorized)
 from .files import Files
+from .images import BuildFailed, Images
 from .process import ExecResult, OutputEvent, Process
 from .sessions import Session, SessionResult, Sessions, Terminals
 
@@ -20,4 +21,4 @@ __version__ = "0.1.0"
 __all__ = ["Deskbox", "Sandbox", "Desktop", "Process", "Files", "ExecResult", "OutputEvent",
            "Sessions", "Session", "SessionResult", "Terminals",
            "DeskboxError", "InvalidArgument", "Unauthorized", "Forbidden", "NotFound",
-           "Conflict", "LimitExceeded", "ServerError"]
+           "Conflict", "LimitExceeded", "ServerError", "Images", "BuildFailed"]

@@ -6,6 +6,7 @@ from ._http import Transport, quote
 from .desktop import Desktop
 from .errors import NotFound
 from .files import Files
+from .images import Images
 from .process import Process
 from .sessions import Sessions, Terminals
 
@@ -166,6 +167,7 @@ class Deskbox:
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
                  timeout: float = 300.0) -> None:
         self._t = Transport(url, token, timeout)
+        self.images = Images(self._t)
 
     @property
     def url(self) -> str:
