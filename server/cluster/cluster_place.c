@@ -424,6 +424,34 @@ static int locate_cached(struct cluster *c, const char *ref, char id[64],
 	return adv ? CLUSTER_REMOTE : CLUSTER_LOST;
 }
 
+/* The cache says `node` is lost: whether etcd still holds its record (the
+ * cache is a tick old, or older while ticks fail); then it is put back. */
+static int still_alive(struct cluster *c, const char *node, char advertise[CLUSTER_URL_MAX])
+{
+	char key[256];
+	cluster_key(key, sizeof(key), "nodes/", node);
+	struct etcd_kv kv;
+	if (get_local(c, key, &kv) != 1)
+		return 0;
+	cJSON *rec = cJSON_ParseWithLength(kv.value, kv.value_len);
+	etcd_kv_release(&kv);
+	const char *adv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "advertise"));
+	int ok = adv && strlen(adv) < CLUSTER_URL_MAX;
+	if (ok) {
+		snprintf(advertise, CLUSTER_URL_MAX, "%s", adv);
+		pthread_mutex_lock(&c->mu);
+		if (c->nodes && !cJSON_GetObjectItemCaseSensitive(c->nodes, node)) {
+			cJSON_AddItemToObject(c->nodes, node, rec);
+			rec = NULL;
+		}
+		if (c->members && !cJSON_GetObjectItemCaseSensitive(c->members, node))
+			cJSON_AddStringToObject(c->members, node, advertise);
+		pthread_mutex_unlock(&c->mu);
+	}
+	cJSON_Delete(rec);
+	return ok;
+}
+
 enum cluster_where cluster_locate(struct cluster *c, const char *ref, char id[64],
 				  char node[CLUSTER_NAME_MAX + 1], char advertise[CLUSTER_URL_MAX])
 {
@@ -432,6 +460,8 @@ enum cluster_where cluster_locate(struct cluster *c, const char *ref, char id[64
 		pthread_mutex_lock(&c->mu);
 		int r = locate_cached(c, ref, id, node, advertise);
 		pthread_mutex_unlock(&c->mu);
+		if (r == CLUSTER_LOST && still_alive(c, node, advertise))
+			return CLUSTER_REMOTE;
 		if (r >= 0)
 			return (enum cluster_where)r;
 		if (pass == 0)
