@@ -45,7 +45,8 @@ void api_desk_observe(struct http_request *req, struct sandbox *sb, struct desk 
 		p = strchr(p + 14, '/');
 	char route[80];
 	snprintf(route, sizeof(route), "%s %s", req->method, p);
-	struct desk_obs *o = api->observers ? desk_obs_get(api->observers, sandbox_id(sb)) : NULL;
+	struct desk_obs *o =
+	    api->observers ? desk_obs_get(api->observers, sandbox_id(sb), sandbox_dir(sb)) : NULL;
 	desk_observe(d, o, route, sensitive);
 }
 
@@ -56,7 +57,8 @@ static int get_obs(struct http_request *req, struct sandbox **sb, struct desk_ob
 	struct api *api = req->app;
 	if (sandbox_get(api->sandboxes, req->captures[0], sb, e) < 0)
 		return err_code(e);
-	*o = api->observers ? desk_obs_get(api->observers, sandbox_id(*sb)) : NULL;
+	*o =
+	    api->observers ? desk_obs_get(api->observers, sandbox_id(*sb), sandbox_dir(*sb)) : NULL;
 	if (!*o) {
 		sandbox_put(*sb);
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");

@@ -34,7 +34,8 @@ static int rec_enter(struct http_request *req, struct sandbox **sb, struct desk_
 	struct api *api = req->app;
 	if (sandbox_get(api->sandboxes, req->captures[0], sb, e) < 0)
 		return err_code(e);
-	*o = api->observers ? desk_obs_get(api->observers, sandbox_id(*sb)) : NULL;
+	*o =
+	    api->observers ? desk_obs_get(api->observers, sandbox_id(*sb), sandbox_dir(*sb)) : NULL;
 	if (!*o) {
 		sandbox_put(*sb);
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");

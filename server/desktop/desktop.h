@@ -168,8 +168,10 @@ struct desk_observers;
 int desk_observers_new(struct desk_observers **out, struct err *e);
 void desk_observers_free(struct desk_observers *t);
 /* The observer of sandbox `id`, made on first use (NULL: out of memory);
- * the caller drops its reference with desk_obs_put. */
-struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id);
+ * the caller drops its reference with desk_obs_put.  `dir` is the
+ * sandbox's state dir, where a takeover lease is kept (so it outlives a
+ * restart of deskboxd: a new observer takes up a lease still running). */
+struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id, const char *dir);
 void desk_obs_put(struct desk_obs *o);
 /* Forgets sandbox `id`'s observer (the sandbox is deleted); references
  * still held keep it alive until put. */

@@ -77,7 +77,8 @@ static int a11y_ask(struct desk *d, cJSON *req, cJSON **out, struct err *e)
 		r = err_set(e, kind_of(msg->valuestring, &skip), EIO, "%.*s",
 			    UTF8_CUT(msg->valuestring + skip, 400));
 	else if (!cJSON_IsObject(j))
-		r = err_set(e, ERR_INTERNAL, EPROTO, "the accessibility reader's answer is not JSON");
+		r = err_set(e, ERR_INTERNAL, EPROTO,
+			    "the accessibility reader's answer is not JSON");
 	if (r < 0) {
 		cJSON_Delete(j);
 		return r;

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fs.h"
 #include "desktop.h"
 #include "internal.h"
 
@@ -44,12 +46,16 @@ void desk_observers_free(struct desk_observers *t)
 	free(t);
 }
 
-static struct desk_obs *obs_new(const char *id)
+static void lease_load(struct desk_obs *o);
+
+static struct desk_obs *obs_new(const char *id, const char *dir)
 {
 	struct desk_obs *o = calloc(1, sizeof(*o));
 	if (!o)
 		return NULL;
 	snprintf(o->id, sizeof(o->id), "%s", id);
+	if (dir && *dir)
+		snprintf(o->lease_path, sizeof(o->lease_path), "%s/takeover.json", dir);
 	atomic_init(&o->refs, 1);
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_condattr_t ca;
@@ -58,16 +64,17 @@ static struct desk_obs *obs_new(const char *id)
 	pthread_cond_init(&o->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	o->next_id = 1;
+	lease_load(o);
 	return o;
 }
 
-struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id)
+struct desk_obs *desk_obs_get(struct desk_observers *t, const char *id, const char *dir)
 {
 	pthread_mutex_lock(&t->mu);
 	struct desk_obs *o = t->list;
 	while (o && strcmp(o->id, id) != 0)
 		o = o->next;
-	if (!o && (o = obs_new(id))) {
+	if (!o && (o = obs_new(id, dir))) {
 		o->next = t->list;
 		t->list = o;
 	}
@@ -140,12 +147,66 @@ void desk_obs_sink_remove(struct desk_obs *o, desk_obs_sink_fn fn, void *cls)
 
 /* ---- takeover ---- */
 
+/* The lease is kept in the sandbox's state dir too (takeover.json: "by",
+ * "since", "expires_at" in unix ms), so that a restarted deskboxd still
+ * refuses the agent until the lease ends.  Written when taken or renewed,
+ * removed when released or over; under mu.  A write that fails leaves
+ * the lease in force in this deskboxd only. */
+static void lease_save_locked(struct desk_obs *o)
+{
+	if (!o->lease_path[0])
+		return;
+	if (!o->take_until_ms) {
+		unlink(o->lease_path);
+		return;
+	}
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "by", o->take_by);
+	cJSON_AddNumberToObject(j, "since", (double)o->take_since_ms);
+	cJSON_AddNumberToObject(j, "expires_at", (double)o->take_until_ms);
+	char *text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	struct err e = ERR_INIT;
+	if (text)
+		fs_write_atomic(o->lease_path, text, strlen(text), 0600, &e);
+	free(text);
+}
+
+/* A lease a deskboxd before this one granted, if it still runs. */
+static void lease_load(struct desk_obs *o)
+{
+	char *text = NULL;
+	size_t len;
+	struct err e = ERR_INIT;
+	if (!o->lease_path[0] || fs_read_file(o->lease_path, 4096, &text, &len, &e) < 0)
+		return;
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	free(text);
+	const cJSON *by = cJSON_GetObjectItemCaseSensitive(j, "by");
+	const cJSON *since = cJSON_GetObjectItemCaseSensitive(j, "since");
+	const cJSON *until = cJSON_GetObjectItemCaseSensitive(j, "expires_at");
+	long long now = clock_wall_ms();
+	/* SECURITY: the file is deskboxd's own, but a lease is never longer
+	 * than the longest a request may ask for. */
+	if (cJSON_IsString(by) && cJSON_IsNumber(since) && cJSON_IsNumber(until) &&
+	    until->valuedouble > (double)now &&
+	    until->valuedouble <= (double)now + DESK_TAKEOVER_MAX_S * 1000.0) {
+		o->take_until_ms = (long long)until->valuedouble;
+		o->take_since_ms = (long long)since->valuedouble;
+		snprintf(o->take_by, sizeof(o->take_by), "%s", by->valuestring);
+	} else {
+		unlink(o->lease_path);
+	}
+	cJSON_Delete(j);
+}
+
 /* Ends a lease whose time is up, with its event; under mu. */
 static void expire_locked(struct desk_obs *o)
 {
 	if (!o->take_until_ms || clock_wall_ms() < o->take_until_ms)
 		return;
 	o->take_until_ms = 0;
+	lease_save_locked(o);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddFalseToObject(j, "active");
 	cJSON_AddStringToObject(j, "reason", "expired");
@@ -190,6 +251,7 @@ int desk_obs_takeover(struct desk_obs *o, int64_t ttl_s, const char *by, struct 
 		o->take_since_ms = now;
 	o->take_until_ms = now + ttl_s * 1000;
 	snprintf(o->take_by, sizeof(o->take_by), "%s", by ? by : "api");
+	lease_save_locked(o);
 	cJSON *j = takeover_json_locked(o);
 	desk_obs_emit_locked(o, "takeover", j);
 	cJSON_Delete(j);
@@ -204,6 +266,7 @@ int desk_obs_release(struct desk_obs *o)
 	int was = o->take_until_ms != 0;
 	if (was) {
 		o->take_until_ms = 0;
+		lease_save_locked(o);
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddFalseToObject(j, "active");
 		cJSON_AddStringToObject(j, "reason", "released");

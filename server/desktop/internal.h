@@ -92,6 +92,7 @@ struct desk_obs {
 	/* Takeover: unix ms the lease ends, 0 when none. */
 	long long take_until_ms, take_since_ms;
 	char take_by[64];
+	char lease_path[PATH_MAX]; /* <sandbox dir>/takeover.json, "" for none */
 	struct {
 		desk_obs_sink_fn fn;
 		void *cls;

@@ -70,13 +70,13 @@ struct process_table {
 	char run[PATH_MAX];
 	pthread_mutex_t mu;
 	struct process_run *runs;
-	struct process_ctx *ctxs; /* Python contexts (process_ctx.c) */
-	struct process_term *terms; /* terminals (process_term.c), newest first */
+	struct process_ctx *ctxs;	  /* Python contexts (process_ctx.c) */
+	struct process_term *terms;	  /* terminals (process_term.c), newest first */
 	struct process_session *sessions; /* shell sessions (process_session.c) */
 	struct process_helper *helpers;	  /* resident helpers (process_helper.c) */
-	int bg_threads;		  /* background owners still running, under mu */
-	pthread_cond_t bg_done;	  /* signalled when bg_threads drops */
-	pthread_cond_t bg_output; /* signalled on a background run's output or end */
+	int bg_threads;			  /* background owners still running, under mu */
+	pthread_cond_t bg_done;		  /* signalled when bg_threads drops */
+	pthread_cond_t bg_output;	  /* signalled on a background run's output or end */
 	atomic_int refs;
 };
 
