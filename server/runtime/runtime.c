@@ -420,8 +420,43 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
 	return 0;
 }
 
+/* Kills a foreground run's container: through crun, and its init by the
+ * pid file (the end of a pid namespace's first process ends all in it),
+ * for a container crun does not know yet or any more. */
+static void kill_run(struct runtime *rt, const char *id, const char *pid_file)
+{
+	runtime_kill(rt, id, SIGKILL, 1, NULL);
+	pid_t init = 0;
+	if (read_pid_file(pid_file, &init) == 0 && init > 1)
+		kill(init, SIGKILL);
+}
+
+/* Waits for crun `pid` to end; past the deadline or once *cancel is set,
+ * kills the container (again every 200 ms: it may be starting still).
+ * 1: timed out, 2: cancelled, 0: it ended by itself. */
+static int wait_run(struct runtime *rt, const char *id, pid_t pid, const char *pid_file,
+		    int timeout_ms, const int *cancel)
+{
+	_cleanup_fd_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = {pidfd, POLLIN, 0};
+	long long deadline = clock_mono_ms() + timeout_ms;
+	int why = 0;
+	while (pidfd >= 0) {
+		int n = poll(&p, 1, why || cancel ? 200 : 60000);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			break;
+		if (!why && clock_mono_ms() >= deadline)
+			why = 1;
+		if (!why && cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE))
+			why = 2;
+		if (why)
+			kill_run(rt, id, pid_file);
+	}
+	return why;
+}
+
 int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
-		int timeout_ms, int *status, struct err *e)
+		int timeout_ms, const int *cancel, int *status, struct err *e)
 {
 	char log_path[PATH_MAX], log_opt[PATH_MAX + 8], pid_file[PATH_MAX];
 	snprintf(log_path, sizeof(log_path), "%s/crun.log", bundle_dir);
@@ -434,23 +469,8 @@ int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int 
 	pid_t pid;
 	if (spawn(rt, argv, -1, log_fd, log_fd, &pid, e) < 0)
 		return err_wrap(e, "crun run '%s'", id);
-	int timed_out = 0;
-	_cleanup_fd_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0) {
-		struct pollfd p = {pidfd, POLLIN, 0};
-		long long deadline = clock_mono_ms() + timeout_ms;
-		for (;;) {
-			long long left = deadline - clock_mono_ms();
-			int n = left > 0 ? poll(&p, 1, (int)(left > 60000 ? 60000 : left)) : 0;
-			if (n > 0 || (n < 0 && errno != EINTR))
-				break;
-			if (n == 0 && clock_mono_ms() >= deadline) {
-				timed_out = 1;
-				runtime_kill(rt, id, SIGKILL, 1, NULL);
-				break;
-			}
-		}
-	}
+	int why = wait_run(rt, id, pid, pid_file, timeout_ms, cancel);
+	int timed_out = why == 1;
 	while (waitpid(pid, status, 0) < 0)
 		if (errno != EINTR)
 			return err_sys(e, ERR_INTERNAL, errno, "waiting for crun run '%s'", id);
@@ -459,6 +479,8 @@ int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int 
 	if (timed_out)
 		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "'%s' ran longer than %d s", id,
 			       timeout_ms / 1000);
+	if (why == 2)
+		return err_set(e, ERR_UNAVAILABLE, ECANCELED, "'%s' was stopped", id);
 	/* crun's own complaint (a bad config, a mount it could not make). */
 	char text[RUNTIME_ERR_MAX] = "";
 	_cleanup_fd_ int lfd = open(log_path, O_RDONLY | O_CLOEXEC);

@@ -115,9 +115,11 @@ int runtime_start(struct runtime *rt, const char *id, const char *bundle_dir, in
  * fails, go to `log_fd`.  After `timeout_ms` every process of it is killed
  * (ERR_TIMEOUT).  The container is deleted after; *status is crun's wait
  * status, which carries the init's exit status.  The init's host pid is in
- * <bundle_dir>/init.pid while it runs. */
+ * <bundle_dir>/init.pid while it runs.  `cancel` (may be NULL; read
+ * atomically) set by another thread kills it within 200 ms (ERR_UNAVAILABLE,
+ * ECANCELED). */
 int runtime_run(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
-		int timeout_ms, int *status, struct err *e);
+		int timeout_ms, const int *cancel, int *status, struct err *e);
 
 /* Sends `sig` to the container's init (all processes with `all`). */
 int runtime_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e);

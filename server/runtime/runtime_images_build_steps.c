@@ -83,7 +83,7 @@ static int set_current(struct build *b, const char *id, struct err *e)
 {
 	pthread_mutex_lock(&active_mu);
 	snprintf(b->cur, sizeof(b->cur), "%s", id ? id : "");
-	int cancelled = b->cancelled;
+	int cancelled = __atomic_load_n(&b->cancelled, __ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&active_mu);
 	if (cancelled)
 		return err_set(e, ERR_UNAVAILABLE, ECANCELED, "deskboxd stopped during the build");
@@ -92,26 +92,12 @@ static int set_current(struct build *b, const char *id, struct err *e)
 
 void image_builds_cancel(void)
 {
+	/* Each build's runtime_run() sees the flag within 200 ms and kills its
+	 * container; between containers set_current() stops the build. */
 	pthread_mutex_lock(&active_mu);
-	for (size_t i = 0; i < IMAGE_BUILDS_MAX; i++) {
-		struct build *b = active[i];
-		if (!b)
-			continue;
-		b->cancelled = 1;
-		if (!b->cur[0])
-			continue;
-		runtime_kill(b->rt, b->cur, SIGKILL, 1, NULL);
-		/* And its init, the pid namespace's first process, whose end
-		 * ends every process in it (crun kill may find the container
-		 * not yet, or no longer, in its state). */
-		char p[PATH_MAX + 32], text[32] = "";
-		snprintf(p, sizeof(p), "%s/init.pid", b->bundle);
-		_cleanup_fd_ int fd = open(p, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-		long pid = n > 0 ? strtol(text, NULL, 10) : 0;
-		if (pid > 1)
-			kill((pid_t)pid, SIGKILL);
-	}
+	for (size_t i = 0; i < IMAGE_BUILDS_MAX; i++)
+		if (active[i])
+			__atomic_store_n(&active[i]->cancelled, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&active_mu);
 }
 
@@ -225,7 +211,7 @@ static int container(struct build *b, const char *const *argv, const char *cwd, 
 	if (runtime_write_bundle(&spec, e) < 0 || set_current(b, id, e) < 0 ||
 	    runtime_userns_make(b->userns, b->host_base, e) < 0)
 		return err_code(e);
-	int r = runtime_run(b->rt, id, b->bundle, b->log_w, (int)left, &status, e);
+	int r = runtime_run(b->rt, id, b->bundle, b->log_w, (int)left, &b->cancelled, &status, e);
 	runtime_userns_drop(b->userns);
 	if (set_current(b, NULL, e) < 0)
 		return err_code(e);

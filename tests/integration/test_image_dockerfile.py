@@ -238,22 +238,31 @@ def stopped_during_build(t, srv):
     deskboxd exits, and the next one shows the build failed."""
     r = build(srv, "slow", "FROM dfbase\nRUN echo started && sleep 617\n")
     t.eq(r.status, 202, "a long build starts")
-    log = dbx.wait_until(lambda: "started" in open(os.path.join(
+    log = dbx.wait_until(lambda: "\nstarted\n" in open(os.path.join(
         srv.state_dir, "images", ".build-slow.log")).read(), timeout=60)
-    t.ok(log, "its RUN is running")
+    t.ok(log, "its RUN is running (its output is in the log)")
     t0 = time.monotonic()
     srv.stop()
     t.ok(time.monotonic() - t0 < 20, "deskboxd stops at once during a build (%.1f s)"
          % (time.monotonic() - t0))
     import subprocess
     left = subprocess.run(["pgrep", "-f", "sleep 617"], capture_output=True, text=True).stdout
-    t.eq(left, "", "the build container is gone with it")
+    t.ok(left == "", "the build container is gone with it",
+         left + open(srv.log_path, errors="replace").read()[-2000:])
+    srv2 = dbx.Server(state_dir=srv.state_dir)
+    r = build(srv2, "slow2", "FROM dfbase\nRUN echo started && sleep 618\n")
+    t.eq(r.status, 202, "another long build starts")
+    srv2.stop()
+    left = subprocess.run(["pgrep", "-f", "sleep 618"], capture_output=True, text=True).stdout
+    t.ok(left == "", "stopped at once after the POST, its container (starting or not) is gone "
+         "too", left + open(srv2.log_path, errors="replace").read()[-2000:])
     srv2 = dbx.Server(state_dir=srv.state_dir)
     try:
         j = srv2.request("GET", "/v1/images/slow").json()
         t.ok(j.get("status") == "failed" and "stopped during the build" in j.get("error", ""),
              "the next deskboxd shows the build failed, saying why", j)
         t.eq(srv2.request("DELETE", "/v1/images/slow").status, 204, "and deletes it")
+        srv2.request("DELETE", "/v1/images/slow2")
     finally:
         srv2.cleanup()
 
