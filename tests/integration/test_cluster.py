@@ -5,10 +5,13 @@ all on a bridge in a hub namespace this test makes (10.250.0.0/24; no route
 anywhere else, so no packet leaves the machine). This test's client code
 runs in one more namespace on that bridge.
 
-Cases: the nodes see each other with their capacity; creates through node
-1 spread over the three; screenshot, type and exec into every sandbox
-through node 3; a viewer WebSocket (RFB through two nodes) through node 2;
-the forwarding hop's latency; two concurrent creates for the last slot
+Cases: the nodes see each other with their capacity; 11 creates through
+node 1 spread over the three, the first to the node with a warm desktop;
+screenshot, type and exec into every sandbox through node 3; a viewer
+WebSocket (RFB through two nodes) through node 2; an upload and download,
+an events stream, a port URL and a terminal's WebSocket through nodes that
+do not hold the sandbox; the forwarding hop's latency; two concurrent
+creates for the last (12th) slot
 (exactly one wins); drain; kill -9 of a node (its sandboxes lost within
 the lease, creates go elsewhere, a restart registers them again); one etcd
 member killed (all works), two (creates 503 cluster_unavailable, existing
@@ -180,11 +183,12 @@ class Node(dbx.Server):
 class NodeWS(tv.WS):
     """test_vnc's WebSocket client, to a node's address."""
 
-    def __init__(self, host, port, path, origin):
+    def __init__(self, host, port, path, origin=None, protocols="binary", headers=None):
         real = socket.create_connection
         try:
             socket.create_connection = lambda addr, timeout=None: real((host, port), timeout)
-            super().__init__(port, path, origin=origin, host="%s:%d" % (host, port))
+            super().__init__(port, path, origin=origin, host="%s:%d" % (host, port),
+                             protocols=protocols, headers=headers)
         finally:
             socket.create_connection = real
 
@@ -338,6 +342,32 @@ class Events:
 
     def close(self):
         self.conn.close()
+
+
+def terminal_through_n3(t, nodes, where):
+    """A terminal made through node 2 on a sandbox of node 1, its
+    WebSocket through node 3: keys in, the shell's output back."""
+    sid = where["n1"][0]
+    r = nodes["n2"].request("POST", "/v1/sandboxes/%s/terminals" % sid, {"cols": 80, "rows": 24})
+    t.eq(r.status, 201, "a terminal through node 2")
+    tid = r.json().get("id")
+    n3 = nodes["n3"]
+    ws = NodeWS(n3.host, n3.port, "/v1/sandboxes/%s/terminals/%s/ws" % (sid, tid),
+                protocols=None, headers={"Authorization": "Bearer " + n3.token})
+    t.eq(ws.status, 101, "its WebSocket through node 3")
+    ws.send_frame(b"echo term-$((6*7))-ok\r")
+    out, deadline = b"", time.monotonic() + 20
+    ws.sock.settimeout(1)
+    while b"term-42-ok" not in out and time.monotonic() < deadline:
+        try:
+            op, p = ws.frame()
+        except (OSError, EOFError):
+            continue
+        if op == 2:
+            out += p
+    t.ok(b"term-42-ok" in out, "the shell's output comes back through two nodes", out[-200:])
+    ws.close()
+    nodes["n1"].request("DELETE", "/v1/sandboxes/%s/terminals/%s" % (sid, tid))
 
 
 def streams(t, nodes, where):
@@ -521,6 +551,7 @@ def inner():
         drive_through(t, nodes, made)
         viewer_through_n2(t, nodes, where)
         streams(t, nodes, where)
+        terminal_through_n3(t, nodes, where)
         direct, hop = hop_latency(t, nodes, where)
         extra = last_slot(t, nodes)
         if extra:
