@@ -33,6 +33,40 @@ async function until(cond, ms = 10000) {
 }
 const pngSize = (b) => b.length > 24 && b.subarray(1, 4).toString() === 'PNG' ? [b.readUInt32BE(16), b.readUInt32BE(20)] : null
 
+// getUrl() in a real headless Chromium (the Debian package, driven by
+// tests/browser's playwright-core): the port proxy wants a credential the
+// SDK's URL does not carry, so the browser first visits the port's share
+// URL (?deskbox_token=, which leaves a cookie for that host), then getUrl().
+async function inChromium(url) {
+  let chromium
+  try {
+    ({ chromium } = await import('../browser/node_modules/playwright-core/index.mjs'))
+  } catch (e) {
+    console.log('# skip: the stream URL in Chromium: no tests/browser/node_modules (scripts/install-deps.sh --test)')
+    return
+  }
+  const share = (await native(`/v1/sandboxes/${desk.sandboxId}/ports/6080/tokens`, 'POST', { ttl_s: 600 })).json()
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', `--host-resolver-rules=MAP *.${process.env.E2B_TEST_DOMAIN} 127.0.0.1`, '--ignore-certificate-errors'],
+  })
+  try {
+    const page = await browser.newPage()
+    await page.goto(`https://${url.host}/?deskbox_token=${share.token}`)
+    await page.goto(url.href)
+    let status = ''
+    const connected = await page.waitForFunction(() => {
+      const s = document.querySelector('#noVNC_status')
+      const c = document.querySelector('#noVNC_container canvas')
+      return c && c.width === 1024 && c.height === 768 && !document.querySelector('#noVNC_connect_dlg.noVNC_open')
+    }, null, { timeout: 20000 }).then(() => true, () => false)
+    status = await page.evaluate(() => (document.querySelector('#noVNC_status') || {}).textContent || '')
+    ok(connected, 'getUrl() in Chromium: noVNC connects and draws the 1024x768 screen (after the port\'s share URL)', status)
+  } finally {
+    await browser.close()
+  }
+}
+
 const t0 = Date.now()
 const desk = await Sandbox.create('desktop', { timeoutMs: 300_000 })
 const created = Date.now() - t0
@@ -125,6 +159,7 @@ try {
       setTimeout(() => done('no answer: ' + got.toString().slice(0, 200)), 10000)
     })
     ok(greeting === 'RFB 003.008\n', 'its WebSocket (/websockify) carries the VNC server\'s RFB greeting', greeting)
+    await inChromium(url)
     await desk.stream.stop()
     const vnc = await native(`${sb}/process/exec`, 'POST', { argv: ['sh', '-c', 'pgrep -x x11vnc || echo none'] })
     ok(vnc.json().stdout === 'none\n', 'stream.stop: x11vnc is gone (pgrep through /v1)', vnc.text)
