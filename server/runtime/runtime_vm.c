@@ -324,7 +324,7 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	argv[n++] = "-M";
 	argv[n++] = "q35";
 	argv[n++] = "-accel";
-	argv[n++] = kvm ? "kvm" : "tcg,tb-size=128";
+	argv[n++] = kvm ? "kvm" : "tcg,tb-size=64";
 	argv[n++] = "-cpu";
 	argv[n++] = kvm ? "host,-arch-capabilities" : "max";
 	snprintf(bufs[nb], PATH_MAX, "%llu", (unsigned long long)v->mem_mb);
