@@ -25,8 +25,9 @@ int api_image_list(struct http_request *req, struct http_response *res, struct e
 }
 
 /* Every field of the body must be one of these. */
-static const char *const image_fields[] = {"name",   "oci_layout", "oci_archive", "ref",  "build",
-					   "mirror", "dockerfile", "context",	  "args", NULL};
+static const char *const image_fields[] = {"name",  "oci_layout", "oci_archive", "ref",
+					   "build", "mirror",	  "dockerfile",	 "context",
+					   "args",  "timeout_s",  NULL};
 
 #define BUILD_ARGS_MAX 64
 
@@ -57,12 +58,13 @@ static int build_args(const cJSON *body, char ***out, struct err *e)
 			for (size_t i = 0; v && i < n; i++)
 				free(v[i]);
 			free(v);
-			return !oom ? err_set(e, ERR_INVALID, EINVAL,
-					   "field 'args': '%.64s' must be a variable name with a "
-					   "string "
-					   "value (at most 4096 bytes)",
-					   k)
-				 : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+			return !oom
+				   ? err_set(e, ERR_INVALID, EINVAL,
+					     "field 'args': '%.64s' must be a variable name with a "
+					     "string "
+					     "value (at most 4096 bytes)",
+					     k)
+				   : err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 		}
 		n++;
 	}
@@ -96,10 +98,13 @@ static int create_from_dockerfile(struct api *api, const cJSON *body, const char
 			       "tar); or upload one with PUT /v1/images/%s/context",
 			       name);
 	char **args;
-	if (build_args(body, &args, e) < 0)
+	int64_t timeout_s;
+	if (args_int(body, "timeout_s", 1, IMAGE_BUILD_TIMEOUT_S, IMAGE_BUILD_TIMEOUT_S, 0,
+		     &timeout_s, e) < 0 ||
+	    build_args(body, &args, e) < 0)
 		return err_code(e);
 	int r = sandbox_image_dockerfile(api->sandboxes, name, text, strlen(text), context,
-					 (const char *const *)args, e);
+					 (const char *const *)args, (unsigned)timeout_s, e);
 	free_args(args);
 	if (r < 0)
 		return r;
@@ -128,8 +133,10 @@ static int create_image(struct api *api, const cJSON *body, struct http_response
 	if (cJSON_GetObjectItemCaseSensitive(body, "dockerfile"))
 		return create_from_dockerfile(api, body, im.name, res, e);
 	if (cJSON_GetObjectItemCaseSensitive(body, "context") ||
-	    cJSON_GetObjectItemCaseSensitive(body, "args"))
-		return err_set(e, ERR_INVALID, EINVAL, "'context' and 'args' go with 'dockerfile'");
+	    cJSON_GetObjectItemCaseSensitive(body, "args") ||
+	    cJSON_GetObjectItemCaseSensitive(body, "timeout_s"))
+		return err_set(e, ERR_INVALID, EINVAL,
+			       "'context', 'args' and 'timeout_s' go with 'dockerfile'");
 	if (build) {
 		if (strcmp(build, "debian") != 0)
 			return err_set(e, ERR_INVALID, EINVAL, "field 'build' must be \"debian\"");

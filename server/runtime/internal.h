@@ -56,6 +56,7 @@ struct build {
 	char workdir[DOCKERFILE_PATH_MAX], user[DOCKERFILE_NAME_MAX + 1];
 	cJSON *config;
 	long long deadline_ms;
+	unsigned timeout_s;
 	/* The log: every write goes through a pipe that drain() copies into
 	 * the log file, at most BUILD_LOG_MAX, keeping the last line seen. */
 	int log_w;

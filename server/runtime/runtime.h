@@ -428,6 +428,7 @@ struct image_dockerfile {
 	const char *context;
 	int context_owned;
 	const char *const *build_args; /* "K=V" for ARG K (dockerfile_parse_args), or NULL */
+	unsigned timeout_s;	       /* the whole build; 0: IMAGE_BUILD_TIMEOUT_S */
 	struct runtime *rt;
 	uint32_t host_base;
 	void (*done)(void *cls);

@@ -204,8 +204,8 @@ static int container(struct build *b, const char *const *argv, const char *cwd, 
 	};
 	long long left = b->deadline_ms - clock_mono_ms();
 	if (left <= 0)
-		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "the build took longer than %d s",
-			       IMAGE_BUILD_TIMEOUT_S);
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT, "the build took longer than %u s",
+			       b->timeout_s);
 	int status = 0;
 	b->last[0] = '\0';
 	if (runtime_write_bundle(&spec, e) < 0 || set_current(b, id, e) < 0 ||
@@ -215,6 +215,10 @@ static int container(struct build *b, const char *const *argv, const char *cwd, 
 	runtime_userns_drop(b->userns);
 	if (set_current(b, NULL, e) < 0)
 		return err_code(e);
+	if (r < 0 && e->kind == ERR_TIMEOUT)
+		return err_set(e, ERR_TIMEOUT, ETIMEDOUT,
+			       "%s: the build took longer than %u s (its time limit)", what,
+			       b->timeout_s);
 	if (r < 0)
 		return err_wrap(e, "%s", what);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -557,7 +561,7 @@ static void *build_thread(void *arg)
 	struct err e = ERR_INIT;
 	cJSON *m = NULL;
 	long long t0 = clock_mono_ms();
-	b->deadline_ms = t0 + IMAGE_BUILD_TIMEOUT_S * 1000LL;
+	b->deadline_ms = t0 + b->timeout_s * 1000LL;
 	int r = logfd < 0 || pipe2(p, O_CLOEXEC) < 0
 		    ? err_sys(&e, ERR_INTERNAL, errno, "the build log '%s'", logp)
 		    : 0;
@@ -677,6 +681,8 @@ static struct build *build_new(const struct image_dockerfile *o, struct dockerfi
 	b->context_owned = o->context_owned;
 	b->rt = o->rt;
 	b->host_base = o->host_base;
+	b->timeout_s = o->timeout_s && o->timeout_s < IMAGE_BUILD_TIMEOUT_S ? o->timeout_s
+									    : IMAGE_BUILD_TIMEOUT_S;
 	b->done = o->done;
 	b->done_cls = o->done_cls;
 	b->df = df;

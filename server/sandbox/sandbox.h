@@ -467,9 +467,11 @@ int sandbox_image_build(struct sandboxes *s, const char *name, const char *mirro
  * uid range of its own, which no sandbox takes until the build is over.
  * `context`: a host path (tar or directory), or NULL for the one uploaded
  * for `name` (sandbox_image_context_*), if any; `build_args` "K=V" for
- * the Dockerfile's ARGs, or NULL.  Answers at once. */
+ * the Dockerfile's ARGs, or NULL; `timeout_s` bounds the build (0: the
+ * most, IMAGE_BUILD_TIMEOUT_S).  Answers at once. */
 int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *text, size_t len,
-			     const char *context, const char *const *build_args, struct err *e);
+			     const char *context, const char *const *build_args, unsigned timeout_s,
+			     struct err *e);
 /* The build log of `name` opened for reading (the caller closes *fd);
  * sandbox_image_building() is 1 while the build goes on (more may come). */
 int sandbox_image_build_log(struct sandboxes *s, const char *name, int *fd, struct err *e);

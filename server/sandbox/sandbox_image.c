@@ -53,16 +53,17 @@ char **sandbox_image_env(const struct sandbox *sb)
 	if (is_default(sb->spec.image) ||
 	    image_get(sb->owner->cfg.state_dir, sb->spec.image, &m, &e) < 0)
 		return NULL;
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(m, "config"), "env");
+	const cJSON *env =
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "config"), "env");
 	int n = cJSON_GetArraySize(env);
 	char **out = n > 0 ? calloc((size_t)n + 1, sizeof(*out)) : NULL;
 	size_t k = 0;
 	const cJSON *kv, *list = out ? env : NULL;
 	cJSON_ArrayForEach(kv, list)
 	{
-		if (k < SANDBOX_IMAGE_ENV_MAX && cJSON_IsString(kv) && strchr(kv->valuestring, '=') &&
-		    kv->valuestring[0] != '=' && (out[k] = strdup(kv->valuestring)))
+		if (k < SANDBOX_IMAGE_ENV_MAX && cJSON_IsString(kv) &&
+		    strchr(kv->valuestring, '=') && kv->valuestring[0] != '=' &&
+		    (out[k] = strdup(kv->valuestring)))
 			k++;
 	}
 	cJSON_Delete(m);
@@ -157,7 +158,8 @@ static void build_over(void *cls)
 }
 
 int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *text, size_t len,
-			     const char *context, const char *const *build_args, struct err *e)
+			     const char *context, const char *const *build_args, unsigned timeout_s,
+			     struct err *e)
 {
 	char uploaded[PATH_MAX];
 	if (image_name_valid(name))
@@ -177,10 +179,18 @@ int sandbox_image_dockerfile(struct sandboxes *s, const char *name, const char *
 	s->builds++;
 	pthread_mutex_unlock(&s->mu);
 	struct image_dockerfile o = {
-	    .state_dir = s->cfg.state_dir, .name = name, .text = text, .len = len,
-	    .context = owned ? uploaded : context, .context_owned = owned,
-	    .build_args = build_args, .rt = s->rt,
-	    .host_base = br->base, .done = build_over, .done_cls = br,
+	    .state_dir = s->cfg.state_dir,
+	    .name = name,
+	    .text = text,
+	    .len = len,
+	    .context = owned ? uploaded : context,
+	    .context_owned = owned,
+	    .build_args = build_args,
+	    .timeout_s = timeout_s,
+	    .rt = s->rt,
+	    .host_base = br->base,
+	    .done = build_over,
+	    .done_cls = br,
 	};
 	if (image_dockerfile_start(&o, e) < 0) {
 		build_over(br);

@@ -160,6 +160,21 @@ def failing_run(t, srv):
          "its last output", j)
     t.ok("about-to-fail" in log and "second" in log and "the build failed" in log,
          "the log holds each step's output and the failure", log[-800:])
+    t0 = time.monotonic()
+    r = srv.request("POST", "/v1/images", {"name": "too-slow", "timeout_s": 2, "dockerfile":
+                                           "FROM dfbase\nRUN echo begun && sleep 619\n"})
+    t.eq(r.status, 202, "a build with a 2 s time limit starts")
+    follow_log(srv, "too-slow")
+    j = srv.request("GET", "/v1/images/too-slow").json()
+    import subprocess
+    left = subprocess.run(["pgrep", "-f", "sleep 619"], capture_output=True, text=True).stdout
+    t.ok(j.get("status") == "failed" and "longer than 2 s" in j.get("error", "")
+         and time.monotonic() - t0 < 15 and left == "",
+         "past its time limit the build fails, saying so, its container gone (%.1f s)"
+         % (time.monotonic() - t0), (j, left))
+    srv.request("DELETE", "/v1/images/too-slow")
+    r = srv.request("POST", "/v1/images", {"name": "x", "timeout_s": 0, "dockerfile": "FROM dfbase\n"})
+    t.eq(r.status, 400, "timeout_s 0: 400")
     r = srv.request("POST", "/v1/sandboxes", {"image": "fails"})
     t.eq(r.status, 400, "a failed build is no image to create from")
     t.eq(srv.request("DELETE", "/v1/images/fails").status, 204, "a failed build is deleted")
