@@ -108,6 +108,16 @@ static void test_kv(struct etcd *c)
 	}
 	ok(r.revision > 0, "the answer's revision");
 	etcd_kvs_free(&r);
+	is_int(etcd_range(c, "/t/", ETCD_PREFIX | ETCD_SERIALIZABLE, &r, &e), 0,
+	       "a serializable prefix range (the member's own copy)");
+	is_int(r.n, 2, "sees the same two keys");
+	etcd_kvs_free(&r);
+	cJSON *bad = cJSON_CreateObject();
+	cJSON_AddStringToObject(bad, "key", "not base64 !");
+	cJSON *ans = NULL;
+	ok(etcd_call(c, "/v3/kv/range", bad, &ans, &e) < 0 && !ans, "a request etcd refuses fails");
+	is_int(e.kind, ERR_INVALID, "as invalid, not as a member down");
+	err_clear(&e);
 	int64_t n = 0;
 	is_int(etcd_delete(c, "/t/", 1, &n, &e), 0, "delete a prefix");
 	is_int(n, 2, "both keys deleted");
