@@ -131,6 +131,21 @@ def vm_checks(t, srv, sid, boot_s):
         srv.exec(sid, ["true"])
         times.append(time.monotonic() - t0)
     t.diag("exec true round trip, median of 5: %.0f ms" % (sorted(times)[2] * 1000))
+    # More execs at once than the VM has exec ports (4): the others wait.
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(6) as ex:
+        outs = list(ex.map(lambda i: srv.exec(sid, ["sh", "-c", "sleep 1; echo %d" % i]),
+                           range(6)))
+    t.eq([o["stdout"] for o in outs], ["%d\n" % i for i in range(6)],
+         "6 execs at once over 4 exec ports each get their own output")
+    t0 = time.monotonic()
+    r = srv.exec(sid, ["sh", "-c", "echo $$ > /tmp/slow.pid; exec sleep 60"], timeout_s=2)
+    t.ok(r.get("timed_out") and time.monotonic() - t0 < 20,
+         "an exec past its timeout ends timed out (%.1f s)" % (time.monotonic() - t0), r)
+    gone = dbx.wait_until(lambda: srv.exec(sid, ["sh", "-c", "kill -0 $(cat /tmp/slow.pid) "
+                                                 "2>/dev/null && echo alive"])["stdout"] == "",
+                          timeout=20, interval=0.5)
+    t.ok(gone, "and its program is gone from the guest")
     r = srv.request("POST", "/v1/sandboxes/%s/process/code_run" % sid,
                     {"code": "print(6 * 7)"})
     t.ok(r.status == 200 and r.json().get("stdout") == "42\n", "code_run in the VM", r.body[:300])
