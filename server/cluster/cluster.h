@@ -178,8 +178,9 @@ void cluster_release(struct cluster *c, const char *id, const char *name);
 enum cluster_where { CLUSTER_HERE, CLUSTER_REMOTE, CLUSTER_LOST };
 enum cluster_where cluster_locate(struct cluster *c, const char *ref, char id[64],
 				  char node[CLUSTER_NAME_MAX + 1], char advertise[CLUSTER_URL_MAX]);
-/* The sandboxes the map gives to other nodes, with their node's health:
- * [{"id","name","node","health"}]. */
+/* The sandboxes the map gives to other nodes, with their node's health,
+ * from etcd when it answers, else from the last view:
+ * [{"id","name","node","advertise","health"}]. */
 cJSON *cluster_remote_sandboxes(struct cluster *c);
 
 /* Calls to other nodes (cluster_node.c), with the cluster secret: a TCP

@@ -472,6 +472,10 @@ enum cluster_where cluster_locate(struct cluster *c, const char *ref, char id[64
 
 cJSON *cluster_remote_sandboxes(struct cluster *c)
 {
+	/* The view as etcd has it now, when it answers (a list is rare;
+	 * the tick's view may be a few seconds old while ticks fail). */
+	struct err e = ERR_INIT;
+	cluster_refresh(c, &e);
 	cJSON *a = cJSON_CreateArray();
 	pthread_mutex_lock(&c->mu);
 	const cJSON *it;
