@@ -149,6 +149,15 @@ def main():
         t.ok(len(top) == 1 and top[0]["role"] == "dialog" and
              all(not c["children"] for c in top[0]["children"]),
              "window= and max_depth= bound the tree", r.body[:300])
+        # The resident reader killed (as a crash would): the next request
+        # starts a fresh one and still answers.
+        k = d.sh("n=0; for c in /proc/[0-9]*/cmdline; do if tr '\\0' ' ' < $c 2>/dev/null | "
+                 "grep -q 'the resident reade[r] of the accessibility tree'; then "
+                 "p=${c#/proc/}; kill -9 ${p%/cmdline} && n=$((n+1)); fi; done; echo $n")
+        r = acc(srv, sid, "?window=Scaled&max_depth=1")
+        t.ok(k["stdout"].strip() == "1" and r.status == 200 and r.json().get("count", 0) >= 1,
+             "a killed reader is started afresh at the next request", (k, r.body[:200]))
+
         srv.request("POST", base + (m[0]["id"] if m else "9") + "/action", {"name": "click"})
 
         if os.path.exists("/usr/bin/chromium"):
