@@ -199,6 +199,7 @@ enum runtime_feature {
 	RUNTIME_FEATURE_TERMINAL,    /* terminals (a pty) */
 	RUNTIME_FEATURE_ADOPT,	     /* taken over by the next deskboxd */
 	RUNTIME_FEATURE_READ_ONLY_ROOT,
+	RUNTIME_FEATURE_VNC_VIEWER, /* a VNC connection of its own beside the mirror's */
 };
 
 /* What the sandbox and process layers do with a sandbox's isolation,

@@ -677,6 +677,8 @@ static int vm_feature(enum runtime_feature f, struct err *e)
 	    [RUNTIME_FEATURE_ADOPT] = "a takeover by the next deskboxd (its sockets and mounts "
 				      "are in the old deskboxd's namespace)",
 	    [RUNTIME_FEATURE_READ_ONLY_ROOT] = "a read-only root",
+	    [RUNTIME_FEATURE_VNC_VIEWER] = "a live viewer (the VM's one VNC port is the "
+					   "screen mirror's)",
 	};
 	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,

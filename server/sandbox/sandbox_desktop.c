@@ -98,6 +98,8 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 
 int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
 {
+	if (sb->be->feature(RUNTIME_FEATURE_VNC_VIEWER, e) < 0)
+		return err_code(e);
 	return vnc_connect(sb, e);
 }
 

@@ -202,6 +202,14 @@ def vm_checks(t, srv, sid, boot_s):
                              {"argv": ["sleep", "1"], "background": True}),
               "a background run", "pid")
     check_501(t, srv.request("POST", base + "/terminals", {}), "a terminal", "terminal")
+    r = srv.request("POST", base + "/vnc/tokens", {"view_only": True})
+    tok = r.json().get("token") if r.status == 201 else None
+    up = srv.request("GET", base + "/vnc/websockify?token=%s" % tok, token=None,
+                     headers={"Upgrade": "websocket", "Connection": "Upgrade",
+                              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                              "Sec-WebSocket-Version": "13",
+                              "Sec-WebSocket-Protocol": "binary"})
+    check_501(t, up, "a live VNC viewer", "viewer")
     check_501(t, srv.request("POST", "/v1/sandboxes", {"isolation": "vm", "read_only_root": True}),
               "a VM with a read-only root", "read-only root")
     r = srv.request("POST", "/v1/sandboxes", {"isolation": "vm", "network": "internet"})
