@@ -272,10 +272,14 @@ static int copy_step(struct build *b, const struct dockerfile_step *st, const ch
 	size_t n = 8;
 	for (size_t i = 0; i + 1 < st->argc; i++) {
 		const char *s = st->argv[i];
-		if (strcmp(s, "..") == 0 || strncmp(s, "../", 3) == 0 || strstr(s, "/../"))
+		size_t sl = strlen(s);
+		/* Only the image's own tree is reachable from the container, but
+		 * a source outside the context is a mistake to name. */
+		if (strcmp(s, "..") == 0 || strncmp(s, "../", 3) == 0 || strstr(s, "/../") ||
+		    (sl >= 3 && strcmp(s + sl - 3, "/..") == 0))
 			return err_set(e, ERR_INVALID, EINVAL,
 				       "%s: '%s' is outside the build context", what, s);
-		argv[n++] = s[0] == '/' ? s + 1 + (s[1] == '\0' ? 0 : 0) : s;
+		argv[n++] = s[0] == '/' ? s + 1 : s; /* "/x" is the context's x, as in Docker */
 		if (!argv[n - 1][0])
 			argv[n - 1] = ".";
 	}

@@ -300,6 +300,13 @@ def context_dir_and_limits(t, srv, work):
     t.ok(j.get("status") == "ready" and sorted(os.listdir(g)) == ["one.txt", "two.txt"],
          "COPY of a glob copies what it matches (a 0600 file too)", j.get("error"))
     srv.request("DELETE", "/v1/images/app2")
+    r = srv.request("POST", "/v1/images", {"name": "app4", "context": ctx, "dockerfile":
+                                           "FROM dfbase\nCOPY ../etc /x\n"})
+    follow_log(srv, "app4")
+    j = srv.request("GET", "/v1/images/app4").json()
+    t.ok(j.get("status") == "failed" and "outside the build context" in j.get("error", ""),
+         "COPY of ../ fails the build: outside the context", j)
+    srv.request("DELETE", "/v1/images/app4")
     r = build(srv, "app3", "FROM dfbase\nCOPY x /x\n")
     t.eq(r.status, 400, "the directory context is not left behind for the next build")
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
