@@ -18,6 +18,7 @@
  * which backend they hold. */
 #include "runtime.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -280,13 +281,28 @@ static int cg_make(struct runtime *rt, const char *id, const struct vm_spec *v,
 	return 0;
 }
 
+/* The VM's cgroups, with what runs left under them (the process layer's
+ * run-* cgroups of exec clients that were killed with the VM). */
 static void cg_remove(struct runtime *rt, const char *id)
 {
 	int v2 = runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2;
-	char p[PATH_MAX];
+	char p[PATH_MAX], sub[PATH_MAX];
 	for (size_t i = 0; i < (v2 ? 1 : N_CG); i++) {
 		cg_path(rt, cg_ctrls[i], id, NULL, p, sizeof(p));
-		rmdir(p);
+		for (int k = 0; k < 50; k++) {
+			DIR *d = opendir(p);
+			struct dirent *de;
+			while (d && (de = readdir(d)))
+				if (de->d_type == DT_DIR && strncmp(de->d_name, "run-", 4) == 0) {
+					snprintf(sub, sizeof(sub), "%s/%s", p, de->d_name);
+					rmdir(sub);
+				}
+			if (d)
+				closedir(d);
+			if (rmdir(p) == 0 || errno != EBUSY)
+				break;
+			clock_sleep_ms(20); /* a killed client still leaving */
+		}
 	}
 }
 
@@ -410,6 +426,12 @@ static void child(const char *const *argv, const char *run, int log_fd, int go, 
 	if (out == log_fd)
 		fcntl(1, F_SETFD, 0), fcntl(2, F_SETFD, 0);
 	setsid();
+	/* deskboxd blocks the signals its threads wait for: QEMU must get
+	 * SIGTERM (a stop) with the default handling. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
 	if (chdir(run) < 0 || setns(fds[2], CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0 ||
 	    setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -8,6 +8,7 @@
  * contract as `crun exec`'s client, so the process layer is unchanged. */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,28 @@ static char *request_json(const struct runtime_exec *x)
 	return s;
 }
 
+#define RUN_CG_MAX 12
+
+/* The cgroup.procs files of the run's cgroup (x->cgroup under the VM's),
+ * in every hierarchy that has it: the client joins them, so that killing
+ * the run (its cgroup) kills the client, whose end the guest's agent sees
+ * and kills the program. */
+static int run_cgroups(const char *id, const char *name, char out[RUN_CG_MAX][PATH_MAX])
+{
+	if (!name)
+		return 0;
+	char pat[PATH_MAX];
+	snprintf(pat, sizeof(pat), "/sys/fs/cgroup/{*/,}deskbox/%s/%s/cgroup.procs", id, name);
+	glob_t g;
+	int n = 0;
+	if (glob(pat, GLOB_BRACE, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc && n < RUN_CG_MAX; i++)
+			snprintf(out[n++], PATH_MAX, "%s", g.gl_pathv[i]);
+		globfree(&g);
+	}
+	return n;
+}
+
 int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exec *x,
 		    pid_t *client_pid, struct err *e)
 {
@@ -53,11 +76,24 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	const char *argv[] = {client, "vm-exec", run, req, NULL};
 	int fds[3] = {x->stdin_fd, x->stdout_fd, x->stderr_fd};
+	_cleanup_free_ char(*cgs)[PATH_MAX] = calloc(RUN_CG_MAX, PATH_MAX);
+	if (!cgs)
+		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
+	int n_cg = run_cgroups(id, x->cgroup, cgs);
 	pid_t pid = fork();
 	if (pid < 0)
 		return err_sys(e, ERR_INTERNAL, errno, "fork");
 	if (pid == 0) {
 		/* Only async-signal-safe calls: deskboxd has threads. */
+		for (int i = 0; i < n_cg; i++) {
+			int cfd = open(cgs[i], O_WRONLY | O_CLOEXEC);
+			if (cfd >= 0) {
+				if (write(cfd, "0", 1) < 0) {
+					/* outside that hierarchy's run cgroup */
+				}
+				close(cfd);
+			}
+		}
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 		for (int i = 0; i < 3; i++)
 			if (dup2(fds[i] >= 0 ? fds[i] : nul, i) < 0)
