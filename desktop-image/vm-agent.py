@@ -90,6 +90,23 @@ def session(fd, req, buf):
         send(fd, b"E", ("deskbox: %s\n" % ex).encode())
         send(fd, b"X", b"code 127")
         return buf
+    if req.get("want_pid"):
+        # Its argv is the shim that stops it (kill -STOP $$) until its pid
+        # is known: let it go on, then say the pid.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with open("/proc/%d/stat" % proc.pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                        break
+            except OSError:
+                break
+            time.sleep(0.005)
+        try:
+            os.kill(proc.pid, signal.SIGCONT)
+        except OSError:
+            pass
+        send(fd, b"P", str(proc.pid).encode())
     outs = {proc.stdout.fileno(): b"O", proc.stderr.fileno(): b"E"}
     stdin = proc.stdin
     pending = buf  # frames that came with the request

@@ -8,7 +8,11 @@
  *
  * Frames both ways: a type byte, a big-endian u32 length, the payload.
  * Host to guest: 'R' request, 'I' stdin bytes, 'C' stdin closed.  Guest to
- * host: 'O' stdout, 'E' stderr, 'X' the end ("code N" or "signal N"). */
+ * host: 'O' stdout, 'E' stderr, 'P' the program's guest pid (when asked
+ * for with "want_pid"), 'X' the end ("code N" or "signal N").
+ *
+ * `deskbox-init vm-exec RUN_DIR REQUEST PID_FILE` writes that pid to
+ * PID_FILE (through a temporary name, so it is never read half-written). */
 #include "vm_exec.h"
 
 #include <errno.h>
@@ -91,7 +95,25 @@ static int connect_port(const char *run, int i)
 struct rx {
 	unsigned char buf[FRAME_MAX + 5];
 	size_t have;
+	const char *pid_file;
 };
+
+static void write_pid(const char *path, const unsigned char *p, uint32_t len)
+{
+	char tmp[4096], v[16];
+	if (!path || len == 0 || len >= sizeof(v))
+		return;
+	memcpy(v, p, len);
+	v[len] = '\0';
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	int ok = write_all(fd, v, len) == 0;
+	close(fd);
+	if (!ok || rename(tmp, path) < 0)
+		unlink(tmp);
+}
 
 /* Handles the complete frames in r; returns 1 with *status at 'X'. */
 static int frames(struct rx *r, int *status)
@@ -106,6 +128,8 @@ static int frames(struct rx *r, int *status)
 			break;
 		if (h[0] == 'O' || h[0] == 'E')
 			write_all(h[0] == 'O' ? 1 : 2, h + 5, len);
+		else if (h[0] == 'P')
+			write_pid(r->pid_file, h + 5, len);
 		else if (h[0] == 'X') {
 			char end[32] = "";
 			memcpy(end, h + 5, len < sizeof(end) - 1 ? len : sizeof(end) - 1);
@@ -123,9 +147,10 @@ static int frames(struct rx *r, int *status)
 	return 0;
 }
 
-static int relay(int sock)
+static int relay(int sock, const char *pid_file)
 {
 	static struct rx r;
+	r.pid_file = pid_file;
 	int in_open = 1, status = 255;
 	char buf[65536];
 	for (;;) {
@@ -161,8 +186,8 @@ static int relay(int sock)
 
 int vm_exec_main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: deskbox-init vm-exec RUN_DIR REQUEST\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: deskbox-init vm-exec RUN_DIR REQUEST [PID_FILE]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -177,7 +202,7 @@ int vm_exec_main(int argc, char **argv)
 	size_t len = strlen(argv[3]);
 	if (len > FRAME_MAX || send_frame(sock, 'R', argv[3], (uint32_t)len) < 0)
 		return 255;
-	int status = relay(sock);
+	int status = relay(sock, argc == 5 ? argv[4] : NULL);
 	if (status > 255) {
 		signal(status - 256, SIG_DFL);
 		raise(status - 256);

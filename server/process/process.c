@@ -405,7 +405,7 @@ static int start_via_runtime(struct process_table *t, struct process_run *r,
 /* Waits for crun's pid file, learns the program's pid inside the sandbox
  * and lets the stopped program go on (start_via_runtime with want_pid). */
 static int await_runtime_pid(struct process_run *r, const char *pidfile, const char *argv0,
-			     struct err *e)
+			     int guest_pids, struct err *e)
 {
 	long long until = clock_mono_ms() + PID_WAIT_MS;
 	pid_t host = -1;
@@ -419,8 +419,13 @@ static int await_runtime_pid(struct process_run *r, const char *pidfile, const c
 		clock_sleep_us(i < 200 ? 200 : 2000);
 	}
 	unlink(pidfile);
-	r->pid = host > 0 ? ns_pid(host) : -1;
-	if (r->pid > 0 && wait_stopped(host, until) == 0) {
+	if (guest_pids) { /* already the sandbox's pid, and running */
+		r->pid = host;
+		if (r->pid > 0)
+			return 0;
+	} else
+		r->pid = host > 0 ? ns_pid(host) : -1;
+	if (!guest_pids && r->pid > 0 && wait_stopped(host, until) == 0) {
 		kill(host, SIGCONT);
 		return 0;
 	}
@@ -454,7 +459,7 @@ static int start_program(struct process_table *t, struct process_run *r,
 	}
 	r->pidfd = (int)syscall(SYS_pidfd_open, r->client, 0);
 	if (pidfile[0])
-		return await_runtime_pid(r, pidfile, o->argv[0], e);
+		return await_runtime_pid(r, pidfile, o->argv[0], t->host.be->guest_pids, e);
 	return 0;
 }
 

@@ -224,6 +224,11 @@ struct runtime_backend {
 	/* The least time its desktop may take to come up (0: the configured
 	 * one is enough); a VM under emulation boots in tens of seconds. */
 	int ready_timeout_ms;
+	/* 1: exec_spawn's pid_file gets the program's pid as the sandbox sees
+	 * it, already running (a VM's guest pid, which no host call can
+	 * reach); 0: its host pid, stopped until the caller's SIGCONT (the
+	 * shim's `kill -STOP $$`). */
+	int guest_pids;
 };
 
 /* ---- the VM backend (runtime_vm.c, runtime_vm_exec.c) ---- */

@@ -29,6 +29,7 @@ static const struct runtime_backend crun_backend = {
     .connect_inside = runtime_connect_inside,
     .feature = crun_feature,
     .ready_timeout_ms = 0,
+    .guest_pids = 0,
 };
 
 static const char *const isolation_names[] = {

@@ -726,4 +726,5 @@ const struct runtime_backend runtime_vm_backend = {
     .connect_inside = vm_connect_inside,
     .feature = vm_feature,
     .ready_timeout_ms = 240000,
+    .guest_pids = 1,
 };

@@ -5,7 +5,8 @@
  * time each), sends the request (JSON: argv, env, cwd) and relays its own
  * stdin, stdout and stderr to the guest's exec agent
  * (desktop-image/vm-agent.py), then exits as the program did: the same
- * contract as `crun exec`'s client, so the process layer is unchanged. */
+ * contract as `crun exec`'s client.  With a pid file it writes the
+ * program's guest pid there (runtime_backend.guest_pids). */
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -31,6 +32,11 @@ static char *request_json(const struct runtime_exec *x)
 	cJSON_AddStringToObject(o, "cwd", x->cwd ? x->cwd : "/workspace");
 	cJSON_AddNumberToObject(o, "uid", x->uid);
 	cJSON_AddNumberToObject(o, "gid", x->gid);
+	/* The program's guest pid, said back once it runs: its argv starts
+	 * with the shim that stops it (`kill -STOP $$`), which the agent
+	 * continues. */
+	if (x->pid_file)
+		cJSON_AddTrueToObject(o, "want_pid");
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
@@ -61,10 +67,6 @@ static int run_cgroups(const char *id, const char *name, char out[RUN_CG_MAX][PA
 int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exec *x,
 		    pid_t *client_pid, struct err *e)
 {
-	if (x->pid_file)
-		return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-			       "isolation 'vm': a program's pid (signals, background processes "
-			       "by pid) is not reported from a VM yet (docs/isolation.md)");
 	char run[PATH_MAX];
 	if (runtime_vm_run_dir(rt, id, run, sizeof(run)) < 0)
 		return err_set(e, ERR_NOT_RUNNING, ESRCH, "the sandbox's VM is not running");
@@ -74,7 +76,7 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 	_cleanup_free_ char *req = request_json(x);
 	if (!req)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
-	const char *argv[] = {client, "vm-exec", run, req, NULL};
+	const char *argv[] = {client, "vm-exec", run, req, x->pid_file, NULL};
 	int fds[3] = {x->stdin_fd, x->stdout_fd, x->stderr_fd};
 	_cleanup_free_ char(*cgs)[PATH_MAX] = calloc(RUN_CG_MAX, PATH_MAX);
 	if (!cgs)
