@@ -121,7 +121,8 @@ static int frames(struct rx *r, int *status)
 	size_t off = 0;
 	while (r->have - off >= 5) {
 		unsigned char *h = r->buf + off;
-		uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+		uint32_t len =
+		    (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
 		if (len > FRAME_MAX)
 			return -1;
 		if (r->have - off < 5 + len)

@@ -104,7 +104,9 @@ static void configure_vm(const struct options *o, const char *init_path)
 	snprintf(share, sizeof(share), "%s/vm/deskbox", dir);
 	struct runtime_vm_opts vo = {
 	    .qemu = "/usr/bin/qemu-system-x86_64",
-	    .kernel = o->vm_kernel ? o->vm_kernel : kernel[0] ? kernel : NULL,
+	    .kernel = o->vm_kernel ? o->vm_kernel
+		      : kernel[0]  ? kernel
+				   : NULL,
 	    .initrd = o->vm_initrd ? o->vm_initrd : initrd,
 	    .share = share,
 	    .accel = o->vm_accel,

@@ -391,8 +391,9 @@ static void test_backends(void)
 	const char *a = runtime_vm_accel();
 	ok(strcmp(a, "kvm") == 0 || strcmp(a, "tcg") == 0, "vm: auto picks kvm or tcg");
 	note("vm: auto picks %s here%s", a,
-	     access("/sys/module/kvm_pvm", F_OK) == 0 ? " (kvm_pvm: a stock kernel does not boot on it)"
-						     : "");
+	     access("/sys/module/kvm_pvm", F_OK) == 0
+		 ? " (kvm_pvm: a stock kernel does not boot on it)"
+		 : "");
 }
 
 int main(void)
