@@ -311,7 +311,7 @@ def crash_part(t, srv, servers, state, sid, pids):
     srv.kill()
     t.ok(pids and all(os.path.exists("/proc/%d" % p) for p in pids),
          "after kill -9 of deskboxd the VM still runs")
-    srv = dbx.Server(state_dir=state)
+    srv = dbx.Server(state_dir=state, on_exit="keep")
     servers.append(srv)
     view = srv.request("GET", "/v1/sandboxes/" + sid).json()
     t.eq(view.get("status"), "stopped", "the next deskboxd lists it stopped, not taken over")
@@ -335,6 +335,18 @@ def crash_part(t, srv, servers, state, sid, pids):
          r.body[:200])
     t.ok(pids and not any(os.path.exists("/proc/%d" % p) for p in pids),
          "and no QEMU of it is left")
+    # --on-exit keep: a VM cannot be taken over, so it is stopped at the
+    # exit rather than left running unreachable.
+    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
+    pids = qemu_pids(sid)
+    t.ok(r.status == 200 and pids, "started once more", r.body[:200])
+    rc = srv.stop()
+    t.ok(rc == 0 and not any(os.path.exists("/proc/%d" % p) for p in pids),
+         "deskboxd --on-exit keep stops a VM at its exit (no QEMU left behind)", rc)
+    srv = dbx.Server(state_dir=state)
+    servers.append(srv)
+    view = srv.request("GET", "/v1/sandboxes/" + sid).json()
+    t.eq(view.get("status"), "stopped", "and the next deskboxd lists it stopped")
     return srv
 
 
