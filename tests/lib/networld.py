@@ -127,6 +127,19 @@ def watch_host(path, stop, nets):
     until `stop` is set.  The socket is open before this returns."""
     # ETH_P_ALL: a socket for one protocol sees only what comes in, not
     # what goes out.
+    # The machine's own addresses are not the world's even when they fall
+    # in its ranges (a host whose eth0 is 192.0.2.2, as the reported
+    # topology's uplink is): its own traffic, to its resolver say, is not
+    # the test's.
+    own = set()
+    for line in subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True,
+                               text=True).stdout.splitlines():
+        f = line.split()
+        if len(f) > 3 and f[2] == "inet":
+            own.add(socket.inet_aton(f[3].split("/")[0]))
+
+    def world(a):
+        return a not in own and in_world(a, nets)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0003))
     s.settimeout(0.2)
     open(path, "w").close()
@@ -139,7 +152,7 @@ def watch_host(path, stop, nets):
                 except socket.timeout:
                     continue
                 if addr[0] != "lo" and addr[1] == 0x0800 and len(data) >= 20 and (
-                        in_world(data[12:16], nets) or in_world(data[16:20], nets)):
+                        world(data[12:16]) or world(data[16:20])):
                     with open(path, "a") as f:
                         f.write("%s %s -> %s\n" % (addr[0], socket.inet_ntoa(data[12:16]),
                                                    socket.inet_ntoa(data[16:20])))
