@@ -360,6 +360,7 @@ static int start_cluster(const struct options *o, struct host *h, struct server 
 /* The HTTP server on --listen, serving the API routes. */
 static int start_http(const struct options *o, struct host *h, struct server *s, struct err *e)
 {
+	s->compat.token = h->token;
 	s->routes = compat_routes_join(api_routes, api_n_routes, &s->n_routes);
 	if (!s->routes)
 		err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");

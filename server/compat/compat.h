@@ -77,6 +77,7 @@ struct compat {
 	size_t exec_max_output; /* output kept of a run that is not streamed */
 	const char *ports_domain; /* --ports-domain, or NULL (set by main.c) */
 	struct api *api;	  /* the native API's (templates), set by main.c */
+	const char *token;	  /* the API token (E2B's signed URLs), set by main.c */
 	pthread_mutex_t mu;	/* guards what follows; compat_init() */
 	/* Programs started through a front-end (E2B's process list). */
 	struct compat_proc procs[COMPAT_MAX_PROCS];

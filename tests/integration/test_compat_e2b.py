@@ -7,6 +7,8 @@ program runs them and sends what the SDKs never send (malformed bodies,
 oversized ones, unknown paths and sandboxes, wrong keys), which must get
 E2B's error shapes.  The SDK part is skipped, saying why, without node."""
 
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -15,6 +17,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 import dbx  # noqa: E402
@@ -170,7 +174,46 @@ def bad_envd_input(t, srv):
                        "Content-Type": "text/plain"})
     t.ok(st == 415 and json.loads(data).get("code") == 415, "a /files upload that is not a form: 415",
          (st, data[:200]))
+    signed_files(t, srv, sid)
     raw(srv, "DELETE", "/e2b/sandboxes/" + sid, None, {"X-API-KEY": srv.token})
+
+
+def e2b_signature(path, op, user, token, exp=None):
+    """E2B's signature of a /files URL, computed here apart from the SDK
+    (e2b:src/sandbox/signature.ts)."""
+    raw_ = "%s:%s:%s:%s" % (path, op, user, token) + ("" if exp is None else ":%d" % exp)
+    return "v1_" + base64.b64encode(hashlib.sha256(raw_.encode()).digest()).decode().rstrip("=")
+
+
+def signed_files(t, srv, sid):
+    """/files with a signature in place of X-Access-Token (the sandbox
+    named by E2b-Sandbox-Id here; the SDK's own URLs: signed.test.mjs)."""
+    h = {"E2b-Sandbox-Id": sid}
+    form = (b"--dbxsignedform\r\nContent-Disposition: form-data; name=\"file\"; filename=\"s.txt\"\r\n\r\n"
+            b"signed\r\n--dbxsignedform--\r\n")
+    q = urllib.parse.urlencode({"path": "/workspace/s.txt",
+                                "signature": e2b_signature("/workspace/s.txt", "write", "",
+                                                           srv.token)})
+    st, _, data = raw(srv, "POST", "/e2b/files?" + q, form,
+                      dict(h, **{"Content-Type": "multipart/form-data; boundary=dbxsignedform"}))
+    t.ok(st == 200, "a POST /files signed for write, no token: 200", (st, data[:200]))
+    exp = int(time.time()) + 60
+    q = urllib.parse.urlencode({"path": "/workspace/s.txt", "signature_expiration": exp,
+                                "signature": e2b_signature("/workspace/s.txt", "read", "",
+                                                           srv.token, exp)})
+    st, _, data = raw(srv, "GET", "/e2b/files?" + q, None, h)
+    t.ok(st == 200 and data == b"signed", "a GET /files signed for read until a time: the bytes",
+         (st, data[:200]))
+    e2b_error(t, raw(srv, "GET", "/e2b/files?" + q.replace("signature_expiration=%d" % exp,
+                                                            "signature_expiration=%d" % (exp + 1)),
+                     None, h), 401, "a signature whose expiration was changed: 401")
+    e2b_error(t, raw(srv, "GET", "/e2b/files?path=/workspace/s.txt&signature=v1_x", None, h), 401,
+              "a made-up signature: 401")
+    e2b_error(t, raw(srv, "GET", "/e2b/files?path=/workspace/s.txt", None,
+                     dict(h, **{"X-Access-Token": "wrong"})), 401, "a wrong X-Access-Token: 401")
+    e2b_error(t, raw(srv, "GET", "/e2b/files?path=/workspace/s.txt&signature=v1_x"
+                     "&signature_expiration=soon", None, h), 400,
+              "a signature_expiration that is not a number: 400")
 
 
 def sdk_script(t, srv, script, tls=None):
@@ -242,7 +285,8 @@ def over_tls(t):
     srv = dbx.Server(args=["--tls-cert", cert, "--tls-key", key, "--ports-domain", TEST_DOMAIN,
                            "--templates-dir", TEMPLATES])
     try:
-        for script in ("hosts.test.mjs", "envd.test.mjs", "process.test.mjs", "code.test.mjs"):
+        for script in ("hosts.test.mjs", "signed.test.mjs", "envd.test.mjs", "process.test.mjs",
+                       "code.test.mjs"):
             sdk_script(t, srv, script, tls=cert)
         desktop_script(t, srv, tls=cert)
     finally:

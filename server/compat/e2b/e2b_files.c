@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,10 +16,33 @@
 #include "server/files/files.h"
 #include "server/sandbox/sandbox.h"
 
+/* With --ports-domain D, the {id} of a Host "{port}-{id}.D[:port]" into
+ * out: a plain client of a signed /files URL sends no E2b-Sandbox-Id. */
+static int host_sandbox(const struct http_request *req, const char *domain, char *out, size_t size)
+{
+	const char *host = http_header(req, "Host");
+	if (!domain || !host)
+		return 0;
+	size_t hl = strcspn(host, ":"), dl = strlen(domain);
+	const char *dash = memchr(host, '-', hl);
+	if (!dash || hl <= dl + 1 || host[hl - dl - 1] != '.' ||
+	    strncasecmp(host + hl - dl, domain, dl) != 0)
+		return 0;
+	const char *id = dash + 1, *end = host + hl - dl - 1;
+	if (end <= id || (size_t)(end - id) >= size || memchr(id, '.', (size_t)(end - id)))
+		return 0;
+	memcpy(out, id, (size_t)(end - id));
+	out[end - id] = '\0';
+	return 1;
+}
+
 int e2b_sandbox_of(struct http_request *req, struct sandbox **sb, struct err *e)
 {
 	struct compat *c = req->app;
 	const char *id = http_header(req, "E2b-Sandbox-Id");
+	char by_host[80];
+	if ((!id || !*id) && host_sandbox(req, c->ports_domain, by_host, sizeof(by_host)))
+		id = by_host;
 	if (!id || !*id)
 		return err_set(e, ERR_INVALID, EINVAL, "missing 'E2b-Sandbox-Id' header");
 	return sandbox_get(c->sandboxes, id, sb, e);

@@ -50,6 +50,8 @@ static int query_path(struct http_request *req, char *out, struct err *e)
 int e2b_files_get(struct http_request *req, struct http_response *res, struct err *e)
 {
 	char path[PATH_MAX];
+	if (e2b_files_auth(req, "read", e) < 0)
+		return err_code(e);
 	int r = query_path(req, path, e);
 	if (r > 0)
 		return err_set(e, ERR_INVALID, EINVAL, "missing query parameter 'path'");
@@ -170,6 +172,8 @@ static int upload_write(void *cls, const char *data, size_t len, struct err *e)
 
 int e2b_files_post_begin(struct http_request *req, struct http_body_sink *sink, struct err *e)
 {
+	if (e2b_files_auth(req, "write", e) < 0)
+		return err_code(e);
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");

@@ -57,14 +57,13 @@ const struct http_route e2b_routes[] = {
     {.method = "GET",
      .pattern = "/files",
      .handler = e2b_files_get,
-     .token_header = ACCESS_TOKEN,
+     .flags = HTTP_NO_AUTH, /* the token or a signed URL: e2b_files_auth */
      .error = e2b_error_api},
     {.method = "POST",
      .pattern = "/files",
      .handler = e2b_files_post,
-     .flags = HTTP_STREAM_BODY,
+     .flags = HTTP_STREAM_BODY | HTTP_NO_AUTH,
      .begin = e2b_files_post_begin,
-     .token_header = ACCESS_TOKEN,
      .error = e2b_error_api},
     {.method = "GET", .pattern = "/health", .handler = e2b_health, .flags = HTTP_NO_AUTH},
 

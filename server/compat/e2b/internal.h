@@ -8,7 +8,9 @@
  * Credentials: X-API-KEY on the control plane; the create answer hands
  * the same token back as envdAccessToken and trafficAccessToken, which
  * the SDKs then send as X-Access-Token (envd, /execute) and
- * E2B-Traffic-Access-Token (/contexts).  Facts: ../shared/compat/e2b.md. */
+ * E2B-Traffic-Access-Token (/contexts); /files takes the signature of
+ * uploadUrl()/downloadUrl() in its place (e2b_sign.c).  Facts:
+ * ../shared/compat/e2b.md. */
 #ifndef DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
 #define DESKBOX_SERVER_COMPAT_E2B_INTERNAL_H
 
@@ -67,6 +69,9 @@ int e2b_fs_move(struct http_request *req, struct http_response *res, struct err 
 int e2b_fs_remove(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_fs_watch(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_health(struct http_request *req, struct http_response *res, struct err *e);
+/* e2b_sign.c: /files's credential, X-Access-Token or the signature of
+ * uploadUrl()/downloadUrl() for `op` ("read", "write"); 0 or 401. */
+int e2b_files_auth(struct http_request *req, const char *op, struct err *e);
 /* e2b_files_http.c: /files */
 int e2b_files_get(struct http_request *req, struct http_response *res, struct err *e);
 int e2b_files_post_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
