@@ -70,6 +70,11 @@ void api_cluster_list(struct http_request *req, cJSON *list);
 int api_cluster_lost_view(struct api *api, const char *ref, cJSON **out);
 int api_nodes_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_node_drain(struct http_request *req, struct http_response *res, struct err *e);
+/* api_cluster_move.c: drain with "migrate" (the node drained moves its
+ * stopped sandboxes away), and the route taking one in. */
+int api_node_migrate(struct api *api, const char *node, struct http_response *res, struct err *e);
+int api_move_in_begin(struct http_request *req, struct http_body_sink *sink, struct err *e);
+int api_move_in(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_list(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_get(struct http_request *req, struct http_response *res, struct err *e);
 int api_sandbox_delete(struct http_request *req, struct http_response *res, struct err *e);

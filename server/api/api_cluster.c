@@ -147,13 +147,10 @@ int api_node_drain(struct http_request *req, struct http_response *res, struct e
 		return r;
 	if (need_cluster(api, e) < 0)
 		return err_code(e);
-	if (migrate)
-		return err_set(e, ERR_NOT_IMPLEMENTED, ENOSYS,
-			       "\"migrate\":true is not implemented: moving a stopped sandbox's "
-			       "disk to another node is not built yet; drain without it and "
-			       "delete or keep the sandboxes there (docs/cluster.md)");
 	if (cluster_drain(api->cluster, req->captures[0], e) < 0)
 		return err_code(e);
+	if (migrate)
+		return api_node_migrate(api, req->captures[0], res, e);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "name", req->captures[0]);
 	cJSON_AddBoolToObject(j, "draining", 1);
@@ -175,6 +172,10 @@ int api_cluster_forward(void *app, struct http_request *req, const char *pattern
 	if (sandbox_resolve(api->sandboxes, req->captures[0], id, sizeof(id)) == 0)
 		return 0;
 	char sid[64], node[CLUSTER_NAME_MAX + 1], adv[CLUSTER_URL_MAX];
+	/* Another node's cache may still send a sandbox this node moved
+	 * away here: passed on once, to where it went. */
+	if (req->from_peer && !cluster_moved_to(api->cluster, req->captures[0], node))
+		return 0;
 	enum cluster_where w = cluster_locate(api->cluster, req->captures[0], sid, node, adv);
 	if (w == CLUSTER_HERE)
 		return 0;

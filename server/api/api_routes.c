@@ -31,6 +31,7 @@ const struct http_route api_routes[] = {
     /* Cluster mode (docs/cluster.md). */
     ROUTE("GET", "/v1/nodes", api_nodes_list, 0),
     ROUTE("POST", "/v1/nodes/{name}/drain", api_node_drain, 0),
+    STREAM("POST", "/v1/internal/sandboxes/{id}/move-in", api_move_in_begin, api_move_in),
     ROUTE("GET", SB, api_sandbox_get, 0),
     ROUTE("DELETE", SB, api_sandbox_delete, 0),
     ROUTE("PATCH", SB, api_sandbox_patch, 0),

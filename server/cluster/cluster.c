@@ -308,6 +308,8 @@ void cluster_close(struct cluster *c)
 	cJSON_Delete(c->drains);
 	cJSON_Delete(c->map);
 	cJSON_Delete(c->names);
+	cJSON_Delete(c->moving);
+	cJSON_Delete(c->moved);
 	free(c->secret);
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->mu);

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -192,5 +193,19 @@ int cluster_connect(const char *advertise, struct err *e);
 int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
 		 const char *auth, const char *body, int timeout_ms, long *status, char **answer,
 		 size_t *len, struct err *e);
+
+/* The same with a body streamed from `in` (a tar, chunked), POSTed. */
+int cluster_send(struct cluster *c, const char *advertise, const char *path, FILE *in,
+		 int timeout_ms, long *status, char **answer, size_t *len, struct err *e);
+
+/* Moving a sandbox to another node (drain with "migrate"): while `on`,
+ * the reconcile of this node leaves `id` alone (its record may already
+ * name the new owner).  cluster_moved: it went to `node` (which recorded
+ * it): this node's slot of it is free again. */
+void cluster_moving(struct cluster *c, const char *id, int on);
+void cluster_moved(struct cluster *c, const char *id, const char *node, const char *name);
+/* 1 with `node` filled when this node moved sandbox `ref` (id or name)
+ * there. */
+int cluster_moved_to(struct cluster *c, const char *ref, char node[CLUSTER_NAME_MAX + 1]);
 
 #endif

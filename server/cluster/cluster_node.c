@@ -105,9 +105,10 @@ static size_t on_data(char *data, size_t size, size_t n, void *cls)
 	return len;
 }
 
-int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
-		 const char *auth, const char *body, int timeout_ms, long *status, char **answer,
-		 size_t *len, struct err *e)
+/* A JSON body, or (`in` not NULL) a tar streamed from `in`, chunked. */
+static int perform(struct cluster *c, const char *advertise, const char *method, const char *path,
+		   const char *auth, const char *body, FILE *in, int timeout_ms, long *status,
+		   char **answer, size_t *len, struct err *e)
 {
 	CURL *h = curl_easy_init();
 	if (!h)
@@ -116,7 +117,8 @@ int cluster_call(struct cluster *c, const char *advertise, const char *method, c
 	snprintf(url, sizeof(url), "%s%s", advertise, path);
 	snprintf(secret, sizeof(secret), CLUSTER_SECRET_HEADER ": %s", c->secret);
 	struct curl_slist *hdr = curl_slist_append(NULL, secret);
-	hdr = curl_slist_append(hdr, "Content-Type: application/json");
+	hdr = curl_slist_append(hdr, in ? "Content-Type: application/x-tar"
+					: "Content-Type: application/json");
 	hdr = curl_slist_append(hdr, "Expect:");
 	if (auth && strlen(auth) < 400) {
 		char a[512];
@@ -129,6 +131,11 @@ int cluster_call(struct cluster *c, const char *advertise, const char *method, c
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	if (body)
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	if (in) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_READDATA, in);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)-1);
+	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : CALL_MS));
@@ -149,4 +156,19 @@ int cluster_call(struct cluster *c, const char *advertise, const char *method, c
 	*answer = a.buf;
 	*len = a.len;
 	return 0;
+}
+
+int cluster_call(struct cluster *c, const char *advertise, const char *method, const char *path,
+		 const char *auth, const char *body, int timeout_ms, long *status, char **answer,
+		 size_t *len, struct err *e)
+{
+	return perform(c, advertise, method, path, auth, body, NULL, timeout_ms, status, answer,
+		       len, e);
+}
+
+int cluster_send(struct cluster *c, const char *advertise, const char *path, FILE *in,
+		 int timeout_ms, long *status, char **answer, size_t *len, struct err *e)
+{
+	return perform(c, advertise, "POST", path, NULL, NULL, in, timeout_ms, status, answer, len,
+		       e);
 }

@@ -340,7 +340,10 @@ void cluster_reconcile(struct cluster *c, const cJSON *map)
 		const cJSON *rec = cJSON_GetObjectItemCaseSensitive(map, id ? id : "");
 		const char *node =
 		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "node"));
-		if (id && (!node || strcmp(node, c->name) != 0)) {
+		pthread_mutex_lock(&c->mu);
+		int moving = id && cJSON_GetObjectItemCaseSensitive(c->moving, id) != NULL;
+		pthread_mutex_unlock(&c->mu);
+		if (id && !moving && (!node || strcmp(node, c->name) != 0)) {
 			if (register_sandbox(c, id, c->name, name ? name : "", &e) == 0)
 				log_msg(LOG_LEVEL_INFO, "cluster: sandbox %s registered on '%s'",
 					id, c->name);
@@ -352,7 +355,10 @@ void cluster_reconcile(struct cluster *c, const cJSON *map)
 		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "node"));
 		const char *name =
 		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
-		if (node && strcmp(node, c->name) == 0 && !holds(local, it->string))
+		pthread_mutex_lock(&c->mu);
+		int moving = cJSON_GetObjectItemCaseSensitive(c->moving, it->string) != NULL;
+		pthread_mutex_unlock(&c->mu);
+		if (node && !moving && strcmp(node, c->name) == 0 && !holds(local, it->string))
 			cluster_release(c, it->string, name);
 	}
 	/* The counter says what this node holds now (a restart may have
@@ -500,4 +506,45 @@ cJSON *cluster_remote_sandboxes(struct cluster *c)
 	}
 	pthread_mutex_unlock(&c->mu);
 	return a;
+}
+
+void cluster_moving(struct cluster *c, const char *id, int on)
+{
+	pthread_mutex_lock(&c->mu);
+	if (!c->moving)
+		c->moving = cJSON_CreateObject();
+	cJSON_DeleteItemFromObjectCaseSensitive(c->moving, id);
+	if (on)
+		cJSON_AddTrueToObject(c->moving, id);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void cluster_moved(struct cluster *c, const char *id, const char *node, const char *name)
+{
+	struct err e = ERR_INIT;
+	cache_put(c, id, node, name ? name : "");
+	pthread_mutex_lock(&c->mu);
+	if (!c->moved)
+		c->moved = cJSON_CreateObject();
+	const char *keys[2] = {id, name};
+	for (int i = 0; i < 2; i++) {
+		if (!keys[i] || !keys[i][0])
+			continue;
+		cJSON_DeleteItemFromObjectCaseSensitive(c->moved, keys[i]);
+		cJSON_AddStringToObject(c->moved, keys[i], node);
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (count_add(c, c->name, -1, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "cluster: freeing the slot of moved sandbox %s: %s", id,
+			e.msg);
+}
+
+int cluster_moved_to(struct cluster *c, const char *ref, char node[CLUSTER_NAME_MAX + 1])
+{
+	pthread_mutex_lock(&c->mu);
+	const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c->moved, ref));
+	if (n)
+		snprintf(node, CLUSTER_NAME_MAX + 1, "%s", n);
+	pthread_mutex_unlock(&c->mu);
+	return n != NULL;
 }

@@ -37,6 +37,10 @@ struct cluster {
 	 * capacity by name, the known members' URLs, the drained names, the
 	 * sandbox → {"node","name"} map and name → id. */
 	cJSON *nodes, *members, *drains, *map, *names;
+	/* Sandboxes being moved away (cluster_moving): id → true. */
+	cJSON *moving;
+	/* Sandboxes moved away, by id and by name → their new node. */
+	cJSON *moved;
 	long long refreshed_ms; /* when the caches were last read from etcd */
 	int etcd_ok;		/* the last tick reached etcd */
 };

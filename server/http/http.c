@@ -603,7 +603,7 @@ static enum MHD_Result on_headers(struct http *h, struct request_ctx *c,
 		else
 			http_auth_conn(h, conn, &e);
 	}
-	if (e.kind == ERR_NONE && h->o.forward && !c->peer && !c->mount)
+	if (e.kind == ERR_NONE && h->o.forward && !c->mount)
 		http_forward_begin(h, c, conn, method, url, &e);
 	if (e.kind == ERR_NONE && c->forwarded) {
 		/* the request streams to the other server */

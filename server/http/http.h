@@ -223,8 +223,9 @@ struct http_opts {
 	int (*forward)(void *app, struct http_request *req, const char *pattern,
 		       struct http_forward *out, struct err *e);
 	/* A request whose header `peer_header` holds `peer_secret` comes from
-	 * a peer (another node): it needs no API token and is never
-	 * forwarded again; a wrong value is a 401.  NULL: none. */
+	 * a peer (another node): it needs no API token (forward sees it as
+	 * req->from_peer and passes it on only to where this node moved a
+	 * sandbox); a wrong value is a 401.  NULL: none. */
 	const char *peer_header, *peer_secret;
 };
 

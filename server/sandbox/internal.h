@@ -76,6 +76,8 @@ struct sandbox {
 	 * says so, with the log keeper's pid; adopted: taken over from such a
 	 * deskboxd (its mounts are not in this mount namespace). */
 	int detached, adopted;
+	/* Its files went to another node (sandbox_move.c): nothing starts it. */
+	int moved;
 	pid_t log_keeper;
 
 	/* A warm-pool member (server/sandbox/sandbox_pool.c): running, but not listed, not
@@ -129,6 +131,10 @@ struct sandbox *sandbox_alloc(struct sandboxes *s, const char *id);
 /* Reads every sandbox under `dir` (<state>/sandboxes) into the registry
  * (sandbox_load.c). */
 void sandbox_load_all(struct sandboxes *s, const char *dir);
+/* One sandbox directory <state>/sandboxes/<id> into the registry (also a
+ * sandbox moved in from another node, sandbox_move.c); a half-made one is
+ * rolled back. */
+int sandbox_load_one(struct sandboxes *s, const char *id);
 
 /* <dir>/<name> into buf. */
 void sandbox_path(const struct sandbox *sb, char *buf, size_t size, const char *name);

@@ -233,6 +233,24 @@ int sandbox_spec_matches_pool(const struct sandbox_spec *req, const struct sandb
 int sandbox_get(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e);
 void sandbox_put(struct sandbox *sb);
 
+/* Moving a stopped sandbox to another node (sandbox_move.c).  out_begin
+ * holds `id` exclusively (its other operations wait), refuses one that is
+ * not stopped (ERR_CONFLICT, its state the message), unmounts its disk and
+ * gives a shell command writing its files to stdout as tar, and its name.
+ * out_end: moved, it is deleted here; not, its disk is mounted again and
+ * it stays as it was.  in_begin: a directory for `id` coming in (*tmp) and
+ * the shell command reading the tar from stdin into it (ERR_CONFLICT when
+ * this node has it); in_end puts the files in place and loads it, stopped
+ * (its name in `name`); in_abort removes what came. */
+int sandbox_move_out_begin(struct sandboxes *s, const char *id, struct sandbox **out, char *cmd,
+			   size_t size, char name[64], struct err *e);
+int sandbox_move_out_end(struct sandboxes *s, struct sandbox *sb, int moved, struct err *e);
+int sandbox_move_in_begin(struct sandboxes *s, const char *id, char *tmp, size_t tsize, char *cmd,
+			  size_t csize, struct err *e);
+int sandbox_move_in_end(struct sandboxes *s, const char *id, const char *tmp, char name[64],
+			struct err *e);
+void sandbox_move_in_abort(const char *tmp);
+
 /* ---- names and metadata (sandbox_name.c) ---- */
 
 /* 1 if `name` can name a sandbox: 1-63 of a-z 0-9 '-', starting with a

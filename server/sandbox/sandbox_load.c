@@ -69,7 +69,7 @@ static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
 	return 0;
 }
 
-static int load_one(struct sandboxes *s, const char *id)
+int sandbox_load_one(struct sandboxes *s, const char *id)
 {
 	struct err e = ERR_INIT;
 	struct sandbox *sb = sandbox_alloc(s, id);
@@ -175,7 +175,7 @@ void sandbox_load_all(struct sandboxes *s, const char *dir)
 			if (strlen(de->d_name) != SANDBOX_ID_LEN ||
 			    strspn(de->d_name, "0123456789abcdef") != SANDBOX_ID_LEN)
 				continue;
-			load_one(s, de->d_name);
+			sandbox_load_one(s, de->d_name);
 		}
 		closedir(d);
 	}

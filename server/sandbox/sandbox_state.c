@@ -224,7 +224,10 @@ static int transition(struct sandboxes *s, const char *id, enum sandbox_status f
 		return err_code(e);
 	int r = 0;
 	/* A paused sandbox stops like a running one. */
-	if (st == from || st == SANDBOX_FAILED || (to == SANDBOX_STOPPED && st == SANDBOX_PAUSED))
+	if (sb->moved)
+		r = err_set(e, ERR_NOT_FOUND, ENOENT, "sandbox '%s' moved to another node", sb->id);
+	else if (st == from || st == SANDBOX_FAILED ||
+		 (to == SANDBOX_STOPPED && st == SANDBOX_PAUSED))
 		r = act(s, sb, e);
 	else if (st == SANDBOX_DELETING)
 		r = err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", sb->id);
