@@ -9,9 +9,10 @@ lists it with its new node and the move's time), the running one is left
 with its reason; GET through node 1 shows the new node; started through
 the third node, the file is there; node 1 keeps nothing of it; a second
 drain with migrate moves nothing more; the move-in route refuses a caller
-without the cluster secret.
+without the cluster secret; a move with no node to take the sandbox fails
+and leaves it where it was, stopped, its file readable, startable.
 
-Bounded: 2 sandboxes, 320x200."""
+Bounded: 2 sandboxes, 320x200, 32 MiB moved."""
 
 import json
 import os
@@ -28,6 +29,7 @@ import dbx  # noqa: E402
 import test_cluster as tc  # noqa: E402
 
 DATA = b"moved with its disk\n" * 64
+BLOB = os.urandom(32 << 20)  # what the move's time is measured with
 
 
 def outer():
@@ -58,6 +60,9 @@ def setup(t, nodes):
     r = nodes["n3"].request("PUT", "/v1/sandboxes/%s/files/upload?path=/workspace/keep.txt" % sid,
                             DATA)
     t.eq(r.status, 201, "a file written into it through node 3")
+    r = nodes["n1"].request("PUT", "/v1/sandboxes/%s/files/upload?path=/workspace/blob.bin" % sid,
+                            BLOB)
+    t.eq(r.status, 201, "and 32 MiB of random bytes")
     r = nodes["n1"].request("POST", "/v1/sandboxes/%s/stop" % sid, {})
     t.ok(r.status in (200, 204), "stopped", r.body[:200])
     r = nodes["n1"].request("POST", "/v1/sandboxes", dict(tc.SMALL, node="n1"))
@@ -95,6 +100,8 @@ def after(t, nodes, sid, to):
     r = nodes[third].request("GET",
                              "/v1/sandboxes/%s/files/download?path=/workspace/keep.txt" % sid)
     t.ok(r.status == 200 and r.body == DATA, "the file is there", r.body[:200])
+    r = nodes["n1"].request("GET", "/v1/sandboxes/%s/files/download?path=/workspace/blob.bin" % sid)
+    t.ok(r.status == 200 and r.body == BLOB, "the 32 MiB too, the same bytes")
     r = nodes["n1"].request("GET", "/v1/sandboxes/%s" % sid)
     t.eq(r.json().get("status"), "running", "running, seen through node 1")
     held = os.path.exists(os.path.join(nodes["n1"].state_dir, "sandboxes", sid))
@@ -116,6 +123,30 @@ def refusals(t, nodes, sid):
     r = nodes["n2"].request("POST", "/v1/internal/sandboxes/%s/move-in" % ("0" * 32),
                             b"not a tar", headers={"Content-Type": "application/x-tar"})
     t.eq(r.status, 403, "move-in without the cluster secret: 403")
+
+
+def failed_move(t, nodes, sid, to):
+    """No node left to take it: the move fails and the sandbox stays, as
+    it was, on its node."""
+    third = ({"n2", "n3"} - {to}).pop()
+    r = nodes["n1"].request("POST", "/v1/sandboxes/%s/stop" % sid, {})
+    t.ok(r.status in (200, 204), "stopped again through node 1", r.body[:200])
+    r = nodes["n1"].request("POST", "/v1/nodes/%s/drain" % third, {})
+    t.eq(r.status, 200, "the third node drained: no node has room for a move")
+    r = nodes["n1"].request("POST", "/v1/nodes/%s/drain" % to, {"migrate": True}, timeout=120)
+    j = r.json() if r.status == 200 else {}
+    lefts = {x["id"]: x["reason"] for x in j.get("left", [])}
+    t.ok(r.status == 200 and j.get("moved") == [] and "free slot" in lefts.get(sid, ""),
+         "its drain with migrate leaves it, saying why", r.body[:400])
+    r = nodes["n1"].request("GET", "/v1/sandboxes/%s" % sid)
+    j = r.json() if r.status == 200 else {}
+    t.ok(j.get("node") == to and j.get("status") == "stopped", "still on its node, stopped",
+         r.body[:300])
+    r = nodes["n1"].request("GET", "/v1/sandboxes/%s/files/download?path=/workspace/keep.txt" % sid)
+    t.ok(r.status == 200 and r.body == DATA, "its file still readable (its disk mounted again)",
+         r.body[:200])
+    r = nodes["n1"].request("POST", "/v1/sandboxes/%s/start" % sid, {}, timeout=180)
+    t.ok(r.status in (200, 204), "and it starts there", r.body[:300])
 
 
 def inner():
@@ -142,6 +173,8 @@ def inner():
         if to:
             after(t, nodes, sid, to)
         refusals(t, nodes, sid)
+        if to:
+            failed_move(t, nodes, sid, to)
         t.diag("measured: the move took %.0f ms (node 1's figure), the drain answer %.2f s"
                % (ms, took))
     finally:
