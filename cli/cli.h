@@ -105,9 +105,6 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 /* Writes all of `data` to `fd`; -1 on failure (errno set). */
 int cli_write_all(int fd, const void *data, size_t len);
 
-/* Decodes standard base64 into a malloc'd buffer; NULL on bad input. */
-unsigned char *cli_base64_decode(const char *s, size_t *out_len);
-
 /* A verb: argv[0] is the verb's name; returns the exit code. */
 struct cli_verb {
 	const char *name;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/text.h"
 
 /* What the exit code is when the command has none of its own: timed out
  * as timeout(1) says, killed otherwise (deleted sandbox, OOM). */
@@ -92,7 +93,7 @@ static int on_event(void *ctx, const char *event, const char *data)
 		const char *text =
 		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "data"));
 		size_t n = 0;
-		unsigned char *raw = b64 ? cli_base64_decode(b64, &n) : NULL;
+		char *raw = b64 ? base64_decode(b64, &n) : NULL;
 		if (raw)
 			rc = cli_write_all(fd, raw, n);
 		else if (text)

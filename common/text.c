@@ -119,6 +119,48 @@ char *base64_encode(const void *data, size_t len)
 	return out;
 }
 
+static int b64_value(int ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	if (ch == '+' || ch == '-')
+		return 62;
+	if (ch == '/' || ch == '_')
+		return 63;
+	return -1;
+}
+
+char *base64_decode(const char *s, size_t *len)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n / 4 * 3 + 4);
+	if (!out)
+		return NULL;
+	size_t k = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < n && s[i] != '='; i++) {
+		int v = b64_value((unsigned char)s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[k++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	out[k] = '\0';
+	*len = k;
+	return out;
+}
+
 int text_equal_secret(const char *presented, const char *expected)
 {
 	size_t lp = strlen(presented), le = strlen(expected);

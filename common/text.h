@@ -33,6 +33,11 @@ void hex_encode(const void *data, size_t len, char *out);
 /* Standard base64 (with padding) of `len` bytes; malloc'd, NUL-terminated. */
 char *base64_encode(const void *data, size_t len);
 
+/* Decodes base64, standard or URL-safe, padding optional, into a malloc'd
+ * buffer with a NUL after the bytes (*len of them); NULL on a character
+ * outside the alphabet or on no memory. */
+char *base64_decode(const char *s, size_t *len);
+
 /* 1 when `presented` equals the secret `expected`, in time that depends
  * only on the length of `expected` (tokens, token hashes). */
 int text_equal_secret(const char *presented, const char *expected);

@@ -233,50 +233,6 @@ int64_t etcd_int(const cJSON *j, const char *name)
 	return 0;
 }
 
-static int b64_value(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '+' || ch == '-')
-		return 62;
-	if (ch == '/' || ch == '_')
-		return 63;
-	return -1;
-}
-
-/* Decodes base64 (padding optional) into a malloc'd, NUL-terminated
- * buffer; NULL on bad input. */
-static char *b64_decode(const char *s, size_t *len)
-{
-	size_t n = strlen(s);
-	char *out = malloc(n / 4 * 3 + 4);
-	if (!out)
-		return NULL;
-	size_t k = 0;
-	unsigned acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < n && s[i] != '='; i++) {
-		int v = b64_value((unsigned char)s[i]);
-		if (v < 0) {
-			free(out);
-			return NULL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[k++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	out[k] = '\0';
-	*len = k;
-	return out;
-}
-
 static void add_b64(cJSON *j, const char *name, const void *data, size_t len)
 {
 	char *b = base64_encode(data, len);
@@ -318,8 +274,8 @@ static int kv_parse(const cJSON *j, struct etcd_kv *kv)
 	const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "value"));
 	size_t kl;
 	*kv = (struct etcd_kv){0};
-	kv->key = b64_decode(k ? k : "", &kl);
-	kv->value = b64_decode(v ? v : "", &kv->value_len);
+	kv->key = base64_decode(k ? k : "", &kl);
+	kv->value = base64_decode(v ? v : "", &kv->value_len);
 	if (!kv->key || !kv->value) {
 		free(kv->key);
 		free(kv->value);

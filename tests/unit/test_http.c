@@ -94,5 +94,17 @@ int main(void)
 	b = base64_encode("fooba", 5);
 	is_str(b, "Zm9vYmE=", "base64 with padding");
 	free(b);
+	size_t bn = 0;
+	b = base64_decode("Zm9vYmE=", &bn);
+	ok(b && bn == 5 && strcmp(b, "fooba") == 0, "base64 decoded, padding and all");
+	free(b);
+	b = base64_decode("_-8", &bn);
+	ok(b && bn == 2 && (unsigned char)b[0] == 0xff && (unsigned char)b[1] == 0xef,
+	   "URL-safe base64 without padding decoded");
+	free(b);
+	ok(base64_decode("Zm9v!", &bn) == NULL, "a character outside base64 is refused");
+	b = base64_decode("", &bn);
+	ok(b && bn == 0 && b[0] == '\0', "empty base64 is no bytes");
+	free(b);
 	return done();
 }
