@@ -57,9 +57,20 @@ int api_sandbox_patch(struct http_request *req, struct http_response *res, struc
 int api_sandbox_pause(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
+	cJSON *body;
+	if (http_json_body(req, &body, e) < 0)
+		return err_code(e);
+	static const char *const fields[] = {"memory", NULL};
+	int memory = 0;
+	int r = args_only(body, NULL, fields, e);
+	r = r ?: args_bool(body, "memory", 0, &memory, e);
+	cJSON_Delete(body);
+	if (r < 0)
+		return r;
 	struct sandbox *sb;
 	uint64_t t0 = clock_mono_ns();
-	if (sandbox_pause(api->sandboxes, req->captures[0], &sb, e) < 0)
+	if ((memory ? sandbox_pause_memory : sandbox_pause)(api->sandboxes, req->captures[0], &sb,
+							    e) < 0)
 		return err_code(e);
 	return reply_sandbox(res, sb, t0, e);
 }

@@ -361,6 +361,11 @@ int sandbox_set_timeout(struct sandboxes *s, const char *id, int64_t timeout_s,
 			struct sandbox **out, struct err *e);
 
 /* ---- pause and resume (sandbox_pause.c) ---- */
+/* Pause with "memory":true: refused by name (ERR_NOT_IMPLEMENTED) for
+ * either isolation yet (sandbox_pause.c says why); the sandbox's state
+ * checks (not found, not running) come first. */
+int sandbox_pause_memory(struct sandboxes *s, const char *id, struct sandbox **out,
+			 struct err *e);
 
 /* Freezes every process of a running sandbox (the cgroup freezer) and
  * returns once all are frozen; status "paused".  Pausing a paused one is

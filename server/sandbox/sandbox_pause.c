@@ -196,7 +196,27 @@ int sandbox_resume_locked(struct sandbox *sb, struct err *e)
 	return 0;
 }
 
-/* Looks `id` up and, exclusively, pauses (`pause`) or resumes it. */
+/* A pause with "memory":true (the guest's RAM and devices saved to a file,
+ * the VM's process gone) is refused by name: a container's pause already
+ * keeps its memory in place, and QEMU 7.2 refuses to migrate a guest that
+ * has a virtio-9p share mounted ("Migration is disabled when VirtFS export
+ * path ... is mounted"), which a VM's root, /usr and run dir are
+ * (docs/isolation.md). */
+static int refuse_memory(const struct sandbox *sb, struct err *e)
+{
+	if (sb->be->isolation != RUNTIME_ISOLATION_VM)
+		return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+			       "pause with \"memory\":true is for VM sandboxes: a container's "
+			       "pause already keeps its memory in place (its cgroup frozen); "
+			       "pause it without \"memory\"");
+	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+		       "isolation 'vm': pause with \"memory\":true is not implemented: QEMU "
+		       "refuses to save a guest's memory while a virtio-9p share is mounted, "
+		       "and the VM's root, /usr and run dir are 9p shares (docs/isolation.md)");
+}
+
+/* Looks `id` up and, exclusively, pauses (`pause` 1; 2: with its memory
+ * saved, refused) or resumes it (0). */
 static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struct sandbox **out,
 			   struct err *e)
 {
@@ -212,6 +232,8 @@ static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struc
 	else if (st != SANDBOX_RUNNING && st != SANDBOX_PAUSED)
 		r = err_set(e, ERR_NOT_RUNNING, ESRCH, "sandbox '%s' is not running: it is %s", id,
 			    sandbox_status_name(st));
+	else if (pause == 2)
+		r = refuse_memory(sb, e);
 	else if (pause && st == SANDBOX_RUNNING)
 		r = sandbox_pause_locked(sb, e);
 	else if (!pause && st == SANDBOX_PAUSED)
@@ -222,6 +244,12 @@ static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struc
 int sandbox_pause(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)
 {
 	return pause_or_resume(s, id, 1, out, e);
+}
+
+int sandbox_pause_memory(struct sandboxes *s, const char *id, struct sandbox **out,
+			 struct err *e)
+{
+	return pause_or_resume(s, id, 2, out, e);
 }
 
 int sandbox_resume(struct sandboxes *s, const char *id, struct sandbox **out, struct err *e)

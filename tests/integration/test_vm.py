@@ -113,8 +113,18 @@ def pause_part(t, srv, sid):
     """Pause freezes QEMU in the VM's cgroup: process calls are 409
     sandbox_paused, files stay reachable, resume goes on where it was."""
     base = "/v1/sandboxes/" + sid
-    r = srv.request("POST", base + "/pause")
-    t.ok(r.status == 200 and r.json().get("status") == "paused", "pause of a VM", r.body[:300])
+    pids = qemu_pids(sid)
+    r = srv.request("POST", base + "/pause", {"memory": True})
+    msg = message_of(r)
+    t.ok(r.status == 501 and code_of(r) == "not_implemented" and "memory" in msg and
+         "9p" in msg, "pause with memory of a VM: 501 naming the 9p shares QEMU cannot "
+         "migrate", (r.status, r.body[:300]))
+    t.ok(pids and qemu_pids(sid) == pids and
+         srv.request("GET", base).json().get("status") == "running",
+         "and the VM runs on, its QEMU untouched")
+    r = srv.request("POST", base + "/pause", {"memory": False})
+    t.ok(r.status == 200 and r.json().get("status") == "paused",
+         "pause of a VM (\"memory\":false is the plain pause)", r.body[:300])
     state = "/sys/fs/cgroup/freezer/deskbox/dbx-%s/freezer.state" % sid
     if not os.path.exists(state):
         state = "/sys/fs/cgroup/deskbox/dbx-%s/cgroup.freeze" % sid
@@ -362,6 +372,16 @@ def main():
         sid = sb["id"]
         r = srv.exec(sid, ["true"])
         t.eq(r["exit_code"], 0, "and exec works in it through the container backend")
+        r = srv.request("POST", "/v1/sandboxes/%s/pause" % sid, {"memory": True})
+        t.ok(r.status == 501 and "memory" in message_of(r) and "container" in message_of(r),
+             "a container's pause with memory: 501 naming it (it freezes in place)",
+             (r.status, r.body[:300]))
+        for bad, word in (({"memory": "yes"}, "memory"), ({"memroy": True}, "memroy")):
+            r = srv.request("POST", "/v1/sandboxes/%s/pause" % sid, bad)
+            t.ok(r.status == 400 and word in message_of(r), "pause %r: 400 naming it" % (bad,),
+                 (r.status, r.body[:200]))
+        r = srv.request("GET", "/v1/sandboxes/" + sid)
+        t.eq(r.json().get("status"), "running", "and the refused pauses left it running")
         sb2 = srv.create({"isolation": "container"})
         t.eq(sb2.get("isolation"), "container", "\"isolation\":\"container\" is accepted")
         r = srv.request("GET", "/v1/sandboxes/" + sb2["id"])
