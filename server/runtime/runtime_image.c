@@ -81,9 +81,9 @@ static const struct dir_entry image_dirs[] = {
     {".deskbox", 0755, 0},
     {"etc", 0755, 0},
     {"etc/ssl", 0755, 0},
-    /* An empty package database and apt's places, so that the sandbox's
-     * root can dpkg -i and apt-get install into its own /usr (the host's
-     * /var/lib/dpkg is not copied: the database starts empty). */
+    /* The package database (the host's, see dpkg_db()) and apt's places,
+     * so that the sandbox's root can dpkg -i and apt-get install into its
+     * own /usr. */
     {"var/lib/dpkg", 0755, 0},
     {"var/lib/dpkg/info", 0755, 0},
     {"var/lib/dpkg/updates", 0755, 0},
@@ -327,7 +327,6 @@ static int generate_etc(struct builder *b, const char *state_dir)
 	r = r ?: make_text(b, "etc/resolv.conf", "");
 	r = r ?: make_text(b, "etc/machine-id", machine_id);
 	r = r ?: make_text(b, "etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n");
-	r = r ?: make_text(b, "var/lib/dpkg/status", "");
 	r = r ?: make_text(b, "var/lib/dpkg/available", "");
 	/* pip installs into the sandbox's own /usr/local (or ~/.local): the
 	 * system Python's "externally managed" marker guards a /usr shared
@@ -392,6 +391,41 @@ static int browser_etc(struct builder *b)
 	return r;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), t = strlen(tail);
+	return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/* The host's dpkg database, as far as it describes this image: the image
+ * is the host's /usr, so the host's status file (every package, so that
+ * apt finds every dependency met) and each package's file list
+ * (info/<pkg>.list, ~11 MB for 1200 packages: dpkg -i reads them all and
+ * warns for each one missing; dpkg -L and dpkg -r use them).  Maintainer
+ * scripts, md5sums, triggers and alternatives are not copied
+ * (docs/security.md says what that means).  A host without dpkg gets an
+ * empty database. */
+static int dpkg_db(struct builder *b)
+{
+	/* Not statoverride: it names host groups the image has not. */
+	static const char *const small[] = {"status", "diversions"};
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < sizeof(small) / sizeof(small[0]); i++)
+		r = copy_tree(b, "var/lib/dpkg", small[i]);
+	if (r == 0 && access("/var/lib/dpkg/status", R_OK) < 0)
+		return make_text(b, "var/lib/dpkg/status", "");
+	struct dirent **names;
+	int n = scandir("/var/lib/dpkg/info", &names, NULL, alphasort);
+	for (int i = 0; i < n; i++) {
+		if (r == 0 && ends_with(names[i]->d_name, ".list"))
+			r = copy_tree(b, "var/lib/dpkg/info", names[i]->d_name);
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+	return r;
+}
+
 static int build_tree(struct builder *b, const char *state_dir)
 {
 	for (size_t i = 0; i < sizeof(image_dirs) / sizeof(image_dirs[0]); i++) {
@@ -423,6 +457,7 @@ static int build_tree(struct builder *b, const char *state_dir)
 	int r = generate_etc(b, state_dir);
 	r = r ?: copy_allowlist(b);
 	r = r ?: browser_etc(b);
+	r = r ?: dpkg_db(b);
 	/* Without the host's font cache every new desktop rebuilds it: openbox
 	 * then spends ~1.5 s of CPU at start (measured), which is most of a
 	 * create under load.  The cache describes the same read-only /usr. */

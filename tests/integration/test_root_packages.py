@@ -5,7 +5,10 @@ network) with pip from a local directory, and apt-get install from a local
 flat repository (file:) and over HTTP from a mirror stand-in served on the
 sandbox's own loopback (its network namespace: no packet leaves).  All of it
 persists across stop/start, a checkpoint restore and a fork; another
-sandbox and the host see none of it."""
+sandbox and the host see none of it.  The image's dpkg database is the
+host's: dpkg -s knows python3, a .deb depending on it installs with dpkg -i
+and apt-get install ./x.deb fetching nothing, the host's database is
+unchanged."""
 
 import base64
 import hashlib
@@ -23,7 +26,7 @@ import dbx  # noqa: E402
 HELLO = "#!/bin/sh\necho hello-from-deb\n"
 
 
-def build_deb(tmp, name, version, script):
+def build_deb(tmp, name, version, script, depends=None):
     """A .deb holding /usr/bin/<name> (an sh script), made with dpkg-deb."""
     root = os.path.join(tmp, name)
     os.makedirs(os.path.join(root, "DEBIAN"))
@@ -31,6 +34,8 @@ def build_deb(tmp, name, version, script):
     with open(os.path.join(root, "DEBIAN", "control"), "w") as f:
         f.write("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: deskbox tests "
                 "<tests@localhost>\nDescription: deskbox test package\n" % (name, version))
+        if depends:
+            f.write("Depends: %s\n" % depends)
     path = os.path.join(root, "usr", "bin", name)
     with open(path, "w") as f:
         f.write(script)
@@ -111,6 +116,48 @@ def want_all(out):
             "42 /usr/local/lib/python3" in out and "hello-from-apt" in out)
 
 
+def host_dpkg_digest():
+    """A digest of the host's package database (status and file lists)."""
+    h = hashlib.sha256()
+    for rel in ["status"] + sorted("info/" + n for n in os.listdir("/var/lib/dpkg/info")):
+        p = os.path.join("/var/lib/dpkg", rel)
+        if os.path.isfile(p):
+            h.update(rel.encode() + b"\0" + open(p, "rb").read())
+    return h.hexdigest()
+
+
+def host_has(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True,
+                       text=True)
+    return r.returncode == 0 and r.stdout == "install ok installed"
+
+
+def check_host_db(t, srv, sid, tmp):
+    """The host's installed packages are the image's: dpkg -s knows python3,
+    a .deb that depends on it installs with dpkg -i and with apt-get
+    install ./x.deb without fetching anything."""
+    out, rc = sh(srv, sid, "dpkg -s python3")
+    t.ok(rc == 0 and "Status: install ok installed" in out,
+         "dpkg -s python3 in the sandbox: installed, as on the host", out[:300])
+    want = subprocess.run(["dpkg", "-L", "python3"], capture_output=True, text=True).stdout
+    out, rc = sh(srv, sid, "dpkg -L python3")
+    t.ok(rc == 0 and want and out == want, "dpkg -L python3 lists the host's files for it",
+         out[:300])
+    deb = build_deb(tmp, "dbx-dep", "1.0", "#!/bin/sh\necho dep-ok\n", depends="python3")
+    upload(srv, sid, "/workspace/dbx-dep.deb", open(deb, "rb").read())
+    out, rc = sh(srv, sid, "dpkg -i /workspace/dbx-dep.deb 2>&1 && dbx-dep", user="root")
+    t.ok(rc == 0 and "dep-ok" in out and "warning" not in out.lower() and
+         "dependency problems" not in out,
+         "dpkg -i of a .deb that Depends on python3: no complaint", out[-1500:])
+    out, rc = sh(srv, sid, "dpkg -r dbx-dep >/dev/null && apt-get install -y "
+                 "/workspace/dbx-dep.deb 2>&1 && dbx-dep", user="root",
+                 timeout_s=120)
+    t.ok(rc == 0 and "dep-ok" in out and "1 newly installed" in out and
+         "Need to get 0 B/" in out and "://" not in out,
+         "apt-get install ./x.deb: only it is installed, nothing fetched", out[-1500:])
+    sh(srv, sid, "dpkg -r dbx-dep", user="root")
+
+
 def main():
     dbx.require_root_and_tools()
     for tool in ("dpkg-deb",):
@@ -122,6 +169,7 @@ def main():
         srv.cleanup()
         dbx.skip_all("deskboxd runs without user namespaces here: root is off")
     tmp = tempfile.mkdtemp(prefix="dbx-debs-")
+    host_db = host_dpkg_digest() if os.path.isdir("/var/lib/dpkg/info") else None
     sid = other = fork = None
     try:
         sid = srv.create({})["id"]
@@ -129,6 +177,12 @@ def main():
         base = "/v1/sandboxes/%s" % sid
 
         sh(srv, sid, "mkdir -p /workspace/wheels /workspace/repo")
+
+        # ---- the image's package database is the host's ----
+        if host_has("python3"):
+            check_host_db(t, srv, sid, tmp)
+        else:
+            print("# skipped the package database checks: the host has no python3 package")
 
         # ---- dpkg -i of a .deb made here ----
         deb = build_deb(tmp, "dbx-hello", "1.0", HELLO)
@@ -194,6 +248,9 @@ def main():
              "another sandbox sees none of it", out)
         t.ok(not os.path.exists("/usr/bin/dbx-hello") and not os.path.exists("/usr/bin/dbx-apt"),
              "nor does the host's /usr")
+        if host_db:
+            t.ok(host_dpkg_digest() == host_db and not host_has("dbx-dep") and
+                 not host_has("dbx-hello"), "the host's /var/lib/dpkg is unchanged")
 
         # ---- stop and start ----
         t.eq(srv.request("POST", base + "/stop").status, 200, "stop")

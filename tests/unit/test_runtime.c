@@ -238,7 +238,7 @@ static void test_inside(struct ctx *c)
 				"test ! -e /etc/ssh; ls -ld /root | cut -c1-10",
 				NULL};
 	ok(run_in(c, hidden, out, sizeof(out)) == 0, "host /work, shadow, ssh not visible");
-	/* /var/lib holds only the image's own (empty) apt and dpkg state. */
+	/* /var/lib holds only the image's own apt and dpkg state. */
 	is_str(out, "/home:\nuser\n\n/var/lib:\napt\ndpkg\ndrwx------",
 	       "no host /home, /var/lib or /root");
 	const char *unsh[] = {"unshare", "-U", "true", NULL};
@@ -323,6 +323,26 @@ static int is_cgroup2(const char *path)
 
 /* runtime_host_setup() left this process in a new, private mount
  * namespace and named the cgroup layout the host really has. */
+/* The image's dpkg database is the host's status and file lists, not its
+ * maintainer scripts. */
+static void test_image_dpkg(const char *lower)
+{
+	struct stat host, img;
+	char p[PATH_MAX];
+	if (stat("/var/lib/dpkg/info/python3.list", &host) < 0) {
+		note("no host dpkg database with python3: image dpkg checks skipped");
+		return;
+	}
+	snprintf(p, sizeof(p), "%s/var/lib/dpkg/info/python3.list", lower);
+	ok(stat(p, &img) == 0 && img.st_size == host.st_size, "the image has python3's file list");
+	snprintf(p, sizeof(p), "%s/var/lib/dpkg/status", lower);
+	ok(stat(p, &img) == 0 && stat("/var/lib/dpkg/status", &host) == 0 &&
+	       img.st_size == host.st_size,
+	   "the image's dpkg status is the host's");
+	snprintf(p, sizeof(p), "%s/var/lib/dpkg/info/python3.postinst", lower);
+	ok(access(p, F_OK) < 0 && errno == ENOENT, "no maintainer scripts copied");
+}
+
 static void test_host_setup(struct ctx *c, const char *ns_before)
 {
 	char ns_after[64] = "";
@@ -449,6 +469,7 @@ int main(void)
 	ok(image_prepare_default(c.state, lower2, sizeof(lower2), &e) == 0 &&
 	       strcmp(lower, lower2) == 0,
 	   "image_prepare_default is idempotent");
+	test_image_dpkg(lower);
 
 	snprintf(c.sbx, sizeof(c.sbx), "%s/sandboxes/%s", c.state, c.id);
 	char upper[PATH_MAX], work[PATH_MAX], bundle[PATH_MAX], log_path[PATH_MAX];
