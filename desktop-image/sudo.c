@@ -130,14 +130,11 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* Sends the request with our stdio, forwards signals, returns the exit
- * code sudo exits with. */
-static int run_as_root(char **argv, const char *cwd)
+/* Sends the request `req` with our stdio, forwards signals, returns the
+ * exit code sudo exits with. */
+static int send_and_wait(char *req, uint32_t len)
 {
-	char **env = root_env();
-	uint32_t len;
-	char *req = env ? build(argv, env, cwd, &len) : NULL;
-	if (!req || (conn_fd = door()) < 0)
+	if ((conn_fd = door()) < 0)
 		return 1;
 	int fds[3] = {0, 1, 2};
 	char cbuf[CMSG_SPACE(sizeof(fds))];
@@ -169,16 +166,32 @@ static int run_as_root(char **argv, const char *cwd)
 	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
-/* argv for -i / -s: the shell, with the command joined for -c. */
-static char **shell_argv(char **cmd, int login)
+static int run_as_root(char **argv, const char *cwd)
+{
+	char **env = root_env();
+	uint32_t len = 0;
+	char *req = env ? build(argv, env, cwd, &len) : NULL;
+	int rc = req ? send_and_wait(req, len) : 1;
+	free(req);
+	free(env);
+	return rc;
+}
+
+/* argv for -i / -s: the shell, with the command joined for -c (*line,
+ * malloc'd like the vector, for the caller to free). */
+static char **shell_argv(char **cmd, int login, char **line_out)
 {
 	size_t n = 0, len = 1;
 	for (; cmd[n]; n++)
 		len += strlen(cmd[n]) + 1;
 	char **v = calloc(5, sizeof(char *));
 	char *line = calloc(1, len);
-	if (!v || !line)
+	if (!v || !line) {
+		free(v);
+		free(line);
 		return NULL;
+	}
+	*line_out = line;
 	for (size_t i = 0; i < n; i++) {
 		strcat(line, cmd[i]);
 		if (i + 1 < n)
@@ -238,20 +251,27 @@ int sudo_main(int argc, char **argv)
 		usage();
 		return 1;
 	}
+	char **made = NULL, *line = NULL; /* shell_argv's, freed after the run */
 	if (login || shell)
-		cmd = shell_argv(cmd, login);
+		cmd = made = shell_argv(cmd, login, &line);
 	if (!cmd)
 		return 1;
 	/* Root already: nothing to ask. */
 	if (getuid() == 0) {
 		execvp(cmd[0], cmd);
-		fprintf(stderr, "sudo: %s: %s\n", cmd[0], strerror(errno));
-		return errno == ENOENT ? 127 : 126;
+		int err = errno;
+		fprintf(stderr, "sudo: %s: %s\n", cmd[0], strerror(err));
+		free(made);
+		free(line);
+		return err == ENOENT ? 127 : 126;
 	}
 	char cwd[4096];
 	if (login)
 		snprintf(cwd, sizeof(cwd), "/root");
 	else if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "/");
-	return run_as_root(cmd, cwd);
+	int rc = run_as_root(cmd, cwd);
+	free(made);
+	free(line);
+	return rc;
 }
