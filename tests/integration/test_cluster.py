@@ -534,14 +534,36 @@ def etcd_failures(t, nodes, etcds, where):
     return took
 
 
-def inner():
+def world_begin():
+    """The inner run's start: a work dir with the cluster secret, the
+    three etcd members (not started yet) and no nodes."""
     ns = json.loads(os.environ["DBX_CLUSTER_NS"])
-    t = dbx.Tap()
     work = tempfile.mkdtemp(prefix="dbxc-")
     secret_file = os.path.join(work, "secret")
     with open(secret_file, "w") as f:
         f.write(SECRET + "\n")
-    etcds = {k: Etcd(ns, k, work) for k in ETCD}
+    return ns, work, secret_file, {k: Etcd(ns, k, work) for k in ETCD}
+
+
+def world_end(t, nodes, etcds, work):
+    """SIGTERM with --on-exit stop: each node stops its sandboxes (a killed
+    node's were stopped by its restart); then etcd goes, and every state
+    dir with it."""
+    codes = {k: n.stop(timeout=90) for k, n in nodes.items()}
+    t.eq(codes, {k: 0 for k in nodes}, "every node exits cleanly on SIGTERM")
+    for e in etcds.values():
+        e.kill()
+    if t.failed:
+        for n in nodes.values():
+            t.diag("%s: %s" % (n.name, n.stderr()[-2000:]))
+    for n in nodes.values():
+        shutil.rmtree(n.state_dir, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def inner():
+    t = dbx.Tap()
+    ns, work, secret_file, etcds = world_begin()
     nodes = {}
     try:
         for e in etcds.values():
@@ -567,18 +589,7 @@ def inner():
                "create refused %.2f s after quorum loss, screenshot p50 direct %.2f ms, "
                "forwarded %.2f ms" % (t_lost, TTL, t_back, took, direct, hop))
     finally:
-        # SIGTERM with --on-exit stop: each node stops its sandboxes (the
-        # killed node's were stopped by its restart).
-        codes = {k: n.stop(timeout=90) for k, n in nodes.items()}
-        t.eq(codes, {k: 0 for k in nodes}, "every node exits cleanly on SIGTERM")
-        for e in etcds.values():
-            e.kill()
-        if t.failed:
-            for n in nodes.values():
-                t.diag("%s: %s" % (n.name, n.stderr()[-1500:]))
-        for n in nodes.values():
-            shutil.rmtree(n.state_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        world_end(t, nodes, etcds, work)
     t.done()
 
 

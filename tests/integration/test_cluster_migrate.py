@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
@@ -150,13 +149,8 @@ def failed_move(t, nodes, sid, to):
 
 
 def inner():
-    ns = json.loads(os.environ["DBX_CLUSTER_NS"])
     t = dbx.Tap()
-    work = tempfile.mkdtemp(prefix="dbxc-")
-    secret_file = os.path.join(work, "secret")
-    with open(secret_file, "w") as f:
-        f.write(tc.SECRET + "\n")
-    etcds = {k: tc.Etcd(ns, k, work) for k in tc.ETCD}
+    ns, work, secret_file, etcds = tc.world_begin()
     nodes = {}
     try:
         for e in etcds.values():
@@ -178,16 +172,7 @@ def inner():
         t.diag("measured: the move took %.0f ms (node 1's figure), the drain answer %.2f s"
                % (ms, took))
     finally:
-        codes = {k: n.stop(timeout=90) for k, n in nodes.items()}
-        t.eq(codes, {k: 0 for k in nodes}, "every node exits cleanly on SIGTERM")
-        for e in etcds.values():
-            e.kill()
-        if t.failed:
-            for n in nodes.values():
-                t.diag("%s: %s" % (n.name, n.stderr()[-2000:]))
-        for n in nodes.values():
-            shutil.rmtree(n.state_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        tc.world_end(t, nodes, etcds, work)
     t.done()
 
 
