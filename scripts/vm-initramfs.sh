@@ -1,8 +1,8 @@
 #!/bin/sh
 # Generates the initramfs of deskbox's VM backend (docs/isolation.md) from
 # packages Debian ships: busybox-static and the modules of the Debian kernel
-# (linux-image-amd64) that a guest needs for virtio-mmio, 9p and
-# virtio-serial.  Nothing binary is committed: this runs at build or first
+# (linux-image-amd64) that a guest needs for virtio-mmio, 9p,
+# virtio-serial and virtio-net.  Nothing binary is committed: this runs at build or first
 # use.
 #   scripts/vm-initramfs.sh OUT.cpio.gz [KERNEL_VERSION]
 set -eu
@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib/modules" "$tmp/proc" "$tmp/sys" "$tmp/dev" "$tmp/newroot"
 cp "$busybox" "$tmp/bin/busybox"
 # In load order: each after what it depends on (modules.dep).
-order="virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console netfs fscache 9pnet 9pnet_virtio 9p"
+order="virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console failover net_failover virtio_net netfs fscache 9pnet 9pnet_virtio 9p"
 for m in $order; do
 	f=$(grep -E "(^|/)$m\.ko:" "$mods/modules.dep" | cut -d: -f1)
 	[ -n "$f" ] || { echo "vm-initramfs: no module $m in $mods" >&2; exit 1; }
@@ -52,6 +52,17 @@ if mount -t 9p -o $o,cache=mmap root $r 2>/dev/null; then
 	mount -t tmpfs -o mode=0755,size=16m run $r/run
 	mkdir -p $r/run/deskbox $r/run/host
 	mount -t 9p -o $o run $r/run/host || echo "mount run failed"
+	# Its network (runtime_vm_net.c): eth0 is the tap's other end in the
+	# sandbox's network namespace, which routes it out (or not, in mode
+	# "none"); the resolver is the sandbox's resolv.conf, which deskboxd
+	# rewrites in place on the uncached run share.
+	ip link set lo up
+	if [ -n "${deskbox_ip:-}" ] && [ -e /sys/class/net/eth0 ]; then
+		ip addr add "$deskbox_ip" dev eth0 && ip link set eth0 up &&
+			ip route add default via "$deskbox_gw" || echo "eth0 setup failed"
+	fi
+	[ -f $r/run/host/resolv.conf ] && [ -f $r/etc/resolv.conf ] &&
+		mount --bind $r/run/host/resolv.conf $r/etc/resolv.conf
 else
 	sandbox=
 	mount -t tmpfs -o mode=0755,size=64m root $r

@@ -106,6 +106,25 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
 const char *runtime_vm_client(void);
 
+/* A VM's network (runtime_vm_net.c): the tap in its namespace, the
+ * namespace's address on it and the guest's (a /30), the guest's MAC. */
+#define RUNTIME_VM_TAP	     "vm0"
+#define RUNTIME_VM_NET_HOST  "169.254.0.1"
+#define RUNTIME_VM_NET_GUEST "169.254.0.2"
+#define RUNTIME_VM_MAC	     "52:54:00:db:00:02"
+/* A new network namespace for a VM (lo up, the tap addressed, forwarding,
+ * the masquerade out of its future eth0): its fd and the tap's, O_CLOEXEC,
+ * the caller's.  On failure nothing is left. */
+int runtime_vm_net_make(int *nsfd, int *tapfd, struct err *e);
+/* Binds the sandbox's resolv.conf on <guest>/resolv.conf (the guest's, in
+ * the run share); the unbind is for <run>/guest/resolv.conf. */
+int runtime_vm_net_resolv(const char *guest, const char *resolv, struct err *e);
+void runtime_vm_net_unresolv(const char *run);
+/* A TCP connection to `addr`:`port` from inside the network namespace of
+ * `pid` (runtime_netns.c; runtime_connect_inside is it with 127.0.0.1). */
+int runtime_connect_inside_to(pid_t pid, uint32_t addr, uint16_t port, int timeout_ms, int *fd,
+			      struct err *e);
+
 /* ---- the Dockerfile parser's word level (runtime_dockerfile_words.c) ---- */
 
 /* A growing string; `failed` once memory or the size bound ran out. */

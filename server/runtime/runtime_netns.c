@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "internal.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
@@ -55,6 +56,12 @@ static int socket_in(pid_t pid, int *out, struct err *e)
 
 int runtime_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *out, struct err *e)
 {
+	return runtime_connect_inside_to(pid, INADDR_LOOPBACK, port, timeout_ms, out, e);
+}
+
+int runtime_connect_inside_to(pid_t pid, uint32_t addr, uint16_t port, int timeout_ms, int *out,
+			      struct err *e)
+{
 	if (pid <= 0)
 		return err_set(e, ERR_NOT_RUNNING, 0, "the sandbox is not running");
 	_cleanup_fd_ int fd = -1;
@@ -62,7 +69,7 @@ int runtime_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *out, s
 	if (r < 0)
 		return r;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr.s_addr = htonl(addr);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS)
 			return err_sys(e, ERR_BAD_GATEWAY, errno,

@@ -1,11 +1,13 @@
 /* runtime_vm: the "vm" isolation backend (docs/isolation.md).  One QEMU
  * process per sandbox, a child of deskboxd (its subreaper), running as the
  * sandbox's user uid (host_base + IMAGE_USER_UID) in its own cgroup
- * (/deskbox/<id>, like a container's), under QEMU's seccomp filter, with no
- * network device.  The guest boots Debian's kernel and the generated
+ * (/deskbox/<id>, like a container's) and network namespace, under QEMU's
+ * seccomp filter.  The guest boots Debian's kernel and the generated
  * initramfs (scripts/vm-initramfs.sh) and takes as its root the sandbox's
  * overlay (the same <dir>/rootfs a container gets) over virtio-9p, with the
- * host's /usr and deskbox's parts read-only beside it.  Its only channels
+ * host's /usr and deskbox's parts read-only beside it.  Its one network
+ * device is a virtio-net on a tap in its namespace, which the network
+ * layer attaches as a container's (runtime_vm_net.c).  Its other channels
  * are virtio-serial ports, each a unix socket QEMU listens on in the
  * sandbox's run/ directory: vnc.sock (the guest's VNC server, so the
  * bridge and every viewer path are unchanged) and exec0..N.sock (the
@@ -18,6 +20,7 @@
  * which backend they hold. */
 #include "runtime.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +116,8 @@ struct vm_spec {
 	 * overlay of it on <rootfs>/usr. */
 	char usr[PATH_MAX];
 	int usr_ro;
+	char resolv[PATH_MAX]; /* the sandbox's resolv.conf, rewritten in place */
+	int netns, tap;	       /* its network namespace and tap (runtime_vm_net.c) */
 	uint64_t mem_mb;
 	int64_t pids_max;
 	long cpu_quota, cpu_period;
@@ -200,6 +205,9 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 			snprintf(v->usr, sizeof(v->usr), "%s", s->valuestring);
 			v->usr_ro = mount_ro(m);
 		}
+		if (cJSON_IsString(d) && cJSON_IsString(s) &&
+		    !strcmp(d->valuestring, "/etc/resolv.conf"))
+			snprintf(v->resolv, sizeof(v->resolv), "%s", s->valuestring);
 	}
 	int r = 0;
 	if (!cJSON_IsString(root) || !v->run[0])
@@ -353,8 +361,6 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 			       "-display",
 			       "none",
 			       "-no-reboot",
-			       "-nic",
-			       "none",
 			       "-sandbox",
 			       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
 			       "resourcecontrol=deny",
@@ -366,9 +372,16 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		argv[n++] = fixed[i];
 	snprintf(bufs[nb], PATH_MAX,
-		 "console=ttyS0 quiet panic=-1 deskbox_display=%s deskbox_usr=%s", v->display,
-		 v->usr_ro ? "ro" : "rw");
+		 "console=ttyS0 quiet panic=-1 deskbox_display=%s deskbox_usr=%s "
+		 "deskbox_ip=" RUNTIME_VM_NET_GUEST "/30 deskbox_gw=" RUNTIME_VM_NET_HOST,
+		 v->display, v->usr_ro ? "ro" : "rw");
 	argv[n++] = bufs[nb++];
+	/* The tap deskboxd made (fd passed): QEMU opens no network device. */
+	snprintf(bufs[nb], PATH_MAX, "tap,id=net0,fd=%d,vhost=off", v->tap);
+	argv[n++] = "-netdev";
+	argv[n++] = bufs[nb++];
+	argv[n++] = "-device";
+	argv[n++] = "virtio-net-pci,netdev=net0,mac=" RUNTIME_VM_MAC;
 	argv[n++] = "-chardev";
 	argv[n++] = "stdio,id=con,signal=off";
 	argv[n++] = "-serial";
@@ -409,11 +422,11 @@ static void child_fail(const char *what)
  * that the guest sees the owners a container sees and files it makes get
  * the sandbox's ids), stdio to the log.  Only async-signal-safe calls
  * (deskboxd has threads). */
-static void child(const char *const *argv, const char *run, int log_fd, int go, const int fds[4])
+static void child(const char *const *argv, const struct vm_spec *v, int log_fd, int go)
 {
-	static const int pass[] = {0, 1, 3};
-	for (int i = 0; i < 3; i++)
-		if (fcntl(fds[pass[i]], F_SETFD, 0) < 0)
+	const int pass[] = {v->fds[0], v->fds[1], v->fds[3], v->tap};
+	for (int i = 0; i < 4; i++)
+		if (fcntl(pass[i], F_SETFD, 0) < 0)
 			_exit(126);
 	/* The parent puts us in the VM's cgroup first. */
 	char c;
@@ -432,10 +445,12 @@ static void child(const char *const *argv, const char *run, int log_fd, int go, 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
-	if (chdir(run) < 0 || setns(fds[2], CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0 ||
+	/* Its network namespace first: entering it needs deskboxd's rights. */
+	if (chdir(v->run) < 0 || setns(v->netns, CLONE_NEWNET) < 0 ||
+	    setns(v->fds[2], CLONE_NEWUSER) < 0 || setgroups(0, NULL) < 0 ||
 	    setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_fail("chdir or the sandbox's user namespace");
+		child_fail("chdir or the sandbox's namespaces");
 	static char *const env[] = {"PATH=/usr/bin:/bin", NULL};
 	execve(argv[0], (char *const *)argv, env);
 	child_fail(argv[0]);
@@ -457,7 +472,8 @@ static int prepare_run(const struct vm_spec *v, const cJSON *env, char *guest, s
 	char flag[PATH_MAX];
 	snprintf(flag, sizeof(flag), "%s/ready", guest);
 	unlink(flag);
-	if (write_env(guest, env, e) < 0)
+	if (write_env(guest, env, e) < 0 ||
+	    (v->resolv[0] && runtime_vm_net_resolv(guest, v->resolv, e) < 0))
 		return err_code(e);
 	char envp[PATH_MAX];
 	snprintf(envp, sizeof(envp), "%s/env", guest);
@@ -466,11 +482,12 @@ static int prepare_run(const struct vm_spec *v, const cJSON *env, char *guest, s
 	return 0;
 }
 
-static void close_fds(int fds[4])
+static void close_fds(struct vm_spec *v)
 {
-	for (int i = 0; i < 4; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+	int *fds[] = {&v->fds[0], &v->fds[1], &v->fds[2], &v->fds[3], &v->netns, &v->tap};
+	for (size_t i = 0; i < sizeof(fds) / sizeof(*fds); i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]), *fds[i] = -1;
 }
 
 /* The host's /usr on the root (read-only), in deskboxd's namespace, as a
@@ -507,7 +524,7 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 {
 	if (runtime_vm_usable(e) < 0)
 		return err_code(e);
-	struct vm_spec v = {.fds = {-1, -1, -1, -1}};
+	struct vm_spec v = {.fds = {-1, -1, -1, -1}, .netns = -1, .tap = -1};
 	cJSON *env = NULL;
 	if (read_bundle(bundle_dir, &v, &env, e) < 0)
 		return err_code(e);
@@ -534,26 +551,30 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 	v.fds[3] = open(v.usr, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0 || v.fds[3] < 0) {
 		r = err_sys(e, ERR_INTERNAL, errno, "VM: opening its shares");
-		close_fds(v.fds);
+		close_fds(&v);
 		return r;
+	}
+	if (runtime_vm_net_make(&v.netns, &v.tap, e) < 0) {
+		close_fds(&v);
+		return err_code(e);
 	}
 	qemu_argv(&v, argv, bufs);
 	int go[2];
 	if (pipe2(go, O_CLOEXEC) < 0) {
-		close_fds(v.fds);
+		close_fds(&v);
 		return err_sys(e, ERR_INTERNAL, errno, "pipe");
 	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(go[0]);
 		close(go[1]);
-		close_fds(v.fds);
+		close_fds(&v);
 		return err_sys(e, ERR_INTERNAL, errno, "fork");
 	}
 	if (pid == 0)
-		child(argv, v.run, log_fd, go[0], v.fds);
+		child(argv, &v, log_fd, go[0]);
 	close(go[0]);
-	close_fds(v.fds);
+	close_fds(&v);
 	/* In its cgroup before it runs (the monitor checks it is there). */
 	for (size_t i = 0; i < N_CG && procs[i][0]; i++) {
 		_cleanup_fd_ int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
@@ -645,6 +666,7 @@ static int vm_remove(struct runtime *rt, const char *id, int force, struct err *
 			snprintf(p, sizeof(p), "%s/exec%d.lock", run, i);
 			unlink(p);
 		}
+		runtime_vm_net_unresolv(run);
 		snprintf(p, sizeof(p), "%s/guest", run);
 		rmdir(p);
 	}
@@ -677,22 +699,25 @@ static int vm_update(struct runtime *rt, const char *id, const struct runtime_li
 		       "are fixed at its start; docs/isolation.md)");
 }
 
+/* From the VM's network namespace to the guest's address there: a
+ * service the guest binds to 0.0.0.0 (or its eth0) answers; one bound to
+ * the guest's 127.0.0.1 does not (docs/isolation.md). */
 static int vm_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, struct err *e)
 {
-	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-		       "isolation 'vm': the port proxy cannot reach into a VM yet (it has no "
-		       "network device, by design; docs/isolation.md)");
+	struct in_addr a;
+	inet_pton(AF_INET, RUNTIME_VM_NET_GUEST, &a);
+	if (runtime_connect_inside_to(pid, ntohl(a.s_addr), port, timeout_ms, fd, e) < 0)
+		return err_wrap(e, "the VM's port %u (served on its eth0 or 0.0.0.0?)", port);
+	return 0;
 }
 
 static int vm_feature(enum runtime_feature f, struct err *e)
 {
 	/* Pause freezes QEMU in its cgroup's freezer, as a container's
 	 * processes are (the guest's clock jumps at the resume). */
-	if (f == RUNTIME_FEATURE_PAUSE)
+	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK)
 		return 0;
 	static const char *const why[] = {
-	    [RUNTIME_FEATURE_NETWORK] = "network modes other than \"none\" (a VM has no network "
-					"device yet)",
 	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
 					   "are not implemented)",
 	    [RUNTIME_FEATURE_TERMINAL] = "terminals (the guest's exec agent streams pipes only)",
