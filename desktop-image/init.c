@@ -89,6 +89,7 @@ struct init {
 	int a11y;	 /* DESKBOX_A11Y=1: the accessibility bus runs */
 	int stopping, exit_code;
 	long long stop_deadline, t0;
+	long long xvfb_timeout_ms; /* XVFB_TIMEOUT_MS, or DESKBOX_XVFB_TIMEOUT_MS */
 	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
 };
 
@@ -545,7 +546,7 @@ static int next_timeout(struct init *in)
 	if (in->stopping)
 		when = in->stop_deadline;
 	else if (in->displayfd >= 0)
-		when = in->c[XVFB].started + XVFB_TIMEOUT_MS;
+		when = in->c[XVFB].started + in->xvfb_timeout_ms;
 	else if (!in->ready && !in->vnc_ready)
 		when = now + SOCK_POLL_MS;
 	for (int i = WM; !in->stopping && i < N_CHILDREN; i++)
@@ -591,6 +592,14 @@ static int configure(struct init *in)
 		return -1;
 	}
 	snprintf(in->geometry, sizeof(in->geometry), "%dx%dx24", w, h);
+	/* A slower machine's (a VM under emulation: tens of seconds). */
+	const char *xt = getenv("DESKBOX_XVFB_TIMEOUT_MS");
+	char *end = NULL;
+	long long t = xt && *xt ? strtoll(xt, &end, 10) : 0;
+	in->xvfb_timeout_ms = t >= 1000 && t <= 600000 && end && !*end ? t : XVFB_TIMEOUT_MS;
+	if (xt && *xt && in->xvfb_timeout_ms != t)
+		say("invalid DESKBOX_XVFB_TIMEOUT_MS '%s' (1000..600000), using %d", xt,
+		    XVFB_TIMEOUT_MS);
 	setenv("DISPLAY", DISPLAY_NAME, 1);
 	setenv("HOME", HOME_DIR, 1);
 	const char *a11y = getenv("DESKBOX_A11Y");
@@ -687,7 +696,7 @@ static void serve(struct init *in)
 		exec_agent_sudo_accept(in->agent);
 	if (in->displayfd >= 0 && p[1].revents)
 		on_displayfd(in);
-	else if (in->displayfd >= 0 && clock_mono_ms() - in->c[XVFB].started > XVFB_TIMEOUT_MS)
+	else if (in->displayfd >= 0 && clock_mono_ms() - in->c[XVFB].started > in->xvfb_timeout_ms)
 		begin_stop(in, 1, "Xvfb did not start in time");
 	if (in->dpy)
 		on_x(in);

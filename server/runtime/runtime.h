@@ -229,6 +229,16 @@ struct runtime_backend {
 	 * reach); 0: its host pid, stopped until the caller's SIGCONT (the
 	 * shim's `kill -STOP $$`). */
 	int guest_pids;
+	/* A sandbox taken over from an earlier deskboxd is reached through
+	 * its init (`pid`): its mounts are in that deskboxd's mount
+	 * namespace, which the init keeps.  `run` gets the run dir's path (its
+	 * sockets), `root` the sandbox's files as it sees them, given the
+	 * overlay's path `rootfs` in that namespace; each `size` bytes. */
+	void (*adopted_paths)(pid_t pid, const char *rootfs, char *run, char *root, size_t size);
+	/* 1: taken over also after deskboxd was killed (SIGKILL, a crash),
+	 * not only after a detach (--on-exit keep): nothing of it needs the
+	 * deskboxd that started it. */
+	int adopt_after_kill;
 };
 
 /* ---- the VM backend (runtime_vm.c, runtime_vm_exec.c) ---- */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -16,6 +17,14 @@
 static int crun_feature(enum runtime_feature f, struct err *e)
 {
 	return 0;
+}
+
+/* A container's init sees its root at /proc/<pid>/root, with the run
+ * dir bind-mounted on it. */
+static void crun_adopted_paths(pid_t pid, const char *rootfs, char *run, char *root, size_t size)
+{
+	snprintf(run, size, "/proc/%d/root/run/deskbox", (int)pid);
+	snprintf(root, size, "/proc/%d/root", (int)pid);
 }
 
 static const struct runtime_backend crun_backend = {
@@ -30,6 +39,10 @@ static const struct runtime_backend crun_backend = {
     .feature = crun_feature,
     .ready_timeout_ms = 0,
     .guest_pids = 0,
+    .adopted_paths = crun_adopted_paths,
+    /* After a kill its log pipe has no reader: the desktop's next line
+     * would end it, so only a detach leaves it to be taken over. */
+    .adopt_after_kill = 0,
 };
 
 static const char *const isolation_names[] = {

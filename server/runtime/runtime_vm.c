@@ -33,7 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +50,7 @@
 #define VM_OVERHEAD_MB	   384 /* QEMU and TCG's translation cache, in the cgroup's limit */
 #define VM_ARGV_MAX	   96
 #define VM_STOP_TIMEOUT_MS 5000
+#define VM_XVFB_TIMEOUT_MS 120000
 
 static struct runtime_vm_opts vm_opts;
 static int vm_configured;
@@ -150,6 +153,10 @@ static int write_env(const char *guest, const cJSON *env, struct err *e)
 	_cleanup_file_ FILE *f = fopen(path, "we");
 	if (!f)
 		return err_sys(e, ERR_INTERNAL, errno, "writing '%s'", path);
+	/* Xvfb takes seconds under emulation, more on a loaded host: the
+	 * init's 10 s for a container would fail a boot (the sandbox's own
+	 * env, next, may say otherwise). */
+	fprintf(f, "DESKBOX_XVFB_TIMEOUT_MS=%d\n", VM_XVFB_TIMEOUT_MS);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, env)
 	{
@@ -624,9 +631,24 @@ static pid_t vm_pid(struct runtime *rt, const char *id, char *run, size_t run_si
 	return strstr(buf, want) ? pid : 0;
 }
 
+/* QEMU's cwd is the run dir (its sockets): reached that way, it is the
+ * same whether this deskboxd started the VM or took it over, with the
+ * run dir's tmpfs in the earlier deskboxd's mount namespace. */
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size)
 {
-	return vm_pid(rt, id, out, size, NULL) > 0 ? 0 : -ESRCH;
+	pid_t pid = vm_pid(rt, id, NULL, 0, NULL);
+	if (pid <= 0)
+		return -ESRCH;
+	snprintf(out, size, "/proc/%d/cwd", (int)pid);
+	return 0;
+}
+
+static void vm_adopted_paths(pid_t pid, const char *rootfs, char *run, char *root, size_t size)
+{
+	snprintf(run, size, "/proc/%d/cwd", (int)pid);
+	/* QEMU is not chrooted: its root is "/" of the namespace that holds
+	 * the overlay (and the host's /usr bound on it). */
+	snprintf(root, size, "/proc/%d/root%s", (int)pid, rootfs);
 }
 
 static int vm_kill(struct runtime *rt, const char *id, int sig, int all, struct err *e)
@@ -639,20 +661,27 @@ static int vm_kill(struct runtime *rt, const char *id, int sig, int all, struct 
 	return 0;
 }
 
+/* Kills QEMU and waits for its end: reaped by the monitor (deskboxd is
+ * its subreaper) or here; one taken over from an earlier deskboxd is not
+ * our child, and its pidfd says when it has ended (a zombie until the
+ * machine's init reaps it). */
+static void vm_kill_wait(pid_t pid)
+{
+	_cleanup_fd_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return; /* gone already */
+	syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	if (poll(&p, 1, VM_STOP_TIMEOUT_MS) > 0)
+		waitpid(pid, NULL, WNOHANG); /* ours, unless the monitor was first */
+}
+
 static int vm_remove(struct runtime *rt, const char *id, int force, struct err *e)
 {
 	char run[PATH_MAX] = "", rootfs[PATH_MAX] = "", dir[PATH_MAX], p[PATH_MAX];
 	pid_t pid = vm_pid(rt, id, run, sizeof(run), rootfs);
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		/* Reaped by the monitor (we are its subreaper) or by us. */
-		long long until = clock_mono_ms() + VM_STOP_TIMEOUT_MS;
-		while (kill(pid, 0) == 0 && clock_mono_ms() < until) {
-			if (waitpid(pid, NULL, WNOHANG) == pid)
-				break;
-			clock_sleep_ms(5);
-		}
-	}
+	if (pid > 0)
+		vm_kill_wait(pid);
 	if (run[0]) {
 		static const char *const names[] = {"vnc.sock", "ready", "guest/env",
 						    "guest/ready"};
@@ -714,15 +743,16 @@ static int vm_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, 
 static int vm_feature(enum runtime_feature f, struct err *e)
 {
 	/* Pause freezes QEMU in its cgroup's freezer, as a container's
-	 * processes are (the guest's clock jumps at the resume). */
-	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK)
+	 * processes are (the guest's clock jumps at the resume).  A takeover
+	 * reaches QEMU's sockets and the overlay through /proc/<pid>
+	 * (vm_adopted_paths). */
+	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK ||
+	    f == RUNTIME_FEATURE_ADOPT)
 		return 0;
 	static const char *const why[] = {
 	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
 					   "are not implemented)",
 	    [RUNTIME_FEATURE_TERMINAL] = "terminals (the guest's exec agent streams pipes only)",
-	    [RUNTIME_FEATURE_ADOPT] = "a takeover by the next deskboxd (its sockets and mounts "
-				      "are in the old deskboxd's namespace)",
 	    [RUNTIME_FEATURE_READ_ONLY_ROOT] = "a read-only root",
 	    [RUNTIME_FEATURE_VNC_VIEWER] = "a live viewer (the VM's one VNC port is the "
 					   "screen mirror's)",
@@ -752,4 +782,8 @@ const struct runtime_backend runtime_vm_backend = {
     .feature = vm_feature,
     .ready_timeout_ms = 240000,
     .guest_pids = 1,
+    .adopted_paths = vm_adopted_paths,
+    /* QEMU needs nothing of deskboxd once it runs (it ignores SIGPIPE, so
+     * a console line to a log pipe without a reader is only lost). */
+    .adopt_after_kill = 1,
 };

@@ -228,13 +228,17 @@ int sandbox_userns_dirs(struct sandbox *sb, struct err *e);
  * "detached".  Under its exclusive lock. */
 void sandbox_detach(struct sandbox *sb);
 /* Takes over a sandbox a previous deskboxd left running (`detached` is
- * sandbox.json's object); fails when its container ended. */
+ * sandbox.json's object, NULL when that deskboxd was killed and the
+ * backend's adopt_after_kill allows it); fails when its container ended. */
 int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e);
 /* The adopted sandbox's container ended: back to this deskboxd's mounts. */
 void sandbox_adopt_end(struct sandbox *sb);
 /* Where /run/deskbox of the sandbox is: <dir>/run, or through the
  * adopted init's root. */
 void sandbox_run_dir(const struct sandbox *sb, char *buf, size_t size);
+/* An adopted sandbox's run dir and root, reached through its init (either
+ * may be NULL; each `size` bytes). */
+void sandbox_adopted_paths(const struct sandbox *sb, char *run, char *root, size_t size);
 /* The log pipe handed to a keeper process / taken back from it
  * (sandbox_log.c). */
 int sandbox_log_detach(struct sandbox *sb, pid_t *keeper, struct err *e);

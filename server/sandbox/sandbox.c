@@ -693,8 +693,8 @@ static void registry_end(struct sandboxes *s, int keep)
 		list = sb->next;
 		pthread_rwlock_wrlock(&sb->op);
 		int live = sb->status == SANDBOX_RUNNING || sb->status == SANDBOX_PAUSED;
-		/* One the next deskboxd cannot take over (a VM) is stopped
-		 * now rather than left to run unreachable until then. */
+		/* One the next deskboxd could not take over is stopped now
+		 * rather than left to run unreachable until then. */
 		if (keep && live && sb->be->feature(RUNTIME_FEATURE_ADOPT, NULL) == 0) {
 			sandbox_detach(sb);
 		} else if (live) {

@@ -53,9 +53,20 @@ void sandbox_detach(struct sandbox *sb)
 void sandbox_run_dir(const struct sandbox *sb, char *buf, size_t size)
 {
 	if (sb->adopted && sb->init_pid > 0)
-		snprintf(buf, size, "/proc/%d/root/run/deskbox", (int)sb->init_pid);
+		sandbox_adopted_paths(sb, buf, NULL, size);
 	else
 		sandbox_path(sb, buf, size, "run");
+}
+
+void sandbox_adopted_paths(const struct sandbox *sb, char *run, char *root, size_t size)
+{
+	char rootfs[PATH_MAX], r[PATH_MAX], d[PATH_MAX];
+	sandbox_path(sb, rootfs, sizeof(rootfs), "rootfs");
+	sb->be->adopted_paths(sb->init_pid, rootfs, d, r, sizeof(r));
+	if (run)
+		snprintf(run, size, "%s", d);
+	if (root)
+		snprintf(root, size, "%s", r);
 }
 
 int sandbox_adopt(struct sandbox *sb, const cJSON *detached, struct err *e)

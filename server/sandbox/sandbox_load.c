@@ -46,12 +46,16 @@ static void migrate_loaded(struct sandboxes *s)
 }
 
 /* A sandbox a stopping deskboxd left running ("detached" in its
- * sandbox.json) is taken over when its container still runs: 0 then. */
+ * sandbox.json) is taken over when its container still runs: 0 then.  So
+ * is one a killed deskboxd left "running" or "paused", when its backend
+ * needs nothing of that deskboxd (a VM: runtime_backend.adopt_after_kill). */
 static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
 {
 	const cJSON *det = cJSON_GetObjectItemCaseSensitive(j, "detached");
 	int paused = strcmp(st->valuestring, "paused") == 0;
-	if ((strcmp(st->valuestring, "running") != 0 && !paused) || !cJSON_IsObject(det))
+	if (strcmp(st->valuestring, "running") != 0 && !paused)
+		return -1;
+	if (!cJSON_IsObject(det) && !(sb->be && sb->be->adopt_after_kill))
 		return -1;
 	struct err e = ERR_INIT;
 	if (sandbox_adopt(sb, det, &e) < 0) {

@@ -105,8 +105,11 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 	if (r == 0 && st == SANDBOX_RUNNING && pid > 0) {
 		/* What the sandbox itself sees: its root with the /usr, /proc
 		 * and /run mounts on it. */
-		char p[64];
-		snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+		char p[PATH_MAX];
+		if (sb->adopted)
+			sandbox_adopted_paths(sb, NULL, p, sizeof(p));
+		else
+			snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
 		fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		/* SECURITY: it must be the sandbox's overlay and nothing else:
 		 * were the init gone and its pid reused, /proc/N/root could be

@@ -314,21 +314,93 @@ def vm_part(t, srv, servers, state):
     return srv
 
 
+def running(pid):
+    """The process runs (a zombie does not: a taken-over QEMU's parent is
+    the machine's init, which reaps it when it will)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def guest_state(srv, sid):
+    """The guest's boot_id and the pid of the marker started before the
+    takeover ("" when an exec does not answer)."""
+    r = srv.request("POST", "/v1/sandboxes/%s/process/exec" % sid,
+                    {"argv": ["sh", "-c", "cat /proc/sys/kernel/random/boot_id; "
+                              "cat /tmp/marker.pid 2>/dev/null && "
+                              "kill -0 $(cat /tmp/marker.pid) && echo alive"]}, timeout=60)
+    return r.json().get("stdout", "") if r.status == 200 else ""
+
+
+def adopted_checks(t, srv, sid, pids, before, how):
+    """The VM a new deskboxd took over (`how`: after what): the same QEMU
+    and guest, and every path to it works: exec, the mirror, typing into
+    the guest's xterm (still running cat > typed.txt), the files API
+    (through QEMU's root, never the host's), pause and resume."""
+    view = srv.request("GET", "/v1/sandboxes/" + sid).json()
+    t.eq(view.get("status"), "running", "%s the next deskboxd takes the VM over" % how)
+    t.ok(pids and qemu_pids(sid) == pids, "%s: the same QEMU runs on" % how, qemu_pids(sid))
+    t.eq(guest_state(srv, sid), before,
+         "%s: exec reaches the same guest (same boot_id, the marker alive)" % how)
+    png = srv.screenshot(sid)
+    t.ok(dbx.png_info(png)[:2] == (1280, 800), "%s: the screen mirror reconnects" % how)
+    extra = "weiter ✓ ü %s\n" % how.split()[-1]
+    d = "/v1/sandboxes/%s/desktop/" % sid
+    wins = srv.request("GET", d + "windows?title=%5Evmterm%24").json().get("windows") or [{}]
+    r = srv.request("POST", d + "windows/%s/activate" % wins[0].get("id"))
+    t.ok(r.status == 200 and r.json().get("focused"), "%s: its xterm is activated" % how,
+         r.body[:200])
+    r = srv.post(sid, "type_text", {"text": extra})
+    want = srv.exec(sid, ["cat", "/workspace/typed.txt"])["stdout"]
+    t.ok(r.status == 200, "%s: typing into the guest's xterm" % how, r.body[:200])
+    got = dbx.wait_until(lambda: srv.exec(sid, ["cat", "/workspace/typed.txt"])["stdout"]
+                         .endswith(extra), timeout=60, interval=0.5)
+    t.ok(got, "%s: the typed text arrives exactly" % how,
+         repr(srv.exec(sid, ["cat", "/workspace/typed.txt"])["stdout"][-80:]) + repr(want[-40:]))
+    base = "/v1/sandboxes/" + sid
+    r = srv.request("GET", base + "/files/download?path=/workspace/up.txt")
+    t.ok(r.status == 200 and r.body == "from the host \u2713".encode(),
+         "%s: the files API reads the guest's tree" % how, (r.status, r.body[:100]))
+    name = "/workspace/after-%s.txt" % how.split()[-1]
+    r = srv.request("PUT", base + "/files/upload?path=" + name, "taken over")
+    t.eq(r.status, 201, "%s: an upload into the VM's tree" % how)
+    t.eq(srv.exec(sid, ["cat", name])["stdout"], "taken over", "%s: the guest reads it" % how)
+    host = host_id("/etc/hostname")
+    r = srv.request("GET", base + "/files/download?path=/etc/hostname")
+    guest = srv.exec(sid, ["cat", "/etc/hostname"])["stdout"]
+    t.ok(r.status == 200 and r.body.decode() == guest and guest.strip() != host,
+         "%s: /etc/hostname through the files API is the guest's (%r), not the host's (%r)"
+         % (how, guest.strip(), host), (r.status, r.body[:100]))
+    r = srv.request("POST", base + "/pause")
+    r2 = srv.request("POST", base + "/resume")
+    t.ok(r.status == 200 and r2.status == 200 and guest_state(srv, sid) == before,
+         "%s: pause and resume" % how, (r.status, r2.status, r2.body[:200]))
+
+
 def crash_part(t, srv, servers, state, sid, pids):
-    """deskboxd killed with SIGKILL: the VM runs on without it; the next
-    deskboxd does not take it over (docs/isolation.md) but stops it as after
-    a crash, and a start boots it again with its files.  Returns the new
-    server."""
+    """deskboxd killed with SIGKILL: the VM runs on without it and the next
+    deskboxd takes it over (docs/isolation.md); after a stop and a start,
+    deskboxd --on-exit keep leaves it running at its exit, and the next one
+    takes it over again.  Returns the new server."""
+    srv.exec(sid, ["sh", "-c", "setsid sleep 100000 </dev/null >/dev/null 2>&1 & "
+                   "echo $! > /tmp/marker.pid"])
+    before = guest_state(srv, sid)
+    t.ok(before.endswith("alive\n"), "a marker process runs in the guest", before)
     srv.kill()
     t.ok(pids and all(os.path.exists("/proc/%d" % p) for p in pids),
          "after kill -9 of deskboxd the VM still runs")
     srv = dbx.Server(state_dir=state, on_exit="keep")
     servers.append(srv)
-    view = srv.request("GET", "/v1/sandboxes/" + sid).json()
-    t.eq(view.get("status"), "stopped", "the next deskboxd lists it stopped, not taken over")
-    gone = dbx.wait_until(lambda: not any(os.path.exists("/proc/%d" % p) for p in pids),
-                          timeout=10)
-    t.ok(gone, "and its QEMU is gone (stopped as after a crash)")
+    adopted_checks(t, srv, sid, pids, before, "after kill -9")
+    t0 = time.monotonic()
+    r = srv.request("POST", "/v1/sandboxes/%s/stop" % sid)
+    t.ok(r.status == 200 and r.json().get("status") == "stopped" and
+         time.monotonic() - t0 < 2.5,
+         "stop of a taken-over VM ends it at once (%.1f s: QEMU takes SIGTERM)"
+         % (time.monotonic() - t0), r.body[:200])
+    t.ok(pids and not any(running(p) for p in pids), "and no QEMU of it runs")
     t0 = time.monotonic()
     r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
     t.ok(r.status == 200 and r.json().get("status") == "running",
@@ -338,26 +410,18 @@ def crash_part(t, srv, servers, state, sid, pids):
     t.ok(r.status == 200 and r.json().get("stdout") == "from the host \u2713",
          "its files are still there", r.body[:300])
     pids = qemu_pids(sid)
-    t0 = time.monotonic()
-    r = srv.request("POST", "/v1/sandboxes/%s/stop" % sid)
-    t.ok(r.status == 200 and r.json().get("status") == "stopped" and
-         time.monotonic() - t0 < 2.5,
-         "stop ends the VM at once (%.1f s: QEMU takes SIGTERM)" % (time.monotonic() - t0),
-         r.body[:200])
-    t.ok(pids and not any(os.path.exists("/proc/%d" % p) for p in pids),
-         "and no QEMU of it is left")
-    # --on-exit keep: a VM cannot be taken over, so it is stopped at the
-    # exit rather than left running unreachable.
-    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
-    pids = qemu_pids(sid)
-    t.ok(r.status == 200 and pids, "started once more", r.body[:200])
+    srv.exec(sid, ["sh", "-c", "setsid xterm -fa Mono -fs 11 -T vmterm -geometry 60x10+40+40 "
+                   "-e sh -c 'exec cat >> /workspace/typed.txt' </dev/null >/dev/null 2>&1 &"])
+    t.ok(window(srv, sid, "vmterm", 120), "an xterm in the booted VM again")
+    srv.exec(sid, ["sh", "-c", "setsid sleep 100000 </dev/null >/dev/null 2>&1 & "
+                   "echo $! > /tmp/marker.pid"])
+    before = guest_state(srv, sid)
     rc = srv.stop()
-    t.ok(rc == 0 and not any(os.path.exists("/proc/%d" % p) for p in pids),
-         "deskboxd --on-exit keep stops a VM at its exit (no QEMU left behind)", rc)
+    t.ok(rc == 0 and pids and all(os.path.exists("/proc/%d" % p) for p in pids),
+         "deskboxd --on-exit keep leaves the VM running at its exit", rc)
     srv = dbx.Server(state_dir=state)
     servers.append(srv)
-    view = srv.request("GET", "/v1/sandboxes/" + sid).json()
-    t.eq(view.get("status"), "stopped", "and the next deskboxd lists it stopped")
+    adopted_checks(t, srv, sid, pids, before, "after --on-exit keep")
     return srv
 
 
