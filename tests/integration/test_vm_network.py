@@ -13,7 +13,9 @@ are refused, its resolver is gone), an allow list then changes what it
 reaches and internet gives it back; the port proxy reaches an HTTP server
 started in the guest on 0.0.0.0 and says what is wrong for one bound to
 the guest's 127.0.0.1; TCP round trip and a 10 MB download through the
-VM and a container, medians (diagnostics); delete leaves no link and no
+VM and a container, medians (diagnostics); QEMU's namespaces cannot make
+a tap; a stopped VM's namespace goes with it and a start attaches the
+new one; delete leaves no link and no
 namespace (so no tap); the machine's own interfaces carried nothing."""
 
 import os
@@ -167,6 +169,13 @@ def check_namespace(t, srv, vm):
     t.ok(nd and b"fd=" in nd[0] and b"ifname" not in nd[0] and b"script" not in nd[0] and
          b"-sandbox" in cmd, "QEMU gets its tap as an fd, under -sandbox on", nd)
     ino = os.stat("/proc/%d/ns/net" % pid).st_ino
+    # With QEMU's own namespaces (the sandbox's user namespace, as its
+    # root): no new device can be made there.
+    r = subprocess.run(["nsenter", "-t", str(pid), "--user", "--net", "--", "ip", "tuntap",
+                        "add", "dev", "dbxtry0", "mode", "tap"], capture_output=True, text=True)
+    t.ok(r.returncode != 0 and "TUNSETIFF" in r.stderr and "not permitted" in r.stderr,
+         "QEMU's namespaces cannot make a tap (no CAP_NET_ADMIN over the network namespace)",
+         (r.returncode, r.stderr.strip()))
     t.ok(ino != os.stat("/proc/self/ns/net").st_ino, "QEMU runs in a network namespace of its own")
     out = networld.sh("nsenter", "--net=/proc/%d/ns/net" % pid, "--", "ip", "-o", "addr").stdout
     t.ok(" vm0 " in out and "169.254.0.1/30" in out and
@@ -241,6 +250,25 @@ def measure(t, srv, vm, ct):
                 name, f[0], f[1], BULK_BYTES / 1e6 / float(f[1])))
 
 
+def check_restart(t, srv, vm, inos):
+    """Stop and start: the namespace goes with QEMU, the new one is attached."""
+    sid = vm["id"]
+    r = srv.request("POST", "/v1/sandboxes/%s/stop" % sid, timeout=120)
+    t.eq(r.status, 200, "stop the networked VM")
+    gone = dbx.wait_until(lambda: not netns_holders(inos[0]), 10)
+    t.ok(gone, "its network namespace is gone with its QEMU", netns_holders(inos[0]))
+    t0 = time.monotonic()
+    r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
+    t.ok(r.status == 200 and r.json().get("network_address"),
+         "it starts again with an address (%.1f s)" % (time.monotonic() - t0),
+         (r.status, r.body[:300]))
+    out = fetch(srv, sid, "site-a.test")
+    t.ok(out.startswith("OK hello from " + SITE_A), "and reaches the internet by name", out)
+    pid = qemu_pid(sid)
+    if pid:
+        inos.append(os.stat("/proc/%d/ns/net" % pid).st_ino)
+
+
 def check_delete(t, srv, vms, inos):
     for vm in vms:
         r = srv.request("DELETE", "/v1/sandboxes/" + vm["id"], timeout=120)
@@ -279,6 +307,7 @@ def inner():
         ct = srv.create({"display": {"width": 320, "height": 200}})
         measure(t, srv, vm, ct)
         srv.request("DELETE", "/v1/sandboxes/" + ct["id"])
+        check_restart(t, srv, vm, inos)
         check_delete(t, srv, vms, inos)
         vms = []
     finally:
