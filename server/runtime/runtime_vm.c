@@ -526,6 +526,55 @@ static int write_state(struct runtime *rt, const char *id, pid_t pid, const stru
 	return fs_write_atomic(p, buf, (size_t)n, 0600, e);
 }
 
+/* Forks QEMU's child into the VM's cgroup and waits until it has exec'd:
+ * from then on /proc/<pid>/ns/net is the VM's namespace, which the
+ * network layer attaches right after the start (checked, since an attach
+ * to deskboxd's own namespace would put the sandbox's eth0 and route
+ * there). */
+static int spawn(const char *const *argv, const struct vm_spec *v, int log_fd,
+		 char procs[N_CG][PATH_MAX], pid_t *out, struct err *e)
+{
+	int go[2], execd[2];
+	struct stat ns, got;
+	if (fstat(v->netns, &ns) < 0 || pipe2(go, O_CLOEXEC) < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "pipe");
+	if (pipe2(execd, O_CLOEXEC) < 0) {
+		close(go[0]);
+		close(go[1]);
+		return err_sys(e, ERR_INTERNAL, errno, "pipe");
+	}
+	pid_t pid = fork();
+	if (pid == 0)
+		child(argv, v, log_fd, go[0]);
+	int r = pid < 0 ? err_sys(e, ERR_INTERNAL, errno, "fork") : 0;
+	close(go[0]);
+	close(execd[1]);
+	/* In its cgroup before it runs (the monitor checks it is there). */
+	for (size_t i = 0; r == 0 && i < N_CG && procs[i][0]; i++) {
+		_cleanup_fd_ int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || dprintf(fd, "%d", (int)pid) < 0)
+			r = err_sys(e, ERR_INTERNAL, errno, "VM: joining '%s'", procs[i]);
+	}
+	if (r == 0 && write(go[1], "g", 1) != 1)
+		r = err_sys(e, ERR_INTERNAL, errno, "VM: starting");
+	close(go[1]);
+	char c, nsp[64];
+	while (r == 0 && read(execd[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close(execd[0]);
+	snprintf(nsp, sizeof(nsp), "/proc/%d/ns/net", (int)pid);
+	if (r == 0 && (stat(nsp, &got) < 0 || got.st_ino != ns.st_ino || got.st_dev != ns.st_dev))
+		r = err_set(e, ERR_INTERNAL, ESRCH,
+			    "VM: QEMU did not start in its network namespace "
+			    "(see the sandbox's log)");
+	if (r < 0 && pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	*out = pid;
+	return r;
+}
+
 static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, int log_fd,
 		    pid_t *init_pid, struct err *e)
 {
@@ -566,38 +615,11 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 		return err_code(e);
 	}
 	qemu_argv(&v, argv, bufs);
-	int go[2];
-	if (pipe2(go, O_CLOEXEC) < 0) {
-		close_fds(&v);
-		return err_sys(e, ERR_INTERNAL, errno, "pipe");
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(go[0]);
-		close(go[1]);
-		close_fds(&v);
-		return err_sys(e, ERR_INTERNAL, errno, "fork");
-	}
-	if (pid == 0)
-		child(argv, &v, log_fd, go[0]);
-	close(go[0]);
+	pid_t pid = 0;
+	r = spawn(argv, &v, log_fd, procs, &pid, e);
 	close_fds(&v);
-	/* In its cgroup before it runs (the monitor checks it is there). */
-	for (size_t i = 0; i < N_CG && procs[i][0]; i++) {
-		_cleanup_fd_ int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || dprintf(fd, "%d", (int)pid) < 0) {
-			r = err_sys(e, ERR_INTERNAL, errno, "VM: joining '%s'", procs[i]);
-			break;
-		}
-	}
-	if (r == 0 && write(go[1], "g", 1) != 1)
-		r = err_sys(e, ERR_INTERNAL, errno, "VM: starting");
-	close(go[1]);
-	if (r < 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+	if (r < 0)
 		return r;
-	}
 	*init_pid = pid;
 	return write_state(rt, id, pid, &v, e);
 }
