@@ -106,6 +106,20 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
 const char *runtime_vm_client(void);
 
+/* A VM's cgroup (runtime_vm_cgroup.c): made with its limits, the
+ * cgroup.procs files QEMU's child joins written to `procs` (as many as
+ * the hierarchy has, the rest left empty); removed with the run-*
+ * cgroups the process layer left under it. */
+#define RUNTIME_VM_CG_N 4
+struct runtime_vm_cg {
+	uint64_t mem_mb; /* the guest's RAM */
+	int64_t pids_max;
+	long cpu_quota, cpu_period;
+};
+int runtime_vm_cg_make(struct runtime *rt, const char *id, const struct runtime_vm_cg *l,
+		       char procs[RUNTIME_VM_CG_N][PATH_MAX], struct err *e);
+void runtime_vm_cg_remove(struct runtime *rt, const char *id);
+
 /* A VM's network (runtime_vm_net.c): the tap in its namespace, the
  * namespace's address on it and the guest's (a /30), the guest's MAC. */
 #define RUNTIME_VM_TAP	     "vm0"

@@ -47,7 +47,6 @@
 
 #define VM_MIN_MEM_MB	   512
 #define VM_DEFAULT_MEM_MB  1024
-#define VM_OVERHEAD_MB	   384 /* QEMU and TCG's translation cache, in the cgroup's limit */
 #define VM_ARGV_MAX	   96
 #define VM_STOP_TIMEOUT_MS 5000
 #define VM_XVFB_TIMEOUT_MS 120000
@@ -243,83 +242,7 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 	return r;
 }
 
-static const char *const cg_ctrls[] = {"memory", "pids", "cpu", "freezer"};
-#define N_CG (sizeof(cg_ctrls) / sizeof(*cg_ctrls))
-
-static void cg_path(struct runtime *rt, const char *ctrl, const char *id, const char *file,
-		    char *out, size_t size)
-{
-	if (runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2)
-		snprintf(out, size, "/sys/fs/cgroup/deskbox/%s%s%s", id, file ? "/" : "",
-			 file ? file : "");
-	else
-		snprintf(out, size, "/sys/fs/cgroup/%s/deskbox/%s%s%s", ctrl, id, file ? "/" : "",
-			 file ? file : "");
-}
-
-static void cg_write(const char *path, long long v)
-{
-	_cleanup_fd_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-	char buf[32];
-	int n = snprintf(buf, sizeof(buf), "%lld", v);
-	if (fd >= 0 && write(fd, buf, (size_t)n) < 0) {
-		/* a limit the kernel refuses is left out */
-	}
-}
-
-/* The VM's cgroup (its limits: the guest's memory plus QEMU's overhead);
- * the cgroup.procs files the child joins go to `procs`. */
-static int cg_make(struct runtime *rt, const char *id, const struct vm_spec *v,
-		   char procs[N_CG][PATH_MAX], struct err *e)
-{
-	int v2 = runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2;
-	char p[PATH_MAX];
-	for (size_t i = 0; i < (v2 ? 1 : N_CG); i++) {
-		cg_path(rt, cg_ctrls[i], id, NULL, p, sizeof(p));
-		if (fs_mkdir_p(p, 0755, e) < 0)
-			return err_code(e);
-		cg_path(rt, cg_ctrls[i], id, "cgroup.procs", procs[i], PATH_MAX);
-	}
-	long long mem = (long long)(v->mem_mb + VM_OVERHEAD_MB) << 20;
-	cg_path(rt, "memory", id, v2 ? "memory.max" : "memory.limit_in_bytes", p, sizeof(p));
-	cg_write(p, mem);
-	if (v->pids_max > 0) {
-		cg_path(rt, "pids", id, "pids.max", p, sizeof(p));
-		cg_write(p, 64 + v->pids_max / 16);
-	}
-	if (v->cpu_quota > 0 && !v2) {
-		cg_path(rt, "cpu", id, "cpu.cfs_period_us", p, sizeof(p));
-		cg_write(p, v->cpu_period > 0 ? v->cpu_period : RUNTIME_CPU_PERIOD_US);
-		cg_path(rt, "cpu", id, "cpu.cfs_quota_us", p, sizeof(p));
-		cg_write(p, v->cpu_quota);
-	}
-	return 0;
-}
-
-/* The VM's cgroups, with what runs left under them (the process layer's
- * run-* cgroups of exec clients that were killed with the VM). */
-static void cg_remove(struct runtime *rt, const char *id)
-{
-	int v2 = runtime_cgroup_mode(rt) == RUNTIME_CGROUP_V2;
-	char p[PATH_MAX], sub[PATH_MAX];
-	for (size_t i = 0; i < (v2 ? 1 : N_CG); i++) {
-		cg_path(rt, cg_ctrls[i], id, NULL, p, sizeof(p));
-		for (int k = 0; k < 50; k++) {
-			DIR *d = opendir(p);
-			struct dirent *de;
-			while (d && (de = readdir(d)))
-				if (de->d_type == DT_DIR && strncmp(de->d_name, "run-", 4) == 0) {
-					snprintf(sub, sizeof(sub), "%s/%s", p, de->d_name);
-					rmdir(sub);
-				}
-			if (d)
-				closedir(d);
-			if (rmdir(p) == 0 || errno != EBUSY)
-				break;
-			clock_sleep_ms(20); /* a killed client still leaving */
-		}
-	}
-}
+#define N_CG RUNTIME_VM_CG_N
 
 static int add_share(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *tag,
 		     const char *path, int ro)
@@ -592,7 +515,9 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 	int r = prepare_run(&v, env, guest, e);
 	cJSON_Delete(env);
 	if (r < 0 || (!strcmp(v.usr, "/usr") && bind_usr(v.rootfs, e) < 0) ||
-	    cg_make(rt, id, &v, procs, e) < 0)
+	    runtime_vm_cg_make(
+		rt, id, &(struct runtime_vm_cg){v.mem_mb, v.pids_max, v.cpu_quota, v.cpu_period},
+		procs, e) < 0)
 		return err_code(e);
 	const char *argv[VM_ARGV_MAX];
 	/* On the heap: 192 KiB of thread-local storage would be part of every
@@ -725,7 +650,7 @@ static int vm_remove(struct runtime *rt, const char *id, int force, struct err *
 		snprintf(p, sizeof(p), "%s/usr", rootfs);
 		umount2(p, MNT_DETACH);
 	}
-	cg_remove(rt, id);
+	runtime_vm_cg_remove(rt, id);
 	vm_dir(rt, id, dir, sizeof(dir));
 	snprintf(p, sizeof(p), "%s/state", dir);
 	unlink(p);
