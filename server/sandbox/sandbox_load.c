@@ -73,6 +73,21 @@ static int load_adopt(struct sandbox *sb, const cJSON *st, const cJSON *j)
 	return 0;
 }
 
+/* The backend of a sandbox whose sandbox.json is not taken as a state (a
+ * pool member never handed out, one still "creating"): the isolation it
+ * names, if any, else a container's. */
+static void rollback_backend(struct sandbox *sb, const cJSON *j)
+{
+	const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
+	enum runtime_isolation want = RUNTIME_ISOLATION_CONTAINER;
+	if (cJSON_IsString(iso) && runtime_isolation_parse(iso->valuestring, &want) < 0)
+		want = RUNTIME_ISOLATION_CONTAINER;
+	sb->spec.isolation = want;
+	struct err e = ERR_INIT;
+	if (sandbox_backend_set(sb, &e) < 0)
+		log_msg(LOG_LEVEL_WARN, "sandbox %s: %s", sb->id, e.msg);
+}
+
 int sandbox_load_one(struct sandboxes *s, const char *id)
 {
 	struct err e = ERR_INIT;
@@ -137,7 +152,9 @@ int sandbox_load_one(struct sandboxes *s, const char *id)
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
-	/* Half-created (or unreadable): roll back. */
+	/* Half-created (or unreadable): roll back, through the backend it was
+	 * made with (a VM's QEMU runs on after a kill of deskboxd). */
+	rollback_backend(sb, j);
 	cJSON_Delete(j);
 	log_msg(LOG_LEVEL_WARN, "rolling back half-created sandbox %s%s%s", id,
 		e.msg[0] ? ": " : "", e.msg);
