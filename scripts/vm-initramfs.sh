@@ -2,7 +2,7 @@
 # Generates the initramfs of deskbox's VM backend (docs/isolation.md) from
 # packages Debian ships: busybox-static and the modules of the Debian kernel
 # (linux-image-amd64) that a guest needs for virtio-mmio, 9p,
-# virtio-serial and virtio-net.  Nothing binary is committed: this runs at build or first
+# virtio-serial, virtio-balloon and virtio-net.  Nothing binary is committed: this runs at build or first
 # use.
 #   scripts/vm-initramfs.sh OUT.cpio.gz [KERNEL_VERSION]
 set -eu
@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib/modules" "$tmp/proc" "$tmp/sys" "$tmp/dev" "$tmp/newroot"
 cp "$busybox" "$tmp/bin/busybox"
 # In load order: each after what it depends on (modules.dep).
-order="virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console failover net_failover virtio_net netfs fscache 9pnet 9pnet_virtio 9p"
+order="virtio_ring virtio virtio_mmio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console virtio_balloon failover net_failover virtio_net netfs fscache 9pnet 9pnet_virtio 9p"
 for m in $order; do
 	f=$(grep -E "(^|/)$m\.ko:" "$mods/modules.dep" | cut -d: -f1)
 	[ -n "$f" ] || { echo "vm-initramfs: no module $m in $mods" >&2; exit 1; }

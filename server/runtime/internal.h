@@ -106,19 +106,36 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
 const char *runtime_vm_client(void);
 
-/* A VM's cgroup (runtime_vm_cgroup.c): made with its limits, the
- * cgroup.procs files QEMU's child joins written to `procs` (as many as
- * the hierarchy has, the rest left empty); removed with the run-*
- * cgroups the process layer left under it. */
-#define RUNTIME_VM_CG_N 4
+/* A VM's cgroup and live limits (runtime_vm_limits.c): /deskbox/<id> in
+ * the memory, pids, cpu and freezer hierarchies (one on cgroup v2). */
+#define RUNTIME_VM_N_CG	       4
+#define RUNTIME_VM_OVERHEAD_MB 384 /* QEMU and TCG's translation cache, in the memory limit */
+#define RUNTIME_VM_MIN_MEM_MB  512
+#define RUNTIME_VM_BALLOON_MS  2000 /* the most a PATCH waits for the guest */
 struct runtime_vm_cg {
 	uint64_t mem_mb; /* the guest's RAM */
 	int64_t pids_max;
-	long cpu_quota, cpu_period;
+	long cpu_quota, cpu_period; /* quota <= 0: none */
 };
+/* Makes the cgroups with their limits; the cgroup.procs files QEMU joins
+ * go to `procs` (the unused ones empty). */
 int runtime_vm_cg_make(struct runtime *rt, const char *id, const struct runtime_vm_cg *l,
-		       char procs[RUNTIME_VM_CG_N][PATH_MAX], struct err *e);
+		       char procs[RUNTIME_VM_N_CG][PATH_MAX], struct err *e);
+/* Removes them, with the run-* cgroups of exec clients left under them. */
 void runtime_vm_cg_remove(struct runtime *rt, const char *id);
+/* The backend's update: cpu and pids in the cgroup, memory through the
+ * balloon (ERR_CONFLICT above the RAM it booted with or while paused). */
+int runtime_vm_update(struct runtime *rt, const char *id, const struct runtime_limits *l,
+		      struct err *e);
+
+/* QEMU's QMP socket (<run>/qmp.sock; runtime_vm_qmp.c): the RAM the VM
+ * booted with and the guest's now (the balloon's), in MiB; the balloon set
+ * so that the guest has `mem_mb`, waiting up to `timeout_ms` for the guest
+ * to get there (it goes on after), with the guest's RAM then in *now_mb
+ * (may be NULL, as may e). */
+int runtime_vm_qmp_memory(const char *run, uint64_t *base_mb, uint64_t *now_mb, struct err *e);
+int runtime_vm_qmp_balloon(const char *run, uint64_t mem_mb, int timeout_ms, uint64_t *now_mb,
+			   struct err *e);
 
 /* A VM's network (runtime_vm_net.c): the tap in its namespace, the
  * namespace's address on it and the guest's (a /30), the guest's MAC. */

@@ -45,7 +45,6 @@
 #include "common/fs.h"
 #include "internal.h"
 
-#define VM_MIN_MEM_MB	   512
 #define VM_DEFAULT_MEM_MB  1024
 #define VM_ARGV_MAX	   96
 #define VM_STOP_TIMEOUT_MS 5000
@@ -242,8 +241,6 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 	return r;
 }
 
-#define N_CG RUNTIME_VM_CG_N
-
 static int add_share(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *tag,
 		     const char *path, int ro)
 {
@@ -316,6 +313,13 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	argv[n++] = "stdio,id=con,signal=off";
 	argv[n++] = "-serial";
 	argv[n++] = "chardev:con";
+	/* QMP for the balloon (live memory_mb: runtime_vm_limits.c); without
+	 * deflate-on-oom, what it takes is off the guest's MemTotal and the
+	 * guest cannot take it back. */
+	argv[n++] = "-qmp";
+	argv[n++] = "unix:qmp.sock,server=on,wait=off";
+	argv[n++] = "-device";
+	argv[n++] = "virtio-balloon-pci,id=balloon0";
 	argv[n++] = "-device";
 	argv[n++] = "virtio-serial-pci,max_ports=16";
 	n = add_port(argv, n, bufs, &nb, "vnc", "vnc.sock");
@@ -455,7 +459,7 @@ static int write_state(struct runtime *rt, const char *id, pid_t pid, const stru
  * to deskboxd's own namespace would put the sandbox's eth0 and route
  * there). */
 static int spawn(const char *const *argv, const struct vm_spec *v, int log_fd,
-		 char procs[N_CG][PATH_MAX], pid_t *out, struct err *e)
+		 char procs[RUNTIME_VM_N_CG][PATH_MAX], pid_t *out, struct err *e)
 {
 	int go[2], execd[2];
 	struct stat ns, got;
@@ -473,7 +477,7 @@ static int spawn(const char *const *argv, const struct vm_spec *v, int log_fd,
 	close(go[0]);
 	close(execd[1]);
 	/* In its cgroup before it runs (the monitor checks it is there). */
-	for (size_t i = 0; r == 0 && i < N_CG && procs[i][0]; i++) {
+	for (size_t i = 0; r == 0 && i < RUNTIME_VM_N_CG && procs[i][0]; i++) {
 		_cleanup_fd_ int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
 		if (fd < 0 || dprintf(fd, "%d", (int)pid) < 0)
 			r = err_sys(e, ERR_INTERNAL, errno, "VM: joining '%s'", procs[i]);
@@ -509,15 +513,17 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 		return err_code(e);
 	if (!v.mem_mb)
 		v.mem_mb = VM_DEFAULT_MEM_MB;
-	if (v.mem_mb < VM_MIN_MEM_MB)
-		v.mem_mb = VM_MIN_MEM_MB;
-	char guest[PATH_MAX], procs[N_CG][PATH_MAX] = {{0}};
+	if (v.mem_mb < RUNTIME_VM_MIN_MEM_MB)
+		v.mem_mb = RUNTIME_VM_MIN_MEM_MB;
+	char guest[PATH_MAX], procs[RUNTIME_VM_N_CG][PATH_MAX] = {{0}};
+	const struct runtime_vm_cg lim = {.mem_mb = v.mem_mb,
+					  .pids_max = v.pids_max,
+					  .cpu_quota = v.cpu_quota,
+					  .cpu_period = v.cpu_period};
 	int r = prepare_run(&v, env, guest, e);
 	cJSON_Delete(env);
 	if (r < 0 || (!strcmp(v.usr, "/usr") && bind_usr(v.rootfs, e) < 0) ||
-	    runtime_vm_cg_make(
-		rt, id, &(struct runtime_vm_cg){v.mem_mb, v.pids_max, v.cpu_quota, v.cpu_period},
-		procs, e) < 0)
+	    runtime_vm_cg_make(rt, id, &lim, procs, e) < 0)
 		return err_code(e);
 	const char *argv[VM_ARGV_MAX];
 	/* On the heap: 192 KiB of thread-local storage would be part of every
@@ -630,7 +636,7 @@ static int vm_remove(struct runtime *rt, const char *id, int force, struct err *
 	if (pid > 0)
 		vm_kill_wait(pid);
 	if (run[0]) {
-		static const char *const names[] = {"vnc.sock", "ready", "guest/env",
+		static const char *const names[] = {"vnc.sock", "qmp.sock", "ready", "guest/env",
 						    "guest/ready"};
 		for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
 			snprintf(p, sizeof(p), "%s/%s", run, names[i]);
@@ -667,13 +673,6 @@ static int vm_state(struct runtime *rt, const char *id, int *running, pid_t *ini
 	return 0;
 }
 
-static int vm_update(struct runtime *rt, const char *id, const struct runtime_limits *l,
-		     struct err *e)
-{
-	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-		       "isolation 'vm': live limits are not implemented (a VM's memory and CPU "
-		       "are fixed at its start; docs/isolation.md)");
-}
 
 /* From the VM's network namespace to the guest's address there: a
  * service the guest binds to 0.0.0.0 (or its eth0) answers; one bound to
@@ -723,7 +722,7 @@ const struct runtime_backend runtime_vm_backend = {
     .kill = vm_kill,
     .remove = vm_remove,
     .state = vm_state,
-    .update = vm_update,
+    .update = runtime_vm_update,
     .exec_spawn = vm_exec_spawn,
     .connect_inside = vm_connect_inside,
     .feature = vm_feature,

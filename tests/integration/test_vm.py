@@ -144,6 +144,66 @@ def pause_part(t, srv, sid):
     t.ok(dbx.png_info(png)[:2] == (1280, 800), "and its screen mirror is still connected")
 
 
+def cgroup_file(sid, ctrl, v1, v2):
+    for p in ("/sys/fs/cgroup/%s/deskbox/dbx-%s/%s" % (ctrl, sid, v1),
+              "/sys/fs/cgroup/deskbox/dbx-%s/%s" % (sid, v2)):
+        if os.path.exists(p):
+            with open(p) as f:
+                return f.read().strip()
+    return None
+
+
+def mem_total_mb(srv, sid):
+    out = srv.exec(sid, ["sh", "-c", "grep MemTotal /proc/meminfo"])["stdout"].split()
+    return int(out[1]) // 1024 if len(out) > 1 else 0
+
+
+def limits_part(t, srv, sid):
+    """Live limits of a running VM: cpu and pids in QEMU's cgroup, memory
+    through the guest's balloon, up to the RAM it booted with."""
+    base = "/v1/sandboxes/" + sid
+    r = srv.request("PATCH", base, {"cpu_millis": 500, "pids_max": 512})
+    t.ok(r.status == 200 and r.json().get("cpu_millis") == 500,
+         "PATCH cpu_millis and pids_max of a running VM", r.body[:300])
+    t.ok(cgroup_file(sid, "cpu", "cpu.cfs_quota_us", "cpu.max") in ("50000", "50000 100000"),
+         "QEMU's cgroup gets the CPU quota",
+         cgroup_file(sid, "cpu", "cpu.cfs_quota_us", "cpu.max"))
+    t.eq(cgroup_file(sid, "pids", "pids.max", "pids.max"), "96",
+         "and the pids limit for QEMU's threads (64 + pids_max/16)")
+    boot = mem_total_mb(srv, sid)
+    t0 = time.monotonic()
+    r = srv.request("PATCH", base, {"memory_mb": 1024}, timeout=60)
+    t.ok(r.status == 200 and r.json().get("memory_mb") == 1024,
+         "PATCH memory_mb 1024 of a VM booted with 2048 (%.1f s)" % (time.monotonic() - t0),
+         r.body[:300])
+    t0 = time.monotonic()
+    now = dbx.wait_until(lambda: (lambda m: m if m <= 1024 else 0)(mem_total_mb(srv, sid)),
+                         timeout=120, interval=1)
+    t.ok(now and 800 < now <= 1024 < boot,
+         "the balloon takes the rest: the guest's MemTotal %d MiB (was %d) after %.1f s"
+         % (now or mem_total_mb(srv, sid), boot, time.monotonic() - t0))
+    want = str((1024 + 384) << 20)
+    t.ok(cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max") == want,
+         "and QEMU's memory limit is the guest's RAM + 384 MiB",
+         cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
+    for mb, word in ((4096, "booted with"), (256, "512")):
+        r = srv.request("PATCH", base, {"memory_mb": mb})
+        t.ok(r.status == 409 and word in message_of(r),
+             "memory_mb %d: 409 naming the reason" % mb, (r.status, r.body[:300]))
+    t.eq(srv.request("GET", base).json().get("memory_mb"), 1024, "and nothing changed")
+    srv.request("POST", base + "/pause")
+    r = srv.request("PATCH", base, {"memory_mb": 2048})
+    t.ok(r.status == 409 and "paused" in message_of(r),
+         "memory_mb of a paused VM: 409 (the balloon needs the guest)", (r.status, r.body[:300]))
+    r = srv.request("PATCH", base, {"cpu_millis": 0})
+    t.ok(r.status == 200, "cpu_millis 0 (no limit) while paused", r.body[:200])
+    srv.request("POST", base + "/resume")
+    r = srv.request("PATCH", base, {"memory_mb": 2048}, timeout=60)
+    t.ok(r.status == 200, "PATCH memory_mb 2048", r.body[:300])
+    back = dbx.wait_until(lambda: mem_total_mb(srv, sid) > 1900, timeout=120, interval=1)
+    t.ok(back, "the guest has its RAM back (%d MiB)" % mem_total_mb(srv, sid))
+
+
 def vm_checks(t, srv, sid, boot_s):
     """The checks on one running VM sandbox."""
     t.diag("VM create to running (first frame): %.1f s" % boot_s)
@@ -246,7 +306,7 @@ def vm_checks(t, srv, sid, boot_s):
     check_501(t, srv.request("POST", base + "/checkpoints", {"name": "c1"}), "a checkpoint",
               "checkpoint")
     check_501(t, srv.request("POST", base + "/fork", {}), "a fork", "checkpoint")
-    check_501(t, srv.request("PATCH", base, {"memory_mb": 1024}), "live limits", "limits")
+    limits_part(t, srv, sid)
     r = srv.request("GET", base + "/ports/8080/")
     t.ok(r.status == 502 and "8080" in message_of(r),
          "the port proxy reaches into the VM: 502 when nothing serves the port (test_vm_network "
