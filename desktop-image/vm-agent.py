@@ -4,8 +4,16 @@ time for the host's client (desktop-image/vm_exec.c has the framing): a
 request 'R' (JSON argv, env, cwd), stdin 'I'/'C'; stdout 'O', stderr 'E'
 and the end 'X' ("code N" or "signal N").  A port reads EOF while the host
 end is not connected; a host client that goes away (EOF) or a new request
-in the middle of a program ends the program (its process group)."""
+in the middle of a program ends the program (its session).
 
+A request with "pty" (its "rows" and "cols") runs the program on a
+pseudo-terminal of the guest, as its controlling terminal: 'I' goes to the
+master (the guest's line discipline makes ^C a SIGINT), the master's output
+comes back as 'O', 'W' ("ROWS COLS") resizes it (the program gets
+SIGWINCH), and at the end what the program left in its session is killed,
+as a container's terminal's cgroup is."""
+
+import fcntl
 import json
 import os
 import select
@@ -13,6 +21,7 @@ import signal
 import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -39,28 +48,80 @@ def send(fd, kind, data):
         msg = msg[n:]
 
 
+def set_size(fd, rows, cols):
+    rows, cols = int(rows), int(cols)
+    if 0 < rows < 65536 and 0 < cols < 65536:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
 def start(req):
+    """The program, and its output fds (each with its frame type)."""
     env = dict(BASE_ENV)
     for kv in req.get("env") or []:
         k, _, v = kv.partition("=")
         env[k] = v
     cwd = req.get("cwd") or "/workspace"
+    cwd = cwd if os.path.isdir(cwd) else "/"
     # As the container's exec: the request's user (the image's "user" by
     # default), no supplementary groups.
     uid, gid = int(req.get("uid", 0)), int(req.get("gid", 0))
-    return subprocess.Popen(req["argv"], env=env, cwd=cwd if os.path.isdir(cwd) else "/",
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True,
-                            user=uid, group=gid, extra_groups=[])
+    if not req.get("pty"):
+        proc = subprocess.Popen(req["argv"], env=env, cwd=cwd, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, user=uid, group=gid, extra_groups=[])
+        return proc, {proc.stdout.fileno(): b"O", proc.stderr.fileno(): b"E"}
+    master, slave = os.openpty()
+    try:
+        set_size(master, req.get("rows", 24), req.get("cols", 80))
+        os.fchown(slave, uid, gid)
+        # setsid -c: a session of its own with the slave as its controlling
+        # terminal, then the program in its place (same pid).
+        proc = subprocess.Popen(["setsid", "-c"] + list(req["argv"]), env=env, cwd=cwd,
+                                stdin=slave, stdout=slave, stderr=slave, user=uid, group=gid,
+                                extra_groups=[])
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    proc.master = master
+    return proc, {master: b"O"}
+
+
+def session_pids(sid):
+    """The guest's processes in session sid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    # after "pid (comm)": state ppid pgrp session
+                    if int(f.read().rsplit(")", 1)[1].split()[3]) == sid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
 
 
 def stop(proc):
-    if proc and proc.poll() is None:
+    """Kills the program and what it started in its session (a shell's
+    jobs have process groups of their own)."""
+    if not proc:
+        return
+    for pid in ([proc.pid] if proc.poll() is None else []) + session_pids(proc.pid):
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-        proc.wait()
+    proc.wait()
+
+
+def read_out(f):
+    """A master reads EIO once no slave is open: the end, as EOF is."""
+    try:
+        return os.read(f, 65536)
+    except OSError:
+        return b""
 
 
 def finish(fd, proc, outs):
@@ -70,23 +131,41 @@ def finish(fd, proc, outs):
     while outs and time.monotonic() < until:
         r, _, _ = select.select(list(outs), [], [], max(0, until - time.monotonic()))
         for f in r:
-            data = os.read(f, 65536)
+            data = read_out(f)
             if not data:
                 del outs[f]
             else:
                 send(fd, outs[f], data)
     for f in list(outs):
-        os.close(f)
+        if getattr(proc, "master", None) != f:
+            os.close(f)
     rc = proc.wait()
+    if getattr(proc, "master", None) is not None:
+        stop(proc)  # what it left on the terminal
+        os.close(proc.master)
     send(fd, b"X", ("signal %d" % -rc if rc < 0 else "code %d" % rc).encode())
+
+
+def to_pty(master, kind, payload):
+    """Input and resizes for a program on a terminal ('C' means nothing
+    to a terminal: its EOF is the ^D a user types)."""
+    try:
+        if kind == b"I":
+            while payload:
+                payload = payload[os.write(master, payload):]
+        elif kind == b"W":
+            rows, cols = payload.split()
+            set_size(master, rows, cols)
+    except (OSError, ValueError):
+        pass
 
 
 def session(fd, req, buf):
     """Runs one program; returns what the port said after it (or None at
     the host's EOF)."""
     try:
-        proc = start(req)
-    except (OSError, KeyError, TypeError, ValueError) as ex:
+        proc, outs = start(req)
+    except (OSError, KeyError, TypeError, ValueError, subprocess.SubprocessError) as ex:
         send(fd, b"E", ("deskbox: %s\n" % ex).encode())
         send(fd, b"X", b"code 127")
         return buf
@@ -107,8 +186,8 @@ def session(fd, req, buf):
         except OSError:
             pass
         send(fd, b"P", str(proc.pid).encode())
-    outs = {proc.stdout.fileno(): b"O", proc.stderr.fileno(): b"E"}
     stdin = proc.stdin
+    master = getattr(proc, "master", None)
     pending = buf  # frames that came with the request
     while True:
         if proc.poll() is not None:
@@ -120,14 +199,20 @@ def session(fd, req, buf):
                 data = pending or os.read(fd, 65536)
                 if not data:
                     stop(proc)
+                    if master is not None:
+                        os.close(master)
                     return None
                 got, buf = frames((b"" if pending else buf) + data)
                 pending = b""
                 for kind, payload in got:
                     if kind == b"R":
                         stop(proc)
+                        if master is not None:
+                            os.close(master)
                         return kind + struct.pack(">I", len(payload)) + payload + buf
-                    if stdin and kind == b"I":
+                    if master is not None:
+                        to_pty(master, kind, payload)
+                    elif stdin and kind == b"I":
                         try:
                             stdin.write(payload)
                             stdin.flush()
@@ -137,7 +222,7 @@ def session(fd, req, buf):
                         stdin.close()
                         stdin = None
             else:
-                data = os.read(f, 65536)
+                data = read_out(f)
                 if data:
                     send(fd, outs[f], data)
                 else:
@@ -178,6 +263,11 @@ def serve(port):
 
 
 def main():
+    # The init's shell starts the agent in the background, which ignores
+    # SIGINT and SIGQUIT: its programs get them back (a ^C on a terminal
+    # is a SIGINT to the program, as in a container).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     for port in sys.argv[1:]:
         threading.Thread(target=serve, args=(port,), daemon=True).start()
     while True:

@@ -12,7 +12,14 @@
  * for with "want_pid"), 'X' the end ("code N" or "signal N").
  *
  * `deskbox-init vm-exec RUN_DIR REQUEST PID_FILE` writes that pid to
- * PID_FILE (through a temporary name, so it is never read half-written). */
+ * PID_FILE (through a temporary name, so it is never read half-written).
+ *
+ * A terminal ("pty" in REQUEST): the client's stdio is the slave of a host
+ * pty whose master deskboxd holds, and its controlling terminal.  It puts
+ * it in raw mode, so every byte passes unchanged both ways (the guest's own
+ * pty does the line discipline: echo, ^C), and sends the window size as
+ * 'W' ("ROWS COLS") at every SIGWINCH, which the kernel sends it when
+ * deskboxd resizes the master. */
 #include "vm_exec.h"
 
 #include <errno.h>
@@ -24,8 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -148,29 +158,51 @@ static int frames(struct rx *r, int *status)
 	return 0;
 }
 
-static int relay(int sock, const char *pid_file)
+/* The terminal's size as a 'W' frame. */
+static int send_size(int sock)
+{
+	struct winsize ws;
+	char buf[32];
+	if (ioctl(0, TIOCGWINSZ, &ws) < 0 || !ws.ws_row || !ws.ws_col)
+		return 0;
+	int n = snprintf(buf, sizeof(buf), "%u %u", ws.ws_row, ws.ws_col);
+	return send_frame(sock, 'W', buf, (uint32_t)n);
+}
+
+/* Stdin to 'I' frames (at its end 'C', or nothing for a terminal, whose
+ * slave reads EIO once deskboxd closed the master). */
+static int relay_stdin(int sock, int tty, int *in_open)
+{
+	char buf[65536];
+	ssize_t n = read(0, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n > 0)
+		return send_frame(sock, 'I', buf, (uint32_t)n);
+	*in_open = 0;
+	return tty ? 0 : send_frame(sock, 'C', NULL, 0);
+}
+
+static int relay(int sock, const char *pid_file, int sig_fd)
 {
 	static struct rx r;
 	r.pid_file = pid_file;
 	int in_open = 1, status = 255;
-	char buf[65536];
 	for (;;) {
-		struct pollfd p[2] = {{sock, POLLIN, 0}, {in_open ? 0 : -1, POLLIN, 0}};
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {
+		    {sock, POLLIN, 0}, {in_open ? 0 : -1, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 255;
 		}
-		if (p[1].revents) {
-			ssize_t n = read(0, buf, sizeof(buf));
-			if (n > 0 && send_frame(sock, 'I', buf, (uint32_t)n) < 0)
+		if (p[2].revents) {
+			struct signalfd_siginfo si;
+			if (read(sig_fd, &si, sizeof(si)) > 0 && send_size(sock) < 0)
 				return 255;
-			if (n <= 0) {
-				in_open = 0;
-				if (send_frame(sock, 'C', NULL, 0) < 0)
-					return 255;
-			}
 		}
+		if (p[1].revents && relay_stdin(sock, sig_fd >= 0, &in_open) < 0)
+			return 255;
 		if (p[0].revents) {
 			ssize_t n = read(sock, r.buf + r.have, sizeof(r.buf) - r.have);
 			if (n <= 0)
@@ -183,6 +215,23 @@ static int relay(int sock, const char *pid_file)
 				return status;
 		}
 	}
+}
+
+/* For a terminal: raw mode, and a signalfd for SIGWINCH; -1 otherwise.
+ * The request says it (runtime_vm_exec.c writes it with cJSON, unformatted:
+ * quotes inside strings are escaped, so only the key matches). */
+static int tty_setup(const char *req)
+{
+	struct termios tio;
+	if (!strstr(req, "\"pty\":true") || tcgetattr(0, &tio) < 0)
+		return -1;
+	cfmakeraw(&tio);
+	tcsetattr(0, TCSANOW, &tio);
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	return signalfd(-1, &s, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
 int vm_exec_main(int argc, char **argv)
@@ -200,10 +249,11 @@ int vm_exec_main(int argc, char **argv)
 			strerror(errno));
 		return 255;
 	}
+	int sig_fd = tty_setup(argv[3]);
 	size_t len = strlen(argv[3]);
 	if (len > FRAME_MAX || send_frame(sock, 'R', argv[3], (uint32_t)len) < 0)
 		return 255;
-	int status = relay(sock, argc == 5 ? argv[4] : NULL);
+	int status = relay(sock, argc == 5 ? argv[4] : NULL, sig_fd);
 	if (status > 255) {
 		signal(status - 256, SIG_DFL);
 		raise(status - 256);

@@ -111,9 +111,15 @@ else
 	[ -n "$agent" ] && chroot $r /bin/sh -c "while :; do /bin/sh -s <>$agent >&0 2>&0; sleep 0.01; done" &
 fi
 vnc=$(port deskbox.vnc)
-echo "deskbox ports: vnc=$vnc"
+# Live viewers' ports (deskbox.vncview0..N): the same VNC server, which
+# takes several clients.
+views=
+for p in $r/sys/class/virtio-ports/*; do
+	case $(cat $p/name) in deskbox.vncview*) views="$views 0.2 /dev/${p##*/} /run/deskbox/vnc.sock" ;; esac
+done
+echo "deskbox ports: vnc=$vnc views:$views"
 [ -n "$vnc" ] && chroot $r /bin/sh -c "while [ ! -S /run/deskbox/vnc.sock ]; do sleep 0.005; done;
-	exec python3 /.deskbox/vm-relay.py $vnc /run/deskbox/vnc.sock" &
+	exec python3 /.deskbox/vm-relay.py $vnc /run/deskbox/vnc.sock$views" &
 exec chroot $r /.deskbox/init
 INIT
 chmod 755 "$tmp/init"

@@ -300,6 +300,7 @@ struct ws_session {
 	struct vnc *vnc;
 	struct vnc_viewer *viewer;
 	int vnc_fd;
+	int lease_fd; /* held while vnc_fd is open (sandbox_vnc_connect) */
 	struct vnc_grant grant;
 	char sid[SANDBOX_ID_LEN + 1];
 };
@@ -309,6 +310,8 @@ static void ws_session_release(void *cls)
 	struct ws_session *ws = cls;
 	if (ws->vnc_fd >= 0)
 		close(ws->vnc_fd);
+	if (ws->lease_fd >= 0)
+		close(ws->lease_fd);
 	vnc_viewer_remove(ws->vnc, ws->viewer);
 	free(ws);
 }
@@ -371,7 +374,7 @@ int api_vnc_websocket(struct http_request *req, struct http_response *res, struc
 	if (!ws)
 		return err_set(e, ERR_INTERNAL, ENOMEM, "out of memory");
 	ws->vnc = api->vnc;
-	ws->vnc_fd = -1;
+	ws->vnc_fd = ws->lease_fd = -1;
 	snprintf(ws->sid, sizeof(ws->sid), "%s", sid);
 	if (authorize(req, &ws->grant, e) < 0 ||
 	    vnc_viewer_add(api->vnc, sid, &ws->grant, &ws->viewer, e) < 0) {
@@ -382,7 +385,7 @@ int api_vnc_websocket(struct http_request *req, struct http_response *res, struc
 	 * checked, and the VNC connection is the viewer's own. */
 	struct sandbox *sb;
 	if (api_enter(req, 0, &sb, NULL, e) == 0) {
-		ws->vnc_fd = sandbox_vnc_connect(sb, e);
+		ws->vnc_fd = sandbox_vnc_connect(sb, &ws->lease_fd, e);
 		api_release(sb);
 	}
 	if (ws->vnc_fd < 0) {

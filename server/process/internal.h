@@ -92,6 +92,10 @@ int process_agent_start(struct process_table *t, struct process_run *r,
 			const struct process_opts *o, const int stdio[3], struct err *e);
 /* 1 once the agent reported the exit (r->status, r->client_done set). */
 int process_agent_poll_exit(struct process_run *r);
+/* process_term.c: a pty of the host for a terminal without an exec agent
+ * (runtime_backend.exec_pty): *master (non-blocking) and *slave, both
+ * O_CLOEXEC and the caller's, the window size o->cols x o->rows. */
+int process_term_host_pty(const struct process_opts *o, int *master, int *slave, struct err *e);
 /* 1 once the run's program ended (either path); never blocks. */
 int process_client_exited(struct process_run *r);
 

@@ -397,6 +397,7 @@ static int start_via_runtime(struct process_table *t, struct process_run *r,
 	    .stderr_fd = stdio[2],
 	    .pid_file = pidfile[0] ? pidfile : NULL,
 	    .cgroup = r->cg.name,
+	    .pty = o->pty,
 	};
 	r->start_ms = clock_mono_ms();
 	return t->host.be->exec_spawn(t->host.rt, t->container_id, &x, &r->client, e);
@@ -439,7 +440,7 @@ static int await_runtime_pid(struct process_run *r, const char *pidfile, const c
  * run's cgroup: through the agent in the sandbox's init when there is one
  * (~1 ms), crun exec otherwise. */
 static int start_program(struct process_table *t, struct process_run *r,
-			 const struct process_opts *o, const int stdio[3], struct err *e)
+			 const struct process_opts *o, const int *stdio, struct err *e)
 {
 	if (run_cgroup_create(&r->cg, t->host.cgroup_mode, "deskbox", t->container_id, e) < 0)
 		return err_code(e);
@@ -448,10 +449,21 @@ static int start_program(struct process_table *t, struct process_run *r,
 	int a = process_agent_start(t, r, o, stdio, e);
 	if (a <= 0)
 		return a;
-	if (o->pty)
-		return t->host.be->feature(RUNTIME_FEATURE_TERMINAL, e)
-			   ?: err_set(e, ERR_UNAVAILABLE, ENOTSUP,
-				      "terminals need the sandbox's exec agent (deskbox-init)");
+	/* A terminal without the agent: the client's stdio is the slave of
+	 * a pty of ours, whose master is the run's output (and input). */
+	_cleanup_fd_ int slave = -1;
+	int pty_io[3];
+	if (o->pty) {
+		if (!t->host.be->exec_pty)
+			return t->host.be->feature(RUNTIME_FEATURE_TERMINAL, e)
+				   ?: err_set(e, ERR_UNAVAILABLE, ENOTSUP,
+					      "terminals need the sandbox's exec agent "
+					      "(deskbox-init)");
+		if (process_term_host_pty(o, &r->so.fd, &slave, e) < 0)
+			return err_code(e);
+		pty_io[0] = pty_io[1] = pty_io[2] = slave;
+		stdio = pty_io;
+	}
 	char pidfile[PATH_MAX] = "";
 	if (start_via_runtime(t, r, o, stdio, pidfile, sizeof(pidfile), e) < 0) {
 		r->client = -1;

@@ -113,6 +113,28 @@ static void *term_thread(void *arg)
 	return NULL;
 }
 
+int process_term_host_pty(const struct process_opts *o, int *master, int *slave, struct err *e)
+{
+	char name[64];
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+	if (m < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening a pty");
+	struct winsize ws = {.ws_row = o->rows, .ws_col = o->cols};
+	int s = -1;
+	if (grantpt(m) == 0 && unlockpt(m) == 0 && ptsname_r(m, name, sizeof(name)) == 0)
+		s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0) {
+		int r = err_sys(e, ERR_INTERNAL, errno, "opening a pty");
+		if (s >= 0)
+			close(s);
+		close(m);
+		return r;
+	}
+	*master = m;
+	*slave = s;
+	return 0;
+}
+
 static void command_line(const char *const *argv, char *out, size_t size)
 {
 	size_t k = 0;
@@ -200,6 +222,9 @@ int process_term_create(struct process_table *t, const struct process_opts *o,
 		return err_code(e);
 	struct process_opts to = *o;
 	to.pty = 1;
+	/* Without the agent (a VM), the pid is asked for as a background
+	 * run's is; the agent says it anyway. */
+	to.want_pid = 1;
 	to.timeout_ms = 0;
 	to.max_output = SIZE_MAX;
 	to.stdin_data = NULL;

@@ -158,6 +158,10 @@ struct runtime_exec {
 	const char *pid_file;		    /* where the runtime writes the process's host pid */
 	const char
 	    *cgroup; /* sub-cgroup of the container's to run in (crun exec --cgroup), or NULL */
+	/* 1: a terminal (only for a backend with exec_pty): stdin, stdout and
+	 * stderr are the slave of the caller's pty, with its window size set;
+	 * the program runs on a pty of the sandbox, resized with the slave. */
+	int pty;
 };
 
 /* Spawns the runtime's `exec` for `x` and returns the runtime client's pid
@@ -239,6 +243,13 @@ struct runtime_backend {
 	 * not only after a detach (--on-exit keep): nothing of it needs the
 	 * deskboxd that started it. */
 	int adopt_after_kill;
+	/* 1: exec_spawn takes runtime_exec.pty (terminals without an exec
+	 * agent in the sandbox; a VM's guest agent opens the pty). */
+	int exec_pty;
+	/* 0: a live viewer connects to run/vnc.sock beside the mirror (the
+	 * VNC server takes many clients).  N: that socket serves the mirror
+	 * alone; each viewer takes one of run/vncview0..N-1.sock. */
+	int viewer_ports;
 };
 
 /* ---- the VM backend (runtime_vm.c, runtime_vm_exec.c) ---- */
@@ -263,6 +274,9 @@ int runtime_vm_usable(struct err *e);
 /* The guest's exec channels: at most this many execs run at once, the
  * others wait for one. */
 #define RUNTIME_VM_EXEC_PORTS 4
+/* The guest's live-viewer channels (run/vncview<i>.sock, each relayed to
+ * the guest's VNC server): at most this many viewers at once. */
+#define RUNTIME_VM_VIEWER_PORTS 4
 
 /* The backend of isolation `iso` (static, never freed).  "vm":
  * ERR_NOT_IMPLEMENTED naming the reason (no /dev/kvm, or what this

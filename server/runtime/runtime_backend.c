@@ -43,6 +43,8 @@ static const struct runtime_backend crun_backend = {
     /* After a kill its log pipe has no reader: the desktop's next line
      * would end it, so only a detach leaves it to be taken over. */
     .adopt_after_kill = 0,
+    .exec_pty = 0,
+    .viewer_ports = 0,
 };
 
 static const char *const isolation_names[] = {

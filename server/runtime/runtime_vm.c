@@ -9,8 +9,9 @@
  * device is a virtio-net on a tap in its namespace, which the network
  * layer attaches as a container's (runtime_vm_net.c).  Its other channels
  * are virtio-serial ports, each a unix socket QEMU listens on in the
- * sandbox's run/ directory: vnc.sock (the guest's VNC server, so the
- * bridge and every viewer path are unchanged) and exec0..N.sock (the
+ * sandbox's run/ directory: vnc.sock (the guest's VNC server, for the
+ * bridge), vncview0..N.sock (the same server, one live viewer each) and
+ * exec0..N.sock (the
  * guest's exec agent, desktop-image/vm-agent.py, reached by the client in
  * desktop-image/vm_exec.c).
  *
@@ -46,7 +47,7 @@
 #include "internal.h"
 
 #define VM_DEFAULT_MEM_MB  1024
-#define VM_ARGV_MAX	   96
+#define VM_ARGV_MAX	   128
 #define VM_STOP_TIMEOUT_MS 5000
 #define VM_XVFB_TIMEOUT_MS 120000
 
@@ -323,10 +324,12 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	argv[n++] = "-device";
 	argv[n++] = "virtio-serial-pci,max_ports=16";
 	n = add_port(argv, n, bufs, &nb, "vnc", "vnc.sock");
-	for (int i = 0; i < RUNTIME_VM_EXEC_PORTS; i++) {
+	for (int i = 0; i < RUNTIME_VM_EXEC_PORTS + RUNTIME_VM_VIEWER_PORTS; i++) {
 		char name[16], sock[32];
-		snprintf(name, sizeof(name), "exec%d", i);
-		snprintf(sock, sizeof(sock), "exec%d.sock", i);
+		int k = i < RUNTIME_VM_EXEC_PORTS ? i : i - RUNTIME_VM_EXEC_PORTS;
+		snprintf(name, sizeof(name), "%s%d", i < RUNTIME_VM_EXEC_PORTS ? "exec" : "vncview",
+			 k);
+		snprintf(sock, sizeof(sock), "%s.sock", name);
 		n = add_port(argv, n, bufs, &nb, name, sock);
 	}
 	/* The sandbox's directory is root's only: the VM opens its shares
@@ -642,10 +645,12 @@ static int vm_remove(struct runtime *rt, const char *id, int force, struct err *
 			snprintf(p, sizeof(p), "%s/%s", run, names[i]);
 			unlink(p);
 		}
-		for (int i = 0; i < RUNTIME_VM_EXEC_PORTS; i++) {
-			snprintf(p, sizeof(p), "%s/exec%d.sock", run, i);
+		for (int i = 0; i < RUNTIME_VM_EXEC_PORTS + RUNTIME_VM_VIEWER_PORTS; i++) {
+			const char *kind = i < RUNTIME_VM_EXEC_PORTS ? "exec" : "vncview";
+			int k = i < RUNTIME_VM_EXEC_PORTS ? i : i - RUNTIME_VM_EXEC_PORTS;
+			snprintf(p, sizeof(p), "%s/%s%d.sock", run, kind, k);
 			unlink(p);
-			snprintf(p, sizeof(p), "%s/exec%d.lock", run, i);
+			snprintf(p, sizeof(p), "%s/%s%d.lock", run, kind, k);
 			unlink(p);
 		}
 		runtime_vm_net_unresolv(run);
@@ -691,17 +696,17 @@ static int vm_feature(enum runtime_feature f, struct err *e)
 	/* Pause freezes QEMU in its cgroup's freezer, as a container's
 	 * processes are (the guest's clock jumps at the resume).  A takeover
 	 * reaches QEMU's sockets and the overlay through /proc/<pid>
-	 * (vm_adopted_paths). */
+	 * (vm_adopted_paths).  Terminals: the guest's agent runs the program
+	 * on a pty of the guest (exec_pty); live viewers: ports of their own
+	 * (viewer_ports). */
 	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK ||
-	    f == RUNTIME_FEATURE_ADOPT)
+	    f == RUNTIME_FEATURE_ADOPT || f == RUNTIME_FEATURE_TERMINAL ||
+	    f == RUNTIME_FEATURE_VNC_VIEWER)
 		return 0;
 	static const char *const why[] = {
 	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
 					   "are not implemented)",
-	    [RUNTIME_FEATURE_TERMINAL] = "terminals (the guest's exec agent streams pipes only)",
 	    [RUNTIME_FEATURE_READ_ONLY_ROOT] = "a read-only root",
-	    [RUNTIME_FEATURE_VNC_VIEWER] = "a live viewer (the VM's one VNC port is the "
-					   "screen mirror's)",
 	};
 	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
@@ -732,4 +737,6 @@ const struct runtime_backend runtime_vm_backend = {
     /* QEMU needs nothing of deskboxd once it runs (it ignores SIGPIPE, so
      * a console line to a log pipe without a reader is only lost). */
     .adopt_after_kill = 1,
+    .exec_pty = 1,
+    .viewer_ports = RUNTIME_VM_VIEWER_PORTS,
 };

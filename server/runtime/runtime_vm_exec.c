@@ -6,7 +6,10 @@
  * stdin, stdout and stderr to the guest's exec agent
  * (desktop-image/vm-agent.py), then exits as the program did: the same
  * contract as `crun exec`'s client.  With a pid file it writes the
- * program's guest pid there (runtime_backend.guest_pids). */
+ * program's guest pid there (runtime_backend.guest_pids).  A terminal
+ * (x->pty): the client's stdio is the slave of the caller's pty, made its
+ * controlling terminal (so it gets SIGWINCH at a resize); the request asks
+ * the agent for a pty of the guest of the slave's size. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -37,6 +41,13 @@ static char *request_json(const struct runtime_exec *x)
 	 * continues. */
 	if (x->pid_file)
 		cJSON_AddTrueToObject(o, "want_pid");
+	struct winsize ws;
+	if (x->pty)
+		cJSON_AddTrueToObject(o, "pty");
+	if (x->pty && ioctl(x->stdin_fd, TIOCGWINSZ, &ws) == 0) {
+		cJSON_AddNumberToObject(o, "rows", ws.ws_row);
+		cJSON_AddNumberToObject(o, "cols", ws.ws_col);
+	}
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
@@ -100,6 +111,8 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 		for (int i = 0; i < 3; i++)
 			if (dup2(fds[i] >= 0 ? fds[i] : nul, i) < 0)
 				_exit(126);
+		if (x->pty && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) < 0))
+			_exit(126);
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);

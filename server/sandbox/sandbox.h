@@ -465,8 +465,11 @@ void sandbox_unuse(struct sandbox *sb);
 
 /* A new connection to the sandbox's VNC server (its unix socket), retried
  * for a few seconds while x11vnc (re)starts.  Returns the fd (O_CLOEXEC,
- * caller closes).  Call between sandbox_use() and sandbox_unuse(). */
-int sandbox_vnc_connect(const struct sandbox *sb, struct err *e);
+ * caller closes).  Call between sandbox_use() and sandbox_unuse().
+ * *lease is -1, or an fd the caller closes with the connection (a VM's
+ * viewer port stays taken while it is open); ERR_UNAVAILABLE when every
+ * viewer port of the sandbox is taken. */
+int sandbox_vnc_connect(const struct sandbox *sb, int *lease, struct err *e);
 
 /* A TCP connection to 127.0.0.1:`port` inside the sandbox, made from its
  * own network namespace (runtime_connect_inside), whatever its network

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,10 +53,10 @@ static void log_tail(const struct sandbox *sb, char *out, size_t size)
 		out[l - 1] = '\0';
 }
 
-/* Connects to the sandbox's VNC socket.  The path goes through
+/* Connects to the sandbox's VNC socket run/`name`.  The path goes through
  * /proc/self/fd/N of the directory so it stays short whatever the state
  * dir's length (sun_path holds 108 bytes). */
-static int vnc_connect(const struct sandbox *sb, struct err *e)
+static int vnc_connect(const struct sandbox *sb, const char *name, struct err *e)
 {
 	char run[PATH_MAX];
 	sandbox_run_dir(sb, run, sizeof(run));
@@ -69,7 +71,7 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 		 * without a user namespace) and could put a symlink to a host
 		 * socket there; deskboxd (root) must only ever connect to a
 		 * socket inode that is really in run/. */
-		_cleanup_fd_ int sfd = openat(dfd, "vnc.sock", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_fd_ int sfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		int saved = 0;
 		if (sfd < 0)
@@ -96,11 +98,87 @@ static int vnc_connect(const struct sandbox *sb, struct err *e)
 	}
 }
 
-int sandbox_vnc_connect(const struct sandbox *sb, struct err *e)
+/* A viewer port's greeting (desktop-image/vm-relay.py): the guest may see
+ * a port's close and its next connect as one, so each connection starts
+ * with HELLO, and what comes before the guest's ACK (the end of an old
+ * connection's stream) is dropped.  Then the VNC server's banner follows. */
+static const char viewer_hello[] = "\377deskbox-view\000\001";
+static const char viewer_ack[] = "\377deskbox-view-ok\n";
+#define VIEWER_ACK_TIMEOUT_MS 20000
+#define VIEWER_STALE_MAX      (64u << 20)
+
+static int viewer_greet(int fd, struct err *e)
 {
+	const size_t al = sizeof(viewer_ack) - 1;
+	char buf[65536];
+	if (send(fd, viewer_hello, sizeof(viewer_hello) - 1, MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(viewer_hello) - 1)
+		return err_sys(e, ERR_UNAVAILABLE, errno, "greeting the viewer port");
+	long long until = clock_mono_ms() + VIEWER_ACK_TIMEOUT_MS;
+	for (size_t dropped = 0; dropped < VIEWER_STALE_MAX;) {
+		long long left = until - clock_mono_ms();
+		struct pollfd p = {fd, POLLIN, 0};
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK);
+		if (n <= 0)
+			break;
+		void *at = memmem(buf, (size_t)n, viewer_ack, al);
+		/* Consumes up to the ACK's end, or all but a partial ACK. */
+		size_t take = at ? (size_t)((char *)at - buf) + al
+				 : ((size_t)n >= al ? (size_t)n - al + 1 : 0);
+		if (take && recv(fd, buf, take, 0) != (ssize_t)take)
+			break;
+		if (at)
+			return 0;
+		if (!take)
+			poll(NULL, 0, 5); /* a partial ACK: the rest comes */
+		dropped += take;
+	}
+	return err_set(e, ERR_UNAVAILABLE, ETIMEDOUT,
+		       "the sandbox's viewer port did not answer (its VNC relay)");
+}
+
+/* A viewer's own port (runtime_backend.viewer_ports): the first
+ * run/vncview<i>.sock whose run/vncview<i>.lock nobody holds.  Each port
+ * serves one connection at a time (a second would wait unanswered), so the
+ * lock goes with the connection: *lease, closed when it ends. */
+static int viewer_port_connect(const struct sandbox *sb, int n, int *lease, struct err *e)
+{
+	char run[PATH_MAX], name[32];
+	sandbox_run_dir(sb, run, sizeof(run));
+	_cleanup_fd_ int dfd = open(run, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return err_sys(e, ERR_INTERNAL, errno, "opening '%s'", run);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "vncview%d.lock", i);
+		_cleanup_fd_ int lk =
+		    openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lk < 0)
+			return err_sys(e, ERR_INTERNAL, errno, "opening '%s/%s'", run, name);
+		if (flock(lk, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		snprintf(name, sizeof(name), "vncview%d.sock", i);
+		_cleanup_fd_ int fd = vnc_connect(sb, name, e);
+		if (fd < 0 || viewer_greet(fd, e) < 0)
+			return err_code(e);
+		*lease = TAKE_FD(lk);
+		return TAKE_FD(fd);
+	}
+	return err_set(e, ERR_UNAVAILABLE, EBUSY,
+		       "all %d live-viewer ports of this %s sandbox are in use; close a viewer "
+		       "and retry",
+		       n, runtime_isolation_name(sb->be->isolation));
+}
+
+int sandbox_vnc_connect(const struct sandbox *sb, int *lease, struct err *e)
+{
+	*lease = -1;
 	if (sb->be->feature(RUNTIME_FEATURE_VNC_VIEWER, e) < 0)
 		return err_code(e);
-	return vnc_connect(sb, e);
+	if (sb->be->viewer_ports > 0)
+		return viewer_port_connect(sb, sb->be->viewer_ports, lease, e);
+	return vnc_connect(sb, "vnc.sock", e);
 }
 
 int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, struct err *e)
@@ -116,7 +194,7 @@ int sandbox_port_connect(struct sandbox *sb, uint16_t port, int timeout_ms, stru
 /* Connects a new bridge to the sandbox's VNC server; returns at once. */
 static int capture_begin(struct sandbox *sb, struct capture **out, struct err *e)
 {
-	int fd = vnc_connect(sb, e);
+	int fd = vnc_connect(sb, "vnc.sock", e);
 	if (fd < 0)
 		return fd;
 	struct capture_opts o = {
