@@ -43,12 +43,24 @@ for m in $(cat /lib/modules/order); do
 done
 r=/newroot
 o=trans=virtio,version=9p2000.L,msize=262144
-if mount -t 9p -o $o,cache=mmap root $r 2>/dev/null; then
+if mount -t 9p -o $o,cache=mmap${deskbox_ro:+,ro} root $r 2>/dev/null; then
 	# A sandbox (server/runtime/runtime_vm.c): its own root tree (the
 	# overlay deskboxd mounted for it, the same a container gets) over 9p,
 	# written on the host as the sandbox's user; /run and the X socket's
 	# directory are the guest's own (sockets do not cross 9p).
 	sandbox=1
+	# A read-only root (runtime_vm_ro.c): the root share is exported
+	# read-only by QEMU and mounted read-only here (EROFS before any
+	# permission check, as in a container); its writable places are
+	# shares rw0, rw1, ... of their own, mounted over it in the order
+	# deskbox_rw= names them.
+	if [ -n "${deskbox_ro:-}" ]; then
+		i=0
+		for d in $(echo "${deskbox_rw:-}" | tr , ' '); do
+			mount -t 9p -o $o,cache=mmap rw$i $r$d || echo "mount rw$i on $d failed"
+			i=$((i + 1))
+		done
+	fi
 	mount -t tmpfs -o mode=0755,size=16m run $r/run
 	mkdir -p $r/run/deskbox $r/run/host
 	mount -t 9p -o $o run $r/run/host || echo "mount run failed"

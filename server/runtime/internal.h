@@ -137,6 +137,20 @@ int runtime_vm_qmp_memory(const char *run, uint64_t *base_mb, uint64_t *now_mb, 
 int runtime_vm_qmp_balloon(const char *run, uint64_t mem_mb, int timeout_ms, uint64_t *now_mb,
 			   struct err *e);
 
+/* A VM's read-only root (runtime_vm_ro.c): from the bundle, the root
+ * exported read-only and its writable places (binds of the root's own
+ * directories) as shares rw0.. of their own, opened as fds for QEMU. */
+#define RUNTIME_VM_RW_MAX 4
+struct runtime_vm_ro {
+	int on, n;
+	char dest[RUNTIME_VM_RW_MAX][64];
+	int fds[RUNTIME_VM_RW_MAX];
+};
+void runtime_vm_ro_read(const cJSON *config, const char *rootfs, struct runtime_vm_ro *ro);
+int runtime_vm_ro_open(const char *rootfs, struct runtime_vm_ro *ro, struct err *e);
+void runtime_vm_ro_close(struct runtime_vm_ro *ro);
+void runtime_vm_ro_cmdline(const struct runtime_vm_ro *ro, char *out, size_t size);
+
 /* A VM's network (runtime_vm_net.c): the tap in its namespace, the
  * namespace's address on it and the guest's (a /30), the guest's MAC. */
 #define RUNTIME_VM_TAP	     "vm0"

@@ -47,7 +47,7 @@
 #include "internal.h"
 
 #define VM_DEFAULT_MEM_MB  1024
-#define VM_ARGV_MAX	   128
+#define VM_ARGV_MAX	   144
 #define VM_STOP_TIMEOUT_MS 5000
 #define VM_XVFB_TIMEOUT_MS 120000
 
@@ -123,6 +123,7 @@ struct vm_spec {
 	uint64_t mem_mb;
 	int64_t pids_max;
 	long cpu_quota, cpu_period;
+	struct runtime_vm_ro ro; /* a read-only root (runtime_vm_ro.c) */
 };
 
 static const char *env_value(const cJSON *env, const char *key)
@@ -237,16 +238,19 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 		const char *d = env_value(pe, "DESKBOX_DISPLAY");
 		snprintf(v->display, sizeof(v->display), "%s", d ? d : "1280x800");
 		*env = cJSON_Duplicate(pe, 1);
+		runtime_vm_ro_read(c, v->rootfs, &v->ro);
 	}
 	cJSON_Delete(c);
 	return r;
 }
 
+/* ro: 0 writable, 1 read-only (the host's files: owners as they are), 2
+ * read-only with the sandbox's owners (a read-only root). */
 static int add_share(const char **argv, int n, char bufs[][PATH_MAX], int *nb, const char *tag,
 		     const char *path, int ro)
 {
 	snprintf(bufs[*nb], PATH_MAX, "local,id=%s,path=%s,multidevs=remap,security_model=%s%s",
-		 tag, path, ro ? "none" : "passthrough", ro ? ",readonly=on" : "");
+		 tag, path, ro == 1 ? "none" : "passthrough", ro ? ",readonly=on" : "");
 	argv[n++] = "-fsdev";
 	argv[n++] = bufs[(*nb)++];
 	snprintf(bufs[*nb], PATH_MAX, "virtio-9p-pci,fsdev=%s,mount_tag=%s", tag, tag);
@@ -265,6 +269,28 @@ static int add_port(const char **argv, int n, char bufs[][PATH_MAX], int *nb, co
 	argv[n++] = "-device";
 	argv[n++] = bufs[(*nb)++];
 	return n;
+}
+
+/* The sandbox's directory is root's only: the VM opens its shares
+ * through the fds deskboxd passes (v->fds; a read-only root's writable
+ * places: v->ro.fds). */
+static int add_shares(const struct vm_spec *v, const char **argv, int n, char bufs[][PATH_MAX],
+		      int *nb)
+{
+	char root[32], run[32], usr[32];
+	snprintf(root, sizeof(root), "/proc/self/fd/%d", v->fds[0]);
+	snprintf(run, sizeof(run), "/proc/self/fd/%d", v->fds[1]);
+	snprintf(usr, sizeof(usr), "/proc/self/fd/%d", v->fds[3]);
+	n = add_share(argv, n, bufs, nb, "root", root, v->ro.on ? 2 : 0);
+	for (int i = 0; i < v->ro.n; i++) {
+		char tag[8], p[32];
+		snprintf(tag, sizeof(tag), "rw%d", i);
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", v->ro.fds[i]);
+		n = add_share(argv, n, bufs, nb, tag, p, 0);
+	}
+	n = add_share(argv, n, bufs, nb, "usr", usr, v->usr_ro);
+	n = add_share(argv, n, bufs, nb, "deskbox", vm_opts.share, 1);
+	return add_share(argv, n, bufs, nb, "run", run, 0);
 }
 
 /* QEMU's argv; its sockets are relative to the run dir, its cwd. */
@@ -299,10 +325,12 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 			       "-append"};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		argv[n++] = fixed[i];
+	char ro[RUNTIME_VM_RW_MAX * 65 + 32];
+	runtime_vm_ro_cmdline(&v->ro, ro, sizeof(ro));
 	snprintf(bufs[nb], PATH_MAX,
 		 "console=ttyS0 quiet panic=-1 deskbox_display=%s deskbox_usr=%s "
-		 "deskbox_ip=" RUNTIME_VM_NET_GUEST "/30 deskbox_gw=" RUNTIME_VM_NET_HOST,
-		 v->display, v->usr_ro ? "ro" : "rw");
+		 "deskbox_ip=" RUNTIME_VM_NET_GUEST "/30 deskbox_gw=" RUNTIME_VM_NET_HOST "%s",
+		 v->display, v->usr_ro ? "ro" : "rw", ro);
 	argv[n++] = bufs[nb++];
 	/* The tap deskboxd made (fd passed): QEMU opens no network device. */
 	snprintf(bufs[nb], PATH_MAX, "tap,id=net0,fd=%d,vhost=off", v->tap);
@@ -332,17 +360,7 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 		snprintf(sock, sizeof(sock), "%s.sock", name);
 		n = add_port(argv, n, bufs, &nb, name, sock);
 	}
-	/* The sandbox's directory is root's only: the VM opens its shares
-	 * through the fds deskboxd passes (v->fds). */
-	char root[32], run[32];
-	snprintf(root, sizeof(root), "/proc/self/fd/%d", v->fds[0]);
-	snprintf(run, sizeof(run), "/proc/self/fd/%d", v->fds[1]);
-	n = add_share(argv, n, bufs, &nb, "root", root, 0);
-	char usr[32];
-	snprintf(usr, sizeof(usr), "/proc/self/fd/%d", v->fds[3]);
-	n = add_share(argv, n, bufs, &nb, "usr", usr, v->usr_ro);
-	n = add_share(argv, n, bufs, &nb, "deskbox", vm_opts.share, 1);
-	n = add_share(argv, n, bufs, &nb, "run", run, 0);
+	n = add_shares(v, argv, n, bufs, &nb);
 	argv[n] = NULL;
 }
 
@@ -364,6 +382,9 @@ static void child(const char *const *argv, const struct vm_spec *v, int log_fd, 
 	const int pass[] = {v->fds[0], v->fds[1], v->fds[3], v->tap};
 	for (int i = 0; i < 4; i++)
 		if (fcntl(pass[i], F_SETFD, 0) < 0)
+			_exit(126);
+	for (int i = 0; i < v->ro.n; i++)
+		if (fcntl(v->ro.fds[i], F_SETFD, 0) < 0)
 			_exit(126);
 	/* The parent puts us in the VM's cgroup first. */
 	char c;
@@ -425,6 +446,7 @@ static void close_fds(struct vm_spec *v)
 	for (size_t i = 0; i < sizeof(fds) / sizeof(*fds); i++)
 		if (*fds[i] >= 0)
 			close(*fds[i]), *fds[i] = -1;
+	runtime_vm_ro_close(&v->ro);
 }
 
 /* The host's /usr on the root (read-only), in deskboxd's namespace, as a
@@ -543,6 +565,10 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 		r = err_sys(e, ERR_INTERNAL, errno, "VM: opening its shares");
 		close_fds(&v);
 		return r;
+	}
+	if (runtime_vm_ro_open(v.rootfs, &v.ro, e) < 0) {
+		close_fds(&v);
+		return err_code(e);
 	}
 	if (runtime_vm_net_make(&v.netns, &v.tap, e) < 0) {
 		close_fds(&v);
@@ -701,12 +727,11 @@ static int vm_feature(enum runtime_feature f, struct err *e)
 	 * (viewer_ports). */
 	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK ||
 	    f == RUNTIME_FEATURE_ADOPT || f == RUNTIME_FEATURE_TERMINAL ||
-	    f == RUNTIME_FEATURE_VNC_VIEWER)
+	    f == RUNTIME_FEATURE_VNC_VIEWER || f == RUNTIME_FEATURE_READ_ONLY_ROOT)
 		return 0;
 	static const char *const why[] = {
 	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
 					   "are not implemented)",
-	    [RUNTIME_FEATURE_READ_ONLY_ROOT] = "a read-only root",
 	};
 	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +75,25 @@ void sandbox_sweep_uploads(struct sandbox *sb)
 	}
 }
 
+/* A read-only root reached through a taken-over sandbox must be read-only
+ * there too: a container's is (its root mount), a VM's is its overlay
+ * itself (the read-only view is the guest's and QEMU's export), which
+ * another mount namespace's mount cannot be bound read-only from. */
+static int adopted_ro_check(struct sandbox *sb, int *fd, struct err *e)
+{
+	struct statvfs vs;
+	if (*fd < 0 || !sb->adopted || !sb->spec.read_only_root ||
+	    (fstatvfs(*fd, &vs) == 0 && (vs.f_flag & ST_RDONLY)))
+		return 0;
+	close(*fd);
+	*fd = -1;
+	return err_set(e, ERR_CONFLICT, EROFS,
+		       "the files of sandbox '%s' (read_only_root, taken over by this deskboxd) "
+		       "are reachable only read-only, which this deskboxd cannot provide until "
+		       "its next start: stop and start it",
+		       sb->id);
+}
+
 int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e)
 {
 	pthread_rwlock_rdlock(&sb->op);
@@ -124,6 +144,7 @@ int sandbox_open_root(struct sandbox *sb, struct files_root *root, struct err *e
 			close(fd);
 			fd = -1;
 		}
+		r = adopted_ro_check(sb, &fd, e);
 	}
 	if (r == 0 && fd < 0 && sb->spec.read_only_root) {
 		/* The overlay itself would take any write: a view of it that

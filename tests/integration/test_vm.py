@@ -329,8 +329,6 @@ def vm_checks(t, srv, sid, boot_s):
     ws = WS(srv.port, base + "/vnc/websockify?token=%s" % tok)
     t.eq(ws.status, 101, "a live VNC viewer of a VM is accepted (no longer 501)")
     ws.close()
-    check_501(t, srv.request("POST", "/v1/sandboxes", {"isolation": "vm", "read_only_root": True}),
-              "a VM with a read-only root", "read-only root")
 
 
 def vm_part(t, srv, servers, state):
