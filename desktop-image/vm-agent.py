@@ -117,9 +117,12 @@ def stop(proc):
 
 
 def read_out(f):
-    """A master reads EIO once no slave is open: the end, as EOF is."""
+    """A master reads EIO once no slave is open: the end, as EOF is.  None
+    when a (non-blocking) master has nothing yet."""
     try:
         return os.read(f, 65536)
+    except BlockingIOError:
+        return None
     except OSError:
         return b""
 
@@ -132,6 +135,8 @@ def finish(fd, proc, outs):
         r, _, _ = select.select(list(outs), [], [], max(0, until - time.monotonic()))
         for f in r:
             data = read_out(f)
+            if data is None:
+                continue
             if not data:
                 del outs[f]
             else:
@@ -146,13 +151,13 @@ def finish(fd, proc, outs):
     send(fd, b"X", ("signal %d" % -rc if rc < 0 else "code %d" % rc).encode())
 
 
-def to_pty(master, kind, payload):
-    """Input and resizes for a program on a terminal ('C' means nothing
-    to a terminal: its EOF is the ^D a user types)."""
+def to_pty(master, kind, payload, pending):
+    """Input (queued in `pending`, written as the master takes it) and
+    resizes for a program on a terminal ('C' means nothing to a terminal:
+    its EOF is the ^D a user types)."""
     try:
         if kind == b"I":
-            while payload:
-                payload = payload[os.write(master, payload):]
+            pending += payload
         elif kind == b"W":
             rows, cols = payload.split()
             set_size(master, rows, cols)
@@ -188,12 +193,28 @@ def session(fd, req, buf):
         send(fd, b"P", str(proc.pid).encode())
     stdin = proc.stdin
     master = getattr(proc, "master", None)
+    # A terminal's input waits here while the program does not read it: a
+    # blocking write would stop its output too (an echo of a long paste
+    # fills the master, and the program then waits for us).
+    to_master = bytearray()
+    if master is not None:
+        os.set_blocking(master, False)
     pending = buf  # frames that came with the request
     while True:
         if proc.poll() is not None:
             finish(fd, proc, outs)
             return buf
-        r = [fd] if pending else select.select([fd] + list(outs), [], [], 0.05)[0]
+        if to_master:
+            try:
+                del to_master[:os.write(master, to_master[:65536])]
+            except BlockingIOError:
+                pass
+            except OSError:
+                to_master.clear()
+        # Past 1 MiB queued the port is not read: the host waits.
+        ins = [fd] if len(to_master) < (1 << 20) else []
+        wr = [master] if to_master else []
+        r = [fd] if pending else select.select(ins + list(outs), wr, [], 0.05)[0]
         for f in r:
             if f == fd:
                 data = pending or os.read(fd, 65536)
@@ -211,7 +232,7 @@ def session(fd, req, buf):
                             os.close(master)
                         return kind + struct.pack(">I", len(payload)) + payload + buf
                     if master is not None:
-                        to_pty(master, kind, payload)
+                        to_pty(master, kind, payload, to_master)
                     elif stdin and kind == b"I":
                         try:
                             stdin.write(payload)
@@ -225,7 +246,7 @@ def session(fd, req, buf):
                 data = read_out(f)
                 if data:
                     send(fd, outs[f], data)
-                else:
+                elif data is not None:
                     del outs[f]
 
 
