@@ -300,7 +300,7 @@ check: install-deps check-structure
 # read-only as the guest's /.deskbox.  Part of `all` where a Debian kernel
 # is installed (linux-image-amd64, install-deps).
 VM_DIR := $(BUILD)/vm
-VM_PARTS := $(VM_DIR)/initramfs.cpio.gz $(VM_DIR)/deskbox/.done
+VM_PARTS := $(VM_DIR)/initramfs.cpio.gz $(VM_DIR)/deskbox/.done $(VM_DIR)/deskbox-image/.done
 .PHONY: vm
 vm: $(VM_PARTS)
 ifneq ($(wildcard /boot/vmlinuz-*),)
@@ -314,6 +314,16 @@ $(VM_DIR)/deskbox/.done: $(INIT) $(VNC) $(XTOOL) desktop-image/vm-relay.py deskt
 	$(Q)mkdir -p $(VM_DIR)/deskbox && cp $(INIT) $(VM_DIR)/deskbox/init && \
 		cp $(VNC) $(VM_DIR)/deskbox/deskbox-vnc && cp $(XTOOL) $(VM_DIR)/deskbox/xtool && \
 		cp desktop-image/vm-relay.py desktop-image/vm-agent.py $(VM_DIR)/deskbox/ && touch $@
+# A stored image's /.deskbox in a VM: the image binaries with their own
+# libraries (as a container's), and the guest's relay and agent.
+$(VM_DIR)/deskbox-image/.done: $(IMAGE_BINS) $(IMAGE_DIR)/lib/.done desktop-image/vm-relay.py desktop-image/vm-agent.py
+	$(quiet) GEN $(VM_DIR)/deskbox-image
+	$(Q)rm -rf $(VM_DIR)/deskbox-image && mkdir -p $(VM_DIR)/deskbox-image && \
+		cp $(IMAGE_DIR)/deskbox-init $(VM_DIR)/deskbox-image/init && \
+		cp $(IMAGE_DIR)/deskbox-vnc $(VM_DIR)/deskbox-image/deskbox-vnc && \
+		cp $(IMAGE_DIR)/deskbox-xtool $(VM_DIR)/deskbox-image/xtool && \
+		cp -a $(IMAGE_DIR)/lib $(VM_DIR)/deskbox-image/lib && \
+		cp desktop-image/vm-relay.py desktop-image/vm-agent.py $(VM_DIR)/deskbox-image/ && touch $@
 
 bench: install-deps
 	@$(SUBMAKE) bin

@@ -87,8 +87,11 @@ else
 	chown 1000:1000 $r/home/user $r/workspace
 fi
 # The image's /usr: the host's (read-only) or the sandbox's own overlay of
-# it (deskbox_usr=rw: packages it installs persist).
-mount -t 9p -o $o,${deskbox_usr:-ro},cache=loose usr $r/usr || echo "mount usr failed"
+# it (deskbox_usr=rw: packages it installs persist); a stored image's is
+# in its root already (deskbox_usr=none: runtime_vm_image.c).
+if [ "${deskbox_usr:-ro}" != none ]; then
+	mount -t 9p -o $o,${deskbox_usr:-ro},cache=loose usr $r/usr || echo "mount usr failed"
+fi
 mount -t 9p -o $o,ro,cache=loose deskbox $r/.deskbox || echo "mount deskbox failed"
 hostname deskbox
 mount --move /dev $r/dev

@@ -137,6 +137,11 @@ int runtime_vm_qmp_memory(const char *run, uint64_t *base_mb, uint64_t *now_mb, 
 int runtime_vm_qmp_balloon(const char *run, uint64_t mem_mb, int timeout_ms, uint64_t *now_mb,
 			   struct err *e);
 
+/* A stored image in a VM (runtime_vm_image.c): the guest's /.deskbox for
+ * it (<share>-image) in `out`, or 501 naming what the image lacks. */
+int runtime_vm_image_share(const cJSON *config, const char *rootfs, const char *share,
+			   char *out, size_t size, struct err *e);
+
 /* A VM's read-only root (runtime_vm_ro.c): from the bundle, the root
  * exported read-only and its writable places (binds of the root's own
  * directories) as shares rw0.. of their own, opened as fds for QEMU. */

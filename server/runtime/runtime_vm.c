@@ -116,8 +116,9 @@ struct vm_spec {
 	int fds[4];   /* root, guest/, the user namespace and /usr, passed to QEMU */
 	/* The image's /usr: the host's (read-only) or the sandbox's own
 	 * overlay of it on <rootfs>/usr. */
-	char usr[PATH_MAX];
+	char usr[PATH_MAX]; /* "": a stored image's own, in the root */
 	int usr_ro;
+	char share[PATH_MAX]; /* the guest's /.deskbox */
 	char resolv[PATH_MAX]; /* the sandbox's resolv.conf, rewritten in place */
 	int netns, tap;	       /* its network namespace and tap (runtime_vm_net.c) */
 	uint64_t mem_mb;
@@ -220,9 +221,8 @@ static int read_bundle(const char *bundle_dir, struct vm_spec *v, cJSON **env, s
 	if (!cJSON_IsString(root) || !v->run[0])
 		r = err_set(e, ERR_INTERNAL, EINVAL, "VM: the bundle names no root or run dir");
 	else if (!v->usr[0])
-		r = err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-			    "isolation 'vm': only the default image runs in a VM yet (a stored "
-			    "image's own /usr is not shared with the guest; docs/isolation.md)");
+		r = runtime_vm_image_share(c, root->valuestring, vm_opts.share, v->share,
+					   sizeof(v->share), e);
 	else if (!cJSON_IsNumber(host) || host->valuedouble <= 0 || !v->userns[0])
 		r = err_set(e, ERR_UNAVAILABLE, EPERM,
 			    "isolation 'vm' needs the sandbox's own uid range (deskboxd with "
@@ -288,8 +288,9 @@ static int add_shares(const struct vm_spec *v, const char **argv, int n, char bu
 		snprintf(p, sizeof(p), "/proc/self/fd/%d", v->ro.fds[i]);
 		n = add_share(argv, n, bufs, nb, tag, p, 0);
 	}
-	n = add_share(argv, n, bufs, nb, "usr", usr, v->usr_ro);
-	n = add_share(argv, n, bufs, nb, "deskbox", vm_opts.share, 1);
+	if (v->usr[0])
+		n = add_share(argv, n, bufs, nb, "usr", usr, v->usr_ro);
+	n = add_share(argv, n, bufs, nb, "deskbox", v->share[0] ? v->share : vm_opts.share, 1);
 	return add_share(argv, n, bufs, nb, "run", run, 0);
 }
 
@@ -330,7 +331,7 @@ static void qemu_argv(const struct vm_spec *v, const char **argv, char bufs[][PA
 	snprintf(bufs[nb], PATH_MAX,
 		 "console=ttyS0 quiet panic=-1 deskbox_display=%s deskbox_usr=%s "
 		 "deskbox_ip=" RUNTIME_VM_NET_GUEST "/30 deskbox_gw=" RUNTIME_VM_NET_HOST "%s",
-		 v->display, v->usr_ro ? "ro" : "rw", ro);
+		 v->display, !v->usr[0] ? "none" : v->usr_ro ? "ro" : "rw", ro);
 	argv[n++] = bufs[nb++];
 	/* The tap deskboxd made (fd passed): QEMU opens no network device. */
 	snprintf(bufs[nb], PATH_MAX, "tap,id=net0,fd=%d,vhost=off", v->tap);
@@ -381,7 +382,7 @@ static void child(const char *const *argv, const struct vm_spec *v, int log_fd, 
 {
 	const int pass[] = {v->fds[0], v->fds[1], v->fds[3], v->tap};
 	for (int i = 0; i < 4; i++)
-		if (fcntl(pass[i], F_SETFD, 0) < 0)
+		if (pass[i] >= 0 && fcntl(pass[i], F_SETFD, 0) < 0)
 			_exit(126);
 	for (int i = 0; i < v->ro.n; i++)
 		if (fcntl(v->ro.fds[i], F_SETFD, 0) < 0)
@@ -560,8 +561,9 @@ static int vm_start(struct runtime *rt, const char *id, const char *bundle_dir, 
 	v.fds[0] = open(v.rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[1] = open(guest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	v.fds[2] = open(v.userns, O_RDONLY | O_CLOEXEC);
-	v.fds[3] = open(v.usr, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0 || v.fds[3] < 0) {
+	/* (a stored image has no /usr share: its own is in the root) */
+	v.fds[3] = v.usr[0] ? open(v.usr, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (v.fds[0] < 0 || v.fds[1] < 0 || v.fds[2] < 0 || (v.usr[0] && v.fds[3] < 0)) {
 		r = err_sys(e, ERR_INTERNAL, errno, "VM: opening its shares");
 		close_fds(&v);
 		return r;
