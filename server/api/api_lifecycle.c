@@ -94,10 +94,14 @@ int api_checkpoint_create(struct http_request *req, struct http_response *res, s
 	const char *name;
 	cJSON *j = NULL;
 	uint64_t t0 = clock_mono_ns();
-	static const char *const fields[] = {"name", NULL};
+	static const char *const fields[] = {"name", "memory", NULL};
+	int memory = 0;
 	int r = args_only(body, NULL, fields, e);
 	r = r ?: args_string(body, "name", 64, ARGS_REQUIRED, &name, e);
-	if (r == 0)
+	r = r ?: args_bool(body, "memory", 0, &memory, e);
+	if (r == 0 && memory)
+		r = sandbox_checkpoint_memory(api->sandboxes, req->captures[0], e);
+	else if (r == 0)
 		r = sandbox_checkpoint_create(api->sandboxes, req->captures[0], name, &j, e);
 	cJSON_Delete(body);
 	if (r < 0)

@@ -105,6 +105,8 @@ int runtime_vm_exec(struct runtime *rt, const char *id, const struct runtime_exe
 /* The run dir of running VM `id`; -ESRCH when it does not run. */
 int runtime_vm_run_dir(struct runtime *rt, const char *id, char *out, size_t size);
 const char *runtime_vm_client(void);
+/* The backend's quiesce: `sync` in the guest, within `timeout_ms`. */
+int runtime_vm_quiesce(struct runtime *rt, const char *id, int timeout_ms, struct err *e);
 
 /* A VM's cgroup and live limits (runtime_vm_limits.c): /deskbox/<id> in
  * the memory, pids, cpu and freezer hierarchies (one on cgroup v2). */

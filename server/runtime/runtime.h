@@ -239,6 +239,11 @@ struct runtime_backend {
 	 * sockets), `root` the sandbox's files as it sees them, given the
 	 * overlay's path `rootfs` in that namespace; each `size` bytes. */
 	void (*adopted_paths)(pid_t pid, const char *rootfs, char *run, char *root, size_t size);
+	/* Writes back what the sandbox holds in caches of its own before a
+	 * snapshot of its disk (a VM's guest page cache over 9p), waiting up
+	 * to `timeout_ms`; a container has none (the host's FIFREEZE flushes
+	 * its pages). */
+	int (*quiesce)(struct runtime *rt, const char *id, int timeout_ms, struct err *e);
 	/* 1: taken over also after deskboxd was killed (SIGKILL, a crash),
 	 * not only after a detach (--on-exit keep): nothing of it needs the
 	 * deskboxd that started it. */

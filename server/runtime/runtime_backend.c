@@ -27,6 +27,11 @@ static void crun_adopted_paths(pid_t pid, const char *rootfs, char *run, char *r
 	snprintf(root, size, "/proc/%d/root", (int)pid);
 }
 
+static int crun_quiesce(struct runtime *rt, const char *id, int timeout_ms, struct err *e)
+{
+	return 0;
+}
+
 static const struct runtime_backend crun_backend = {
     .isolation = RUNTIME_ISOLATION_CONTAINER,
     .start = runtime_start,
@@ -40,6 +45,7 @@ static const struct runtime_backend crun_backend = {
     .ready_timeout_ms = 0,
     .guest_pids = 0,
     .adopted_paths = crun_adopted_paths,
+    .quiesce = crun_quiesce,
     /* After a kill its log pipe has no reader: the desktop's next line
      * would end it, so only a detach leaves it to be taken over. */
     .adopt_after_kill = 0,

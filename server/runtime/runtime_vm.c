@@ -721,25 +721,28 @@ static int vm_connect_inside(pid_t pid, uint16_t port, int timeout_ms, int *fd, 
 
 static int vm_feature(enum runtime_feature f, struct err *e)
 {
-	/* Pause freezes QEMU in its cgroup's freezer, as a container's
-	 * processes are (the guest's clock jumps at the resume).  A takeover
-	 * reaches QEMU's sockets and the overlay through /proc/<pid>
-	 * (vm_adopted_paths).  Terminals: the guest's agent runs the program
-	 * on a pty of the guest (exec_pty); live viewers: ports of their own
-	 * (viewer_ports). */
-	if (f == RUNTIME_FEATURE_PAUSE || f == RUNTIME_FEATURE_NETWORK ||
-	    f == RUNTIME_FEATURE_ADOPT || f == RUNTIME_FEATURE_TERMINAL ||
-	    f == RUNTIME_FEATURE_VNC_VIEWER || f == RUNTIME_FEATURE_READ_ONLY_ROOT)
+	/* Every feature the layers above ask about works for a VM: pause
+	 * freezes QEMU in its cgroup's freezer, as a container's processes
+	 * are (the guest's clock jumps at the resume); a takeover reaches
+	 * QEMU's sockets and the overlay through /proc/<pid>
+	 * (vm_adopted_paths); terminals run on a pty of the guest (exec_pty);
+	 * live viewers have ports of their own (viewer_ports); checkpoints
+	 * are of the files, after the guest's sync (quiesce); the read-only
+	 * root is runtime_vm_ro.c's.  What differs still is refused where it
+	 * is asked for (a pause or checkpoint with "memory":true). */
+	switch (f) {
+	case RUNTIME_FEATURE_NETWORK:
+	case RUNTIME_FEATURE_CHECKPOINT:
+	case RUNTIME_FEATURE_PAUSE:
+	case RUNTIME_FEATURE_TERMINAL:
+	case RUNTIME_FEATURE_ADOPT:
+	case RUNTIME_FEATURE_READ_ONLY_ROOT:
+	case RUNTIME_FEATURE_VNC_VIEWER:
 		return 0;
-	static const char *const why[] = {
-	    [RUNTIME_FEATURE_CHECKPOINT] = "checkpoints, restores and forks (memory snapshots "
-					   "are not implemented)",
-	};
-	const char *w = f < sizeof(why) / sizeof(*why) && why[f] ? why[f] : "this operation";
+	}
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-		       "isolation 'vm': %s is not implemented for VM sandboxes "
-		       "(docs/isolation.md)",
-		       w);
+		       "isolation 'vm': this operation is not implemented for VM sandboxes "
+		       "(docs/isolation.md)");
 }
 
 static int vm_exec_spawn(struct runtime *rt, const char *id, const struct runtime_exec *x,
@@ -761,6 +764,7 @@ const struct runtime_backend runtime_vm_backend = {
     .ready_timeout_ms = 240000,
     .guest_pids = 1,
     .adopted_paths = vm_adopted_paths,
+    .quiesce = runtime_vm_quiesce,
     /* QEMU needs nothing of deskboxd once it runs (it ignores SIGPIPE, so
      * a console line to a log pipe without a reader is only lost). */
     .adopt_after_kill = 1,

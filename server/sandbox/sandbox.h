@@ -388,6 +388,9 @@ int sandbox_checkpoint_name_ok(const char *name);
  * own, ERR_LIMIT past 32. */
 int sandbox_checkpoint_create(struct sandboxes *s, const char *id, const char *name, cJSON **out,
 			      struct err *e);
+/* A checkpoint with "memory":true: ERR_NOT_IMPLEMENTED naming why for the
+ * sandbox's isolation (ERR_NOT_FOUND without one). */
+int sandbox_checkpoint_memory(struct sandboxes *s, const char *id, struct err *e);
 /* The checkpoints of `id`, a JSON array (the caller's). */
 int sandbox_checkpoints_list(struct sandboxes *s, const char *id, cJSON **out, struct err *e);
 int sandbox_checkpoint_delete(struct sandboxes *s, const char *id, const char *name, struct err *e);

@@ -56,6 +56,7 @@
 #define CHECKPOINTS_MAX	    32
 #define CHECKPOINT_NAME_MAX 64
 #define NEW_PREFIX	    ".new-"
+#define CHECKPOINT_QUIESCE_MS 10000 /* a VM guest's sync */
 
 int sandbox_checkpoint_name_ok(const char *name)
 {
@@ -145,6 +146,9 @@ static int capture(struct sandbox *sb, const char *dst, struct err *e)
 	int mounted = sb->disk_mounted;
 	pthread_mutex_unlock(&sb->mu);
 	int froze = st == SANDBOX_RUNNING;
+	/* What the sandbox caches itself (a VM's guest) reaches the disk. */
+	if (froze && sb->be->quiesce(sb->owner->rt, sb->container_id, CHECKPOINT_QUIESCE_MS, e) < 0)
+		return err_wrap(e, "writing back the sandbox's files for the checkpoint");
 	if (froze && sandbox_freeze(sb, e) < 0)
 		return err_wrap(e, "freezing the sandbox for the checkpoint");
 	_cleanup_fd_ int dfd = mounted ? open(disk, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;

@@ -202,17 +202,35 @@ int sandbox_resume_locked(struct sandbox *sb, struct err *e)
  * has a virtio-9p share mounted ("Migration is disabled when VirtFS export
  * path ... is mounted"), which a VM's root, /usr and run dir are
  * (docs/isolation.md). */
-static int refuse_memory(const struct sandbox *sb, struct err *e)
+static int refuse_memory(const struct sandbox *sb, int checkpoint, struct err *e)
 {
+	const char *what = checkpoint ? "a checkpoint" : "pause";
+	if (sb->be->isolation != RUNTIME_ISOLATION_VM && checkpoint)
+		return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
+			       "a checkpoint with \"memory\":true is not implemented: a "
+			       "container's checkpoint keeps its files, and its desktop starts "
+			       "again at a restore; take it without \"memory\"");
 	if (sb->be->isolation != RUNTIME_ISOLATION_VM)
 		return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
 			       "pause with \"memory\":true is for VM sandboxes: a container's "
 			       "pause already keeps its memory in place (its cgroup frozen); "
 			       "pause it without \"memory\"");
 	return err_set(e, ERR_NOT_IMPLEMENTED, ENOTSUP,
-		       "isolation 'vm': pause with \"memory\":true is not implemented: QEMU "
+		       "isolation 'vm': %s with \"memory\":true is not implemented: QEMU "
 		       "refuses to save a guest's memory while a virtio-9p share is mounted, "
-		       "and the VM's root, /usr and run dir are 9p shares (docs/isolation.md)");
+		       "and the VM's root, /usr and run dir are 9p shares (docs/isolation.md)",
+		       what);
+}
+
+int sandbox_checkpoint_memory(struct sandboxes *s, const char *id, struct err *e)
+{
+	struct sandbox *sb;
+	enum sandbox_status st;
+	if (sandbox_get_exclusive(s, id, &sb, &st, e) < 0)
+		return err_code(e);
+	int r = st == SANDBOX_DELETING ? err_set(e, ERR_NOT_FOUND, ENOENT, "no sandbox '%s'", id)
+				       : refuse_memory(sb, 1, e);
+	return sandbox_put_exclusive(sb, r, NULL);
 }
 
 /* Looks `id` up and, exclusively, pauses (`pause` 1; 2: with its memory
@@ -233,7 +251,7 @@ static int pause_or_resume(struct sandboxes *s, const char *id, int pause, struc
 		r = err_set(e, ERR_NOT_RUNNING, ESRCH, "sandbox '%s' is not running: it is %s", id,
 			    sandbox_status_name(st));
 	else if (pause == 2)
-		r = refuse_memory(sb, e);
+		r = refuse_memory(sb, 0, e);
 	else if (pause && st == SANDBOX_RUNNING)
 		r = sandbox_pause_locked(sb, e);
 	else if (!pause && st == SANDBOX_PAUSED)
