@@ -1,10 +1,14 @@
 /* api_lifecycle: a sandbox's deadline, live changes, pause and resume
  * (docs/lifecycle.md). */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "api.h"
 #include "common/args.h"
 #include "common/clock.h"
+#include "common/log.h"
+
+#define FORK_COUNT_MAX 32 /* forks of one request */
 
 /* Answers `sb` (a reference this consumes) with the time the operation took. */
 static int reply_sandbox(struct http_response *res, struct sandbox *sb, uint64_t t0, struct err *e)
@@ -141,6 +145,31 @@ int api_checkpoint_delete(struct http_request *req, struct http_response *res, s
 	return 0;
 }
 
+/* `count` forks (1-32): all made, or none left.  Their views in `arr`. */
+static int fork_many(struct api *api, const char *id, const char *cp, int64_t count, cJSON *arr,
+		     struct err *e)
+{
+	for (int64_t i = 0; i < count; i++) {
+		struct sandbox *sb = NULL;
+		if (sandbox_fork(api->sandboxes, id, cp, NULL, &sb, e) == 0) {
+			cJSON_AddItemToArray(arr, api_sandbox_view(sb));
+			sandbox_put(sb);
+			continue;
+		}
+		/* Those made go again: the answer is the failure alone. */
+		const cJSON *v;
+		cJSON_ArrayForEach(v, arr)
+		{
+			const cJSON *fid = cJSON_GetObjectItemCaseSensitive(v, "id");
+			struct err de = ERR_INIT;
+			if (cJSON_IsString(fid) && sandbox_delete(api->sandboxes, fid->valuestring, &de) < 0)
+				log_msg(LOG_LEVEL_WARN, "fork %s: %s", fid->valuestring, de.msg);
+		}
+		return err_wrap(e, "fork %lld of %lld", (long long)i + 1, (long long)count);
+	}
+	return 0;
+}
+
 int api_sandbox_fork(struct http_request *req, struct http_response *res, struct err *e)
 {
 	struct api *api = req->app;
@@ -148,20 +177,32 @@ int api_sandbox_fork(struct http_request *req, struct http_response *res, struct
 	if (http_json_body(req, &body, e) < 0)
 		return err_code(e);
 	const char *name, *sbname;
+	int64_t count = 0;
 	struct sandbox *sb = NULL;
 	uint64_t t0 = clock_mono_ns();
-	static const char *const fields[] = {"checkpoint", "name", NULL};
+	static const char *const fields[] = {"checkpoint", "name", "count", NULL};
 	int r = args_only(body, NULL, fields, e);
 	r = r ?: args_string(body, "checkpoint", 64, 0, &name, e);
-	if (r == 0)
-		r = args_string(body, "name", SANDBOX_NAME_MAX, 0, &sbname, e);
-	if (r == 0)
+	r = r ?: args_string(body, "name", SANDBOX_NAME_MAX, 0, &sbname, e);
+	r = r ?: args_int(body, "count", 1, FORK_COUNT_MAX, 0, 0, &count, e);
+	if (r == 0 && count > 1 && sbname)
+		r = err_set(e, ERR_INVALID, EINVAL, "'name' names one sandbox: not with 'count' %lld",
+			    (long long)count);
+	cJSON *arr = count ? cJSON_CreateArray() : NULL;
+	if (r == 0 && count)
+		r = fork_many(api, req->captures[0], name, count, arr, e);
+	else if (r == 0)
 		r = sandbox_fork(api->sandboxes, req->captures[0], name, sbname, &sb, e);
 	cJSON_Delete(body);
-	if (r < 0)
+	if (r < 0) {
+		cJSON_Delete(arr);
 		return r;
-	cJSON *j = api_sandbox_view(sb);
-	sandbox_put(sb);
+	}
+	cJSON *j = arr ? cJSON_CreateObject() : api_sandbox_view(sb);
+	if (arr)
+		cJSON_AddItemToObject(j, "sandboxes", arr);
+	else
+		sandbox_put(sb);
 	cJSON_AddNumberToObject(j, "duration_ms", (double)(clock_mono_ns() - t0) / 1e6);
 	return http_reply_json(res, 201, j, e);
 }

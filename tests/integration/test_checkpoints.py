@@ -44,6 +44,21 @@ def err_code(r):
         return r.status, None
 
 
+def all_or_nothing(t):
+    """A count that does not fit (--max-sandboxes) leaves no fork."""
+    srv = dbx.Server(args=["--max-sandboxes", "3"])
+    try:
+        sid = srv.create({})["id"]
+        srv.request("POST", base(sid) + "/checkpoints", {"name": "c"})
+        r = srv.request("POST", base(sid) + "/fork", {"checkpoint": "c", "count": 3},
+                        timeout=120)
+        left = [x["id"] for x in srv.request("GET", "/v1/sandboxes").json()["sandboxes"]]
+        t.ok(r.status == 429 and left == [sid],
+             "3 forks where 2 fit: 429, and the 2 made are gone again", (r.status, left))
+    finally:
+        srv.stop()
+
+
 def main():
     dbx.require_root_and_tools()
     t = dbx.Tap()
@@ -118,6 +133,29 @@ def main():
                  "it has the parent's files as they are now")
             t.eq(sh(srv, sid, XVFB)["stdout"].strip().isdigit(), True,
                  "the parent's desktop still runs")
+
+        # ---- several forks at once ----
+        r = srv.request("POST", base(sid) + "/fork", {"checkpoint": "deps-installed", "count": 3},
+                        timeout=120)
+        many = r.json().get("sandboxes") or [] if r.status == 201 else []
+        t.ok(r.status == 201 and len({m.get("id") for m in many}) == 3 and
+             all(m.get("status") == "running" for m in many),
+             "count 3: three running forks in one answer", r.body[:300])
+        t.diag("3 forks from a checkpoint: %.0f ms" % (r.json().get("duration_ms", -1)
+                                                       if r.status == 201 else -1))
+        t.ok(many and all(tree(srv, m["id"]) == h0 for m in many),
+             "each has the checkpoint's files")
+        for m in many:
+            srv.request("DELETE", "/v1/sandboxes/" + m["id"])
+        for bad in (0, 33, "2", 1.5, True):
+            r = srv.request("POST", base(sid) + "/fork", {"checkpoint": "deps-installed",
+                                                          "count": bad})
+            t.ok(r.status == 400 and "count" in r.body.decode(), "fork count %r: 400" % (bad,),
+                 r.body[:200])
+        r = srv.request("POST", base(sid) + "/fork", {"count": 2, "name": "twins"})
+        t.ok(r.status == 400 and "name" in r.body.decode(), "name with count 2: 400",
+             r.body[:200])
+        all_or_nothing(t)
 
         # ---- bad inputs ----
         for name in ("", ".hidden", "-x", "a b", "../x", "a/b", "x" * 65, 5, None):
