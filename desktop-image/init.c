@@ -90,6 +90,7 @@ struct init {
 	int stopping, exit_code;
 	long long stop_deadline, t0;
 	long long xvfb_timeout_ms; /* XVFB_TIMEOUT_MS, or DESKBOX_XVFB_TIMEOUT_MS */
+	int autorepeat;		   /* 0: DESKBOX_XVFB_AUTOREPEAT=0 (Xvfb -r) */
 	struct exec_agent *agent; /* NULL: deskboxd falls back to crun exec */
 };
 
@@ -230,7 +231,7 @@ static int start_xvfb(struct init *in)
 			      /* Nothing else can own :0 in here, and a lock the
 			       * user left in the sticky /tmp would stop root's
 			       * Xvfb.  Only root may pass it. */
-			      apart ? "-nolock" : NULL, NULL, NULL, NULL};
+			      apart ? "-nolock" : NULL, NULL, NULL, NULL, NULL};
 	/* The screen in a mapped file instead of Xvfb's heap: deskbox-vnc
 	 * reads it in place rather than keeping a 4 MB copy (README.md).  Not
 	 * for the host's Xvfb in its chroot, which has no /run/deskbox-fb. */
@@ -239,6 +240,12 @@ static int start_xvfb(struct init *in)
 		size_t n = apart ? 13 : 12; /* after -nolock, or in its place */
 		argv[n] = "-fbdir";
 		argv[n + 1] = FB_DIR;
+	}
+	if (!in->autorepeat) {
+		size_t k = 12;
+		while (argv[k])
+			k++;
+		argv[k] = "-r";
 	}
 	in->c[XVFB].pid = w >= 0 ? start(argv, w, in->c[XVFB].host, NULL) : 0;
 	if (w >= 0)
@@ -600,6 +607,10 @@ static int configure(struct init *in)
 	if (xt && *xt && in->xvfb_timeout_ms != t)
 		say("invalid DESKBOX_XVFB_TIMEOUT_MS '%s' (1000..600000), using %d", xt,
 		    XVFB_TIMEOUT_MS);
+	/* A desktop whose X server may not run for a while between a key's
+	 * press and its release (a VM under emulation) would repeat it. */
+	const char *ar = getenv("DESKBOX_XVFB_AUTOREPEAT");
+	in->autorepeat = !ar || strcmp(ar, "0") != 0;
 	setenv("DISPLAY", DISPLAY_NAME, 1);
 	setenv("HOME", HOME_DIR, 1);
 	const char *a11y = getenv("DESKBOX_A11Y");

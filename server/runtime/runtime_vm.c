@@ -158,6 +158,9 @@ static int write_env(const char *guest, const cJSON *env, struct err *e)
 	 * init's 10 s for a container would fail a boot (the sandbox's own
 	 * env, next, may say otherwise). */
 	fprintf(f, "DESKBOX_XVFB_TIMEOUT_MS=%d\n", VM_XVFB_TIMEOUT_MS);
+	/* Nor may a key's release come in time for the X server's repeat
+	 * (660 ms): typed "-9" arrived as "----9" once under load. */
+	fprintf(f, "DESKBOX_XVFB_AUTOREPEAT=0\n");
 	const cJSON *it;
 	cJSON_ArrayForEach(it, env)
 	{

@@ -271,6 +271,9 @@ def vm_checks(t, srv, sid, boot_s):
     t.ok(r.status == 200 and r.body == b"from the guest",
          "files: a file the guest wrote downloads", (r.status, r.body[:100]))
 
+    out = srv.exec(sid, ["sh", "-c", "xset q | grep -o 'auto repeat: *o[nf]*'"])["stdout"]
+    t.ok(out.split()[-1:] == ["off"], "the guest's X server does not repeat keys (a release "
+         "may come late under emulation)", out)
     # The foundation scenario: an xterm in the guest, exact typing.
     text = "h\u00e9llo w\u00f6rld \u2713 \u00c4\u00d6\u00dc\u00df \u65e5\u672c"
     srv.exec(sid, ["sh", "-c", "setsid xterm -fa Mono -fs 11 -T vmterm -geometry 60x10+40+40 "
