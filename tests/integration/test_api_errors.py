@@ -33,8 +33,8 @@ def unknown_fields(t, srv):
              ("POST", "/v1/templates", {"name": "t1", "resources": {"gpus": 1}},
               "resources.gpus"),
              ("PATCH", sb, {"memory_mb": 512, "swap_mb": 1}, "swap_mb"),
-             ("POST", sb + "/checkpoints", {"name": "c1", "memory": True}, "memory"),
-             ("POST", sb + "/fork", {"checkpoint": "c1", "count": 2}, "count"),
+             ("POST", sb + "/checkpoints", {"name": "c1", "memroy": True}, "memroy"),
+             ("POST", sb + "/fork", {"checkpoint": "c1", "copies": 2}, "copies"),
              ("POST", sb + "/timeout", {"timeout_s": 5, "action": "stop"}, "action"),
              ("PUT", sb + "/network", {"network": "none", "dns": "1.1.1.1"}, "dns")]
     for method, path, body, field in cases:
