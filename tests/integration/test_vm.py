@@ -144,15 +144,6 @@ def pause_part(t, srv, sid):
     t.ok(dbx.png_info(png)[:2] == (1280, 800), "and its screen mirror is still connected")
 
 
-def cgroup_file(sid, ctrl, v1, v2):
-    for p in ("/sys/fs/cgroup/%s/deskbox/dbx-%s/%s" % (ctrl, sid, v1),
-              "/sys/fs/cgroup/deskbox/dbx-%s/%s" % (sid, v2)):
-        if os.path.exists(p):
-            with open(p) as f:
-                return f.read().strip()
-    return None
-
-
 def mem_total_mb(srv, sid):
     out = srv.exec(sid, ["sh", "-c", "grep MemTotal /proc/meminfo"])["stdout"].split()
     return int(out[1]) // 1024 if len(out) > 1 else 0
@@ -165,10 +156,9 @@ def limits_part(t, srv, sid):
     r = srv.request("PATCH", base, {"cpu_millis": 500, "pids_max": 512})
     t.ok(r.status == 200 and r.json().get("cpu_millis") == 500,
          "PATCH cpu_millis and pids_max of a running VM", r.body[:300])
-    t.ok(cgroup_file(sid, "cpu", "cpu.cfs_quota_us", "cpu.max") in ("50000", "50000 100000"),
-         "QEMU's cgroup gets the CPU quota",
-         cgroup_file(sid, "cpu", "cpu.cfs_quota_us", "cpu.max"))
-    t.eq(cgroup_file(sid, "pids", "pids.max", "pids.max"), "96",
+    quota = dbx.sandbox_cgroup_file(sid, "cpu", "cpu.cfs_quota_us", "cpu.max")
+    t.ok(quota in ("50000", "50000 100000"), "QEMU's cgroup gets the CPU quota", quota)
+    t.eq(dbx.sandbox_cgroup_file(sid, "pids", "pids.max", "pids.max"), "96",
          "and the pids limit for QEMU's threads (64 + pids_max/16)")
     boot = mem_total_mb(srv, sid)
     t0 = time.monotonic()
@@ -183,9 +173,8 @@ def limits_part(t, srv, sid):
          "the balloon takes the rest: the guest's MemTotal %d MiB (was %d) after %.1f s"
          % (now or mem_total_mb(srv, sid), boot, time.monotonic() - t0))
     want = str((1024 + 384) << 20)
-    t.ok(cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max") == want,
-         "and QEMU's memory limit is the guest's RAM + 384 MiB",
-         cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
+    limit = dbx.sandbox_cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max")
+    t.ok(limit == want, "and QEMU's memory limit is the guest's RAM + 384 MiB", limit)
     for mb, word in ((4096, "booted with"), (256, "512")):
         r = srv.request("PATCH", base, {"memory_mb": mb})
         t.ok(r.status == 409 and word in message_of(r),
@@ -386,16 +375,6 @@ def vm_part(t, srv, servers, state):
     return srv
 
 
-def running(pid):
-    """The process runs (a zombie does not: a taken-over QEMU's parent is
-    the machine's init, which reaps it when it will)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def guest_state(srv, sid):
     """The guest's boot_id and the pid of the marker started before the
     takeover ("" when an exec does not answer)."""
@@ -472,7 +451,7 @@ def crash_part(t, srv, servers, state, sid, pids):
          time.monotonic() - t0 < 2.5,
          "stop of a taken-over VM ends it at once (%.1f s: QEMU takes SIGTERM)"
          % (time.monotonic() - t0), r.body[:200])
-    t.ok(pids and not any(running(p) for p in pids), "and no QEMU of it runs")
+    t.ok(pids and not any(dbx.running(p) for p in pids), "and no QEMU of it runs")
     t0 = time.monotonic()
     r = srv.request("POST", "/v1/sandboxes/%s/start" % sid, timeout=400)
     t.ok(r.status == 200 and r.json().get("status") == "running",

@@ -67,15 +67,6 @@ def guest_ooms(srv, vm):
     return int(out[1]) if len(out) > 1 else -1
 
 
-def cgroup_value(sid, ctrl, v1, v2):
-    for p in ("/sys/fs/cgroup/%s/deskbox/dbx-%s/%s" % (ctrl, sid, v1),
-              "/sys/fs/cgroup/deskbox/dbx-%s/%s" % (sid, v2)):
-        if os.path.exists(p):
-            with open(p) as f:
-                return f.read().strip()
-    return None
-
-
 def oom_part(t, srv, vm, box, qemu):
     """Allocation past the guest's RAM: the guest kills it."""
     before = guest_ooms(srv, vm)
@@ -91,8 +82,8 @@ def oom_part(t, srv, vm, box, qemu):
     t.ok(before >= 0 and after > before,
          "the guest's kernel counts its OOM kill (oom_kill %d -> %d)" % (before, after))
     t.eq(srv.exec(vm, ["echo", "alive"])["stdout"], "alive\n", "the VM answers on")
-    limit = cgroup_value(vm, "memory", "memory.limit_in_bytes", "memory.max")
-    peak = cgroup_value(vm, "memory", "memory.max_usage_in_bytes", "memory.peak")
+    limit = dbx.sandbox_cgroup_file(vm, "memory", "memory.limit_in_bytes", "memory.max")
+    peak = dbx.sandbox_cgroup_file(vm, "memory", "memory.max_usage_in_bytes", "memory.peak")
     t.ok(limit and peak and int(peak) <= int(limit),
          "QEMU stayed within its cgroup's limit (peak %s of %s bytes)" % (peak, limit))
     t.ok(qemu_of(vm) == qemu, "the same QEMU runs (not killed by the host)")
@@ -135,7 +126,7 @@ def bomb_part(t, srv, vm, box, qemu):
     t.ok(dbx.png_info(png)[:2] == (1280, 800), "and a screenshot")
     t.eq(procs, {qemu}, "no host process came of it: QEMU is the only process in the VM's "
          "cgroup throughout")
-    pids_max = cgroup_value(vm, "pids", "pids.max", "pids.max")
+    pids_max = dbx.sandbox_cgroup_file(vm, "pids", "pids.max", "pids.max")
     t.ok(pids_max and most_threads <= int(pids_max),
          "QEMU's threads stayed within its pids limit (%d before, at most %d, limit %s)"
          % (threads, most_threads, pids_max))

@@ -44,15 +44,6 @@ def vm_qemus(state):
     return out
 
 
-def running(pid):
-    """Runs (a zombie does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def ready(srv, name):
     r = srv.request("GET", "/v1/templates/" + name)
     return r.json().get("warm_pool_ready") if r.status == 200 else None
@@ -114,7 +105,7 @@ def crash_part(t, srv, servers, state, sid):
          "after kill -9 the claimed VM is taken over", r.body[:200])
     t.eq(srv.exec(sid, ["cat", "/proc/sys/kernel/random/boot_id"])["exit_code"], 0,
          "and answers exec")
-    t.ok(member and not any(running(p) for p in member),
+    t.ok(member and not any(dbx.running(p) for p in member),
          "the pool member never handed out is deleted with its QEMU",
          (before, vm_qemus(srv.state_dir)))
     got = dbx.wait_until(lambda: ready(srv, "vmwarm") == 1, timeout=BOOT_S, interval=0.5)
@@ -140,8 +131,8 @@ def main():
             srv = crash_part(t, srv, servers, state, sid)
             r = srv.request("DELETE", "/v1/templates/vmwarm")
             t.ok(r.status in (200, 204), "the template deletes", r.body[:200])
-            t.eq(list(vm_qemus(srv.state_dir).values()), [sid], "its pool is drained: only the claimed "
-                 "VM runs")
+            t.eq(list(vm_qemus(srv.state_dir).values()), [sid],
+                 "its pool is drained: only the claimed VM runs")
             r = srv.request("DELETE", "/v1/sandboxes/" + sid, timeout=120)
             t.ok(r.status in (200, 204), "the claimed VM deletes", r.body[:200])
             gone = dbx.wait_until(lambda: not vm_qemus(srv.state_dir), timeout=10)

@@ -87,6 +87,27 @@ def wait_until(cond, timeout=10, interval=0.1):
         time.sleep(interval)
 
 
+def running(pid):
+    """The process runs (a zombie does not: one whose parent died, a
+    taken-over QEMU's, waits for the machine's init to reap it)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def sandbox_cgroup_file(sid, ctrl, v1, v2):
+    """File `v1` of controller `ctrl` in sandbox sid's cgroup (cgroup v1),
+    or `v2` of its one cgroup (v2), stripped; None when neither is there."""
+    for p in ("/sys/fs/cgroup/%s/deskbox/dbx-%s/%s" % (ctrl, sid, v1),
+              "/sys/fs/cgroup/deskbox/dbx-%s/%s" % (sid, v2)):
+        if os.path.exists(p):
+            with open(p) as f:
+                return f.read().strip()
+    return None
+
+
 def cgroup_dirs(cid):
     """The cgroup directories of container `cid` (deskboxd puts them under
     "deskbox"), on a cgroup v1 or a v2 host."""
