@@ -49,7 +49,7 @@
 #define VM_DEFAULT_MEM_MB  1024
 #define VM_ARGV_MAX	   144
 #define VM_STOP_TIMEOUT_MS 5000
-#define VM_XVFB_TIMEOUT_MS 120000
+#define VM_XVFB_TIMEOUT_MS 200000
 
 static struct runtime_vm_opts vm_opts;
 static int vm_configured;
