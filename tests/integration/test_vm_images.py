@@ -25,35 +25,13 @@ import test_images as images  # noqa: E402
 t = dbx.Tap()
 
 
-def message_of(r):
-    try:
-        return r.json().get("error", {}).get("message", "")
-    except ValueError:
-        return r.body.decode(errors="replace")
-
-
-def qemu_cmdline(sid):
-    for p in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cgroup" % p) as f:
-                if "/deskbox/dbx-" + sid not in f.read():
-                    continue
-            with open("/proc/%s/cmdline" % p, "rb") as c:
-                cmd = c.read().decode(errors="replace").split("\0")
-            if cmd and "qemu-system" in cmd[0]:
-                return cmd
-        except OSError:
-            pass
-    return []
-
-
 def count(srv):
     j = srv.request("GET", "/v1/sandboxes").json()
     return len(j if isinstance(j, list) else j["sandboxes"])
 
 
 def vm_checks(srv, sid):
-    cmd = qemu_cmdline(sid)
+    cmd = dbx.qemu_cmdline(sid)
     t.ok(cmd and not [a for a in cmd if a.startswith("local,id=usr,")] and
          [a for a in cmd if a.startswith("local,id=deskbox,") and "deskbox-image" in a],
          "QEMU shares no /usr and the image's deskbox parts", [a for a in cmd if "id=" in a])
@@ -105,8 +83,8 @@ def main():
         r = srv.request("POST", "/v1/sandboxes", {"image": "tiny", "isolation": "vm",
                                                   "display": {"width": 640, "height": 400}},
                         timeout=400)
-        if r.status == 501 and ("make vm" in message_of(r) or "/dev/kvm" in message_of(r)):
-            t.skip("the VM image checks", "this host cannot run a VM: %s" % message_of(r))
+        if r.status == 501 and ("make vm" in dbx.error_message(r) or "/dev/kvm" in dbx.error_message(r)):
+            t.skip("the VM image checks", "this host cannot run a VM: %s" % dbx.error_message(r))
             t.done()
             return
         t.ok(r.status == 201, "a VM boots from the stored image (%.1f s)" % (
@@ -117,7 +95,7 @@ def main():
         before = count(srv)
         r = srv.request("POST", "/v1/sandboxes", {"image": "headless", "isolation": "vm"},
                         timeout=400)
-        t.ok(r.status == 501 and "Xvfb or openbox" in message_of(r),
+        t.ok(r.status == 501 and "Xvfb or openbox" in dbx.error_message(r),
              "an image that needs the host's desktop: 501 naming why", r.body[:300])
         after = count(srv)
         t.ok(after == before == len(sids), "and no sandbox is left of it (%d before, %d after)"

@@ -29,41 +29,19 @@ t = dbx.Tap()
 RO = "Read-only file system"
 
 
-def message_of(r):
-    try:
-        return r.json().get("error", {}).get("message", "")
-    except ValueError:
-        return r.body.decode(errors="replace")
-
-
-def qemu_cmdline(sid):
-    for p in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cgroup" % p) as f:
-                if "/deskbox/dbx-" + sid not in f.read():
-                    continue
-            with open("/proc/%s/cmdline" % p, "rb") as c:
-                cmd = c.read().decode(errors="replace").split("\0")
-            if cmd and "qemu-system" in cmd[0]:
-                return cmd
-        except OSError:
-            pass
-    return []
-
-
 def create(srv, spec, what):
     spec = dict(spec, isolation="vm", display={"width": 640, "height": 400})
     t0 = time.monotonic()
     r = srv.request("POST", "/v1/sandboxes", spec, timeout=400)
-    if r.status == 501 and ("make vm" in message_of(r) or "/dev/kvm" in message_of(r)):
-        return None, message_of(r)
+    if r.status == 501 and ("make vm" in dbx.error_message(r) or "/dev/kvm" in dbx.error_message(r)):
+        return None, dbx.error_message(r)
     t.ok(r.status == 201, "%s boots (%.1f s)" % (what, time.monotonic() - t0),
          (r.status, r.body[:300]))
     return (r.json() if r.status == 201 else None), None
 
 
 def check_qemu(sid):
-    cmd = qemu_cmdline(sid)
+    cmd = dbx.qemu_cmdline(sid)
     root = [a for a in cmd if a.startswith("local,id=root,")]
     rw = [a for a in cmd if a.startswith("local,id=rw")]
     app = cmd[cmd.index("-append") + 1] if "-append" in cmd else ""
@@ -102,7 +80,7 @@ def check_files(srv, sid, state):
     base = "/v1/sandboxes/%s/files" % sid
     for path in ("/usr/f", "/etc/f", "/f"):
         r = srv.request("PUT", base + "/upload?path=" + path, b"x")
-        t.ok(r.status == 403 and RO in message_of(r),
+        t.ok(r.status == 403 and RO in dbx.error_message(r),
              "%s: an upload to %s is 403 (EROFS)" % (state, path), r.body[:200])
     r = srv.request("POST", base + "/mkdir", {"path": "/etc/d"})
     t.eq(r.status, 403, "%s: mkdir in /etc is 403" % state)
@@ -129,7 +107,7 @@ def takeover(srv, sid):
     base = "/v1/sandboxes/%s/files" % sid
     for path in ("/etc/f", "/workspace/f"):
         r = srv2.request("PUT", base + "/upload?path=" + path, b"x")
-        t.ok(r.status == 409 and "stop and start" in message_of(r),
+        t.ok(r.status == 409 and "stop and start" in dbx.error_message(r),
              "taken over: an upload to %s is 409 naming why" % path, r.body[:300])
     r = srv2.request("GET", base + "/download?path=/etc/hostname")
     t.eq(r.status, 409, "taken over: a download too (the files wait for its next start)")
@@ -183,7 +161,7 @@ def main():
             sids.append(ctl["id"])
             x = dbx_exec(ctl["id"], ["sh", "-c", "touch /etc/x && echo ok"], user="root")
             t.eq(x["stdout"], "ok\n", "its root writes /etc")
-            t.ok(not [a for a in qemu_cmdline(ctl["id"]) if a.startswith("local,id=rw")],
+            t.ok(not [a for a in dbx.qemu_cmdline(ctl["id"]) if a.startswith("local,id=rw")],
                  "and QEMU has no writable-place shares for it")
         for s in list(sids):
             r = srv.request("DELETE", "/v1/sandboxes/" + s, timeout=120)

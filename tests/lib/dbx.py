@@ -97,6 +97,31 @@ def running(pid):
         return False
 
 
+def error_message(r):
+    """The message of a JSON error answer (the body itself when it is not
+    JSON)."""
+    try:
+        return r.json().get("error", {}).get("message", "")
+    except ValueError:
+        return r.body.decode(errors="replace")
+
+
+def qemu_cmdline(sid):
+    """The argv of the QEMU in sandbox sid's cgroup ([] when none runs)."""
+    for p in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cgroup" % p) as f:
+                if "/deskbox/dbx-" + sid not in f.read():
+                    continue
+            with open("/proc/%s/cmdline" % p, "rb") as c:
+                cmd = c.read().decode(errors="replace").split("\0")
+            if cmd and "qemu-system" in cmd[0]:
+                return cmd
+        except OSError:
+            pass
+    return []
+
+
 def sandbox_cgroup_file(sid, ctrl, v1, v2):
     """File `v1` of controller `ctrl` in sandbox sid's cgroup (cgroup v1),
     or `v2` of its one cgroup (v2), stripped; None when neither is there."""
